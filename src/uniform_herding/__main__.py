@@ -1,0 +1,3 @@
+from uniform_herding.cli import main
+
+main()

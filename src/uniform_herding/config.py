@@ -1,0 +1,151 @@
+"""Run ID -> config: the paper's protocol as one frozen dataclass, the twelve runs, the profiles.
+
+The paper (Sec. 3, App. A): CIFAR-100, T=10 tasks x 10 classes, ResNet-18 (w=64), active budget
+M=2000, retrieval b=64, candidate multiplier rho=3, KD lambda=1 at T_KD=2, cosine-margin head
+(s=30, m=0.35), SGD lr 0.1 / momentum 0.9 / wd 5e-4, batch 128, clip 1.0, 70 epochs, seeds
+1993/2023/42. Every ablation (a1-a4) and sweep (s1-s4) changes exactly one setting of B3;
+B0-B2 are their own protocols. A profile changes sizes only (data, width, epochs, budgets scaled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SEEDS: tuple[int, ...] = (1993, 2023, 42)
+CONFIG_VERSION = 1  # bump when a change makes old results incomparable
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved protocol of one run. Units and paper sections in the comments."""
+
+    # --- method (Sec. 3.2-3.4) -------------------------------------------------------------
+    memory: Literal["uniform_herding", "icarl", "static", "none"] = "uniform_herding"
+    selection: Literal["herding", "random"] = "herding"  # how Uniform Herding fills q_c (a4: random)
+    loss: Literal["ce_kd", "icarl_bce"] = "ce_kd"  # CE (+KD when kd_lambda > 0) or iCaRL's BCE
+    kd_lambda: float = 1.0  # lambda, distillation weight (a1: 0)
+    kd_temperature: float = 2.0  # T_KD
+    head: Literal["cosine", "linear"] = "cosine"  # cosine-margin (s, m) or nn.Linear (a3, iCaRL)
+    cos_scale: float = 30.0  # s
+    cos_margin: float = 0.35  # m, subtracted as s*m from the target logit in training only
+    imprint: bool = True  # new head rows from normalised class means, from task 1 on
+    readout: Literal["nme", "head"] = "nme"  # nearest-mean-of-exemplars or head-logit argmax
+    M: int = 2000  # active exemplar budget (items), before the profile's scale
+    b: int = 64  # retrieval: replayed exemplars per step, before the profile's scale
+    rho: int = 3  # candidate multiplier: pool holds at most rho*q_c items per class
+
+    # --- optimisation (Sec. 3.1, App. A) -----------------------------------------------------
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    batch_size: int = 128  # current-task images per step
+    grad_clip: float = 1.0  # gradient-norm clip
+    epochs: int = 70  # per task
+
+    # --- sizes: set by the profile ------------------------------------------------------------
+    dataset: Literal["cifar100", "synthetic"] = "cifar100"
+    n_tasks: int = 10  # T
+    classes_per_task: int = 10  # C_new
+    width: int = 64  # ResNet-18 base width w (feature dim 8w)
+    split_seed: int = 13  # class order and probe/validation hold-out
+    probe_per_class: int = 30
+    val_per_class: int = 20
+    train_per_class: int | None = None  # None: all remaining (450 on CIFAR-100)
+    test_per_class: int | None = None  # None: all (100 on CIFAR-100)
+    memory_scale: float = 1.0  # M_eff = round(M * memory_scale)
+    retrieval_scale: float = 1.0  # b_eff = round(b * retrieval_scale)
+    eval_batch_size: int = 1024
+
+    @property
+    def budget(self) -> int:
+        """Active budget M in items after the profile's scale (0 for no replay)."""
+        return 0 if self.memory == "none" else max(1, round(self.M * self.memory_scale))
+
+    @property
+    def retrieval(self) -> int:
+        """Replayed items per step b after the profile's scale (0 for no replay)."""
+        return 0 if self.memory == "none" else max(1, round(self.b * self.retrieval_scale))
+
+    @property
+    def n_classes(self) -> int:
+        return self.n_tasks * self.classes_per_task
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field plus the derived sizes, as recorded in result.json."""
+        return {**dataclasses.asdict(self), "budget": self.budget, "retrieval": self.retrieval}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One of the paper's run IDs: a named set of changes to B3's config."""
+
+    run_id: str
+    name: str  # the paper's configuration label (Table 'Per-seed ...')
+    description: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+RUNS: dict[str, RunSpec] = {
+    spec.run_id: spec
+    for spec in [
+        RunSpec("B0", "No replay", "fine-tuning, CE only, head-logit readout",
+                {"memory": "none", "kd_lambda": 0.0, "readout": "head"}),
+        RunSpec("B1", "iCaRL", "arrival-time herding + prefix truncation, BCE, linear head, NME",
+                {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False}),
+        RunSpec("B2", "Static bank", "random bank, random removal, CE only, head-logit readout",
+                {"memory": "static", "kd_lambda": 0.0, "readout": "head"}),
+        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {}),
+        RunSpec("a1", "No KD", "B3 without distillation", {"kd_lambda": 0.0}),
+        RunSpec("a2", "Head-logit", "B3 with head-logit readout instead of NME", {"readout": "head"}),
+        RunSpec("a3", "Linear head", "B3 with a linear head instead of cosine-margin", {"head": "linear"}),
+        RunSpec("a4", "Random selection", "B3 selecting exemplars at random instead of herding",
+                {"selection": "random"}),
+        RunSpec("s1", "Active budget 500", "B3 with M=500", {"M": 500}),
+        RunSpec("s2", "Active budget 4000", "B3 with M=4000", {"M": 4000}),
+        RunSpec("s3", "Retrieval 32", "B3 with b=32", {"b": 32}),
+        RunSpec("s4", "Retrieval 128", "B3 with b=128", {"b": 128}),
+    ]
+}
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # The paper's protocol, unchanged.
+    "paper": {},
+    # Same code paths, tiny: 5 tasks x 2 classes of the synthetic archive, ~30 train images per
+    # class, width 8, M and b scaled by 1/100 and 1/8 (B3: M=20, b=8).
+    "smoke": {
+        "dataset": "synthetic",
+        "n_tasks": 5,
+        "classes_per_task": 2,
+        "width": 8,
+        "epochs": 4,
+        "batch_size": 32,
+        "train_per_class": 30,
+        "test_per_class": 20,
+        "memory_scale": 0.01,
+        "retrieval_scale": 0.125,
+        "eval_batch_size": 256,
+    },
+}
+
+# Profile fields that may change; anything else would change the method.
+SIZE_FIELDS = frozenset(
+    {"dataset", "n_tasks", "classes_per_task", "width", "epochs", "batch_size", "train_per_class",
+     "test_per_class", "memory_scale", "retrieval_scale", "eval_batch_size"}
+)
+
+
+class ConfigError(ValueError):
+    """A run ID, profile or setting the artifact does not know."""
+
+
+def resolve(run_id: str, profile: str = "paper") -> Config:
+    """Config of `run_id` under `profile`: B3's defaults, then the run's changes, then sizes."""
+    if run_id not in RUNS:
+        raise ConfigError(f"unknown run ID {run_id!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    sizes = PROFILES[profile]
+    assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
+    return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
