@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-from uniform_herding.config import RUNS
+from uniform_herding.aggregate import aggregate_command
+from uniform_herding.check import check_command
+from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,4 +25,57 @@ def list_runs() -> None:
         click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]")
 
 
+@main.command("quotas")
+@click.option("--budget", "-M", type=click.IntRange(min=1), required=True, help="Active budget M.")
+@click.option("--tasks", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--classes-per-task", type=click.IntRange(min=1), default=10, show_default=True)
+def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
+    """Per-class quota q after each task (min-max where they differ), as in the paper's appendix."""
+    from uniform_herding.memory import quotas
+
+    cells = []
+    for t in range(tasks):
+        q = quotas(budget, classes_per_task * (t + 1))
+        cells.append(f"{min(q)}" if min(q) == max(q) else f"{min(q)}-{max(q)}")
+    click.echo("M      " + " ".join(f"T{t:<7}" for t in range(tasks)))
+    click.echo(f"{budget:<6} " + " ".join(f"{c:<8}" for c in cells))
+
+
+@main.command("run")
+@click.argument("run_ids", nargs=-1, required=True)
+@click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 1993 2023 42.")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
+@click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data",
+              show_default=True, help="Where the archive is (or is downloaded to). Env: UH_DATA_DIR.")
+@click.option("--results-dir", type=click.Path(path_type=Path), envvar="UH_RESULTS_DIR", default="results",
+              show_default=True, help="Where results/<RUN>/seed-<S>/ go. Env: UH_RESULTS_DIR.")
+@click.option("--archive", type=click.Path(path_type=Path, dir_okay=False),
+              help="Use this archive (official md5, or the md5 in its .md5 sidecar) instead of the data dir.")
+@click.option("--force", is_flag=True, help="Rerun finished runs and discard checkpoints.")
+def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
+            results_dir: Path, archive: Path | None, force: bool) -> None:
+    """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
+
+    A finished run is skipped; an interrupted one resumes from its last finished task.
+    """
+    from uniform_herding.archive import DataError
+    from uniform_herding.run import RunBusy, run_seed
+
+    ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
+    try:
+        for run_id in ids:
+            resolve(run_id, profile)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    progress = profile == "paper" and sys.stderr.isatty()
+    for run_id in ids:
+        for seed in seeds or SEEDS:
+            try:
+                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
+            except (DataError, RunBusy, ValueError) as e:
+                raise click.ClickException(str(e)) from None
+
+
 # --- commands contributed by other modules (one line each) ---------------------------------------
+main.add_command(aggregate_command)
+main.add_command(check_command)

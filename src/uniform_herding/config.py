@@ -149,3 +149,31 @@ def resolve(run_id: str, profile: str = "paper") -> Config:
     sizes = PROFILES[profile]
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
+
+# Every point the paper leaves open and how this artifact settles it (DESIGN §1). Recorded in each
+# result's protocol manifest; the README's deviation table lists the same entries.
+OPEN_CHOICES: dict[str, str] = {
+    "class_order": "numpy RandomState(split_seed=13).permutation(100); internal label i = original order[i]",
+    "hold_out": "same rng, per internal class: permutation of its ascending train indices; "
+    "first 30 probe, next 20 validation, rest (450) training",
+    "normalisation": "CIFAR-100 mean (0.5071, 0.4865, 0.4409), std (0.2673, 0.2564, 0.2762)",
+    "augmentation": "crop 32 from zero-padded 40 + horizontal flip p=0.5 per image, current and replayed alike",
+    "backbone": "CIFAR ResNet-18: 3x3 stride-1 stem, no max-pool, BasicBlocks [2,2,2,2], global average pool",
+    "head_growth": "10 new rows per task, old rows kept; new rows initialised as nn.Linear",
+    "imprinting": "from task 1, every head but iCaRL's: row = normalised mean of normalised features of "
+    "the class's training images (eval transform, current backbone); bias 0",
+    "optimizer": "fresh SGD per task, weight decay on all parameters, no schedule, last partial batch kept",
+    "precision": "16-mixed on GPU (as the paper); fp32 on CPU",
+    "replay": "b items per step, uniform with replacement over all stored active items, re-augmented",
+    "kd": "softmax over old-class logits / T on both sides, KL batchmean, student margin-free, teacher = "
+    "frozen eval-mode snapshot before head growth, on every image of the step",
+    "icarl_loss": "BCE-with-logits averaged over seen classes and batch; old-class targets = teacher sigmoid",
+    "herding_features": "raw (unnormalised) backbone features, eval transform; ties to the lowest index",
+    "candidate_pool": "selected items + uniformly random leftovers, at most rho*q_c per class at boundaries; "
+    "the paper's within-task reservoir insertion is not needed since pools only change at boundaries",
+    "quota_remainder": "M mod C extra items go to the lowest internal labels",
+    "static_bank": "new class: uniform random subset of q_c; shrink by uniform random removal",
+    "nme": "prototype = mean raw feature of the active exemplars, recomputed after every task; "
+    "prediction by nearest normalised prototype",
+    "epochs": "70 configured epochs per task (the paper's metadata records 71: a counter artefact)",
+}

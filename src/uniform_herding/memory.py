@@ -1,0 +1,150 @@
+"""Refresh memory: the quota rule, greedy herding and the four memory policies (Sec. 3.2, 3.4).
+
+Glossary (paper's symbols):
+  M      active budget: replayable exemplars in total after every task
+  C_t    number of classes seen after task t
+  q_c    quota of class c: floor(M / C_t) + 1{c < M mod C_t}
+  rho    candidate multiplier: Uniform Herding's pool keeps at most rho * q_c candidates per class
+  Q_c    candidate set at the boundary: the persistent pool (old class) or the task's images (new)
+  mu_c   mean feature of Q_c; S_k running sum of the k herded features
+  E_c    active set of class c: what replay draws from and what NME prototypes average
+
+A policy maps (the classes just introduced, a feature function) to new active sets. Items are
+positions in the task stream's training tensor; the stream holds no probe or validation image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from uniform_herding.config import Config
+
+Embed = Callable[[Tensor], Tensor]  # items [n] -> raw features [n, d], eval transform
+
+
+def quotas(M: int, C: int) -> list[int]:
+    """q_i for internal labels i = 0..C-1: the remainder goes to the lowest labels."""
+    return [M // C + (1 if i < M % C else 0) for i in range(C)]
+
+
+def herd(features: Tensor, k: int) -> Tensor:
+    """Greedy herding order of the first min(k, n) rows (Sec. 3.2, raw features).
+
+    x_k = argmin_{x not yet chosen} ||f(x) - (k * mu - S_{k-1})||^2, ties to the lowest index.
+    Runs in float64 so the order does not depend on the device's summation order.
+    """
+    f = features.double()  # [n, d]
+    mu = f.mean(dim=0)  # [d]
+    S = torch.zeros_like(mu)
+    taken = torch.zeros(len(f), dtype=torch.bool, device=f.device)
+    order = []
+    for j in range(1, min(k, len(f)) + 1):
+        dist = ((f - (j * mu - S)) ** 2).sum(dim=1).masked_fill(taken, float("inf"))  # [n]
+        i = dist.argmin()  # first minimum: ties go to the lowest index
+        taken[i] = True
+        S += f[i]
+        order.append(i)
+    return torch.stack(order) if order else torch.zeros(0, dtype=torch.long, device=f.device)
+
+
+class Memory:
+    """Active sets E_c per seen class; the base class is the no-replay policy (B0)."""
+
+    def __init__(self, M: int, generator: torch.Generator) -> None:
+        self.M, self.generator = M, generator
+        self.active: dict[int, Tensor] = {}
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        """Called after every task with the new classes' training items."""
+
+    def replay_items(self) -> Tensor | None:
+        """All stored active items; replay samples uniformly over items, not classes."""
+        return torch.cat(list(self.active.values())) if self.active else None
+
+    def pool_size(self) -> int:
+        """Items kept beyond the active sets for later refresh (Uniform Herding's candidates)."""
+        return 0
+
+    def _shuffle(self, items: Tensor) -> Tensor:
+        perm = torch.randperm(len(items), generator=self.generator)
+        return items[perm.to(items.device)]
+
+    def _embed_all(self, groups: dict[int, Tensor], embed: Embed) -> dict[int, Tensor]:
+        """Features of every group in one pass (large batches), split back per class."""
+        feats = embed(torch.cat(list(groups.values())))
+        return dict(zip(groups, feats.split([len(g) for g in groups.values()]), strict=True))
+
+    def state(self) -> dict:
+        return {"active": dict(self.active)}
+
+    def load_state(self, state: dict) -> None:
+        self.active = dict(state["active"])
+
+
+class UniformHerding(Memory):
+    """Re-select every seen class after every task from its bounded candidate pool (B3, a4)."""
+
+    def __init__(self, M: int, generator: torch.Generator, rho: int, selection: str) -> None:
+        super().__init__(M, generator)
+        self.rho, self.selection = rho, selection
+        self.pool: dict[int, Tensor] = {}
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        candidates = {**self.pool, **new}  # Q_c: persistent pool or the new class's stream
+        q = quotas(self.M, len(candidates))
+        feats = self._embed_all(candidates, embed) if self.selection == "herding" else None
+        for c, items in candidates.items():
+            if feats is not None:
+                chosen = herd(feats[c], q[c]).to(items.device)
+            else:  # a4: uniformly random selection
+                chosen = torch.randperm(len(items), generator=self.generator)[: q[c]].to(items.device)
+            left = torch.ones(len(items), dtype=torch.bool, device=items.device)
+            left[chosen] = False
+            extra = self._shuffle(items[left])[: (self.rho - 1) * q[c]]
+            self.active[c] = items[chosen]
+            self.pool[c] = torch.cat([self.active[c], extra])  # |pool| <= rho * q_c
+
+    def pool_size(self) -> int:
+        return sum(len(p) for p in self.pool.values())
+
+    def state(self) -> dict:
+        return {**super().state(), "pool": dict(self.pool)}
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self.pool = dict(state["pool"])
+
+
+class ICaRL(Memory):
+    """Herd a new class once on arrival into a ranked list; later keep its prefix of length q_c (B1)."""
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        q = quotas(self.M, len(self.active) + len(new))
+        for c, f in self._embed_all(new, embed).items():
+            self.active[c] = new[c][herd(f, q[c]).to(new[c].device)]  # ranked list of length q_c
+        for c in self.active:
+            self.active[c] = self.active[c][: q[c]]  # prefix truncation; the rest is dropped
+
+
+class StaticBank(Memory):
+    """Keep a uniformly random subset per new class; shrink by uniformly random removal (B2)."""
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        q = quotas(self.M, len(self.active) + len(new))
+        for c, items in {**self.active, **new}.items():
+            self.active[c] = self._shuffle(items)[: q[c]]
+
+
+def make_memory(cfg: Config, generator: torch.Generator) -> Memory:
+    """The run's memory policy (Config.memory)."""
+    M = cfg.budget
+    if cfg.memory == "uniform_herding":
+        return UniformHerding(M, generator, cfg.rho, cfg.selection)
+    if cfg.memory == "icarl":
+        return ICaRL(M, generator)
+    if cfg.memory == "static":
+        return StaticBank(M, generator)
+    return Memory(M, generator)

@@ -1,0 +1,143 @@
+"""Train one task with Lightning: current-task batches + b replayed exemplars, the run's loss (Sec. 3.1, 3.3).
+
+Losses (t = task index, C_old = classes seen before task t):
+  ce_kd     : CE over all seen classes on margin logits (cosine head: s*m off the target logit)
+              + lambda * T^2 * KL(p_teach || p) on the old classes, both softmax(z[:, :C_old] / T),
+              student logits margin-free, teacher a frozen eval-mode snapshot; no KD at t = 0 or lambda = 0.
+  icarl_bce : BCE-with-logits over all seen outputs, averaged over batch and classes; targets one-hot,
+              old-class columns replaced by the teacher's sigmoid outputs.
+Per task a fresh SGD (no schedule), gradient-norm clip, "16-mixed" on GPU and fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from uniform_herding.config import Config
+from uniform_herding.model import Learner
+from uniform_herding.stream import TaskStream
+
+
+def margin_logits(logits: Tensor, y: Tensor, s: float, m: float) -> Tensor:
+    """Subtract s*m from each row's target logit only (cosine-margin training logits)."""
+    return logits - s * m * F.one_hot(y, logits.shape[1]).to(logits.dtype)
+
+
+def kd_loss(student_old: Tensor, teacher_old: Tensor, T: float) -> Tensor:
+    """T^2 * KL(softmax(teacher/T) || softmax(student/T)), 'batchmean'."""
+    log_p = F.log_softmax(student_old.float() / T, dim=1)
+    p_teach = F.softmax(teacher_old.float() / T, dim=1)
+    return T * T * F.kl_div(log_p, p_teach, reduction="batchmean")
+
+
+def icarl_bce(logits: Tensor, y: Tensor, teacher_old: Tensor | None) -> Tensor:
+    """iCaRL's BCE: one-hot targets with old-class columns set to the teacher's sigmoid outputs."""
+    targets = F.one_hot(y, logits.shape[1]).float()
+    if teacher_old is not None:
+        targets[:, : teacher_old.shape[1]] = torch.sigmoid(teacher_old.float())
+    return F.binary_cross_entropy_with_logits(logits.float(), targets)
+
+
+def task_loss(cfg: Config, logits: Tensor, y: Tensor, teacher_logits: Tensor | None) -> Tensor:
+    """The run's loss on margin-free student logits [B, C_seen] (teacher's [B, C_old] or None)."""
+    if cfg.loss == "icarl_bce":
+        return icarl_bce(logits, y, teacher_logits)
+    train_logits = margin_logits(logits, y, cfg.cos_scale, cfg.cos_margin) if cfg.head == "cosine" else logits
+    loss = F.cross_entropy(train_logits.float(), y)
+    if teacher_logits is not None and cfg.kd_lambda > 0:
+        C_old = teacher_logits.shape[1]
+        loss = loss + cfg.kd_lambda * kd_loss(logits[:, :C_old], teacher_logits, cfg.kd_temperature)
+    return loss
+
+
+class Batches:
+    """One epoch of shuffled current-task minibatches as item tensors (last partial batch kept)."""
+
+    def __init__(self, items: Tensor, batch_size: int, generator: torch.Generator) -> None:
+        self.items, self.batch_size, self.generator = items, batch_size, generator
+
+    def __len__(self) -> int:
+        return -(-len(self.items) // self.batch_size)
+
+    def __iter__(self):
+        perm = torch.randperm(len(self.items), device=self.items.device, generator=self.generator)
+        return iter(self.items[perm].split(self.batch_size))
+
+
+class TaskModule(L.LightningModule):
+    """One task: `training_step` is the method's observe step; memory refresh happens after fit."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        learner: Learner,
+        teacher: Learner | None,
+        stream: TaskStream,
+        replay: Tensor | None,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        self.cfg, self.learner, self.teacher = cfg, learner, teacher
+        self.stream, self.replay, self.generator = stream, replay, generator
+
+    def train(self, mode: bool = True) -> TaskModule:
+        """Lightning switches modules to train mode; the teacher must stay a frozen eval snapshot."""
+        super().train(mode)
+        if self.teacher is not None:
+            self.teacher.eval()
+        return self
+
+    def training_step(self, items: Tensor, batch_idx: int) -> Tensor:
+        if self.replay is not None and self.cfg.retrieval > 0:  # b items, uniform with replacement
+            draw = torch.randint(len(self.replay), (self.cfg.retrieval,), device=items.device, generator=self.generator)
+            items = torch.cat([items, self.replay[draw]])
+        x = self.stream.augment(items, self.generator)  # replayed images are re-augmented too
+        y = self.stream.train_y[items]
+        _, logits = self.learner(x)
+        teacher_logits = None
+        if self.teacher is not None:
+            with torch.no_grad():
+                teacher_logits = self.teacher(x)[1]
+        return task_loss(self.cfg, logits, y, teacher_logits)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        cfg = self.cfg
+        return torch.optim.SGD(
+            self.learner.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
+
+
+def precision(device: torch.device) -> str:
+    """The paper's "16-mixed" on GPU; fp32 on CPU (DESIGN §1), which also keeps CPU runs deterministic."""
+    return "16-mixed" if device.type == "cuda" else "32-true"
+
+
+def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> None:
+    """One Trainer.fit: cfg.epochs epochs over the task's items."""
+    cfg = module.cfg
+    trainer = L.Trainer(
+        accelerator=device.type,
+        devices=1,
+        max_epochs=cfg.epochs,
+        precision=precision(device),
+        gradient_clip_val=cfg.grad_clip,
+        gradient_clip_algorithm="norm",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=progress,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(module, train_dataloaders=Batches(items, cfg.batch_size, module.generator))
+
+
+def freeze(learner: Learner) -> Learner:
+    """A frozen eval-mode copy of the learner: the distillation teacher, taken before the head grows."""
+    teacher = copy.deepcopy(learner).eval()
+    teacher.requires_grad_(False)
+    return teacher

@@ -1,0 +1,354 @@
+"""check.py: verdicts per metric, the paper's claims, exit codes and refusal of mismatched inputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner, Result
+from scipy import stats
+
+from uniform_herding.check import (
+    ExpectedError,
+    expected_dir_for,
+    find_expected_root,
+    welch_interval,
+)
+from uniform_herding.cli import main
+from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.results import read_per_seed_csv, write_json_atomic
+
+EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
+
+
+@pytest.fixture
+def paper() -> pd.DataFrame:
+    return read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
+
+
+def check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Result, dict]:
+    """`uh check --per-seed` on `table` against the paper's expected set; output and JSON report."""
+    csv, report = tmp_path / "rerun.csv", tmp_path / "report.json"
+    table.to_csv(csv, index=False)
+    args = ["check", "--per-seed", str(csv), "--json-out", str(report), "--expected", str(EXPECTED), *extra]
+    res = CliRunner().invoke(main, args)
+    return res, (json.loads(report.read_text()) if report.exists() else {})
+
+
+def verdicts(report: dict) -> dict[tuple[str, str], str]:
+    return {(m["run_id"], m["metric"]): m["verdict"] for m in report["metrics"]}
+
+
+def claims(report: dict) -> dict[str, str]:
+    return {c["claim_id"]: c["verdict"] for c in report["claims"]}
+
+
+def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
+    for row in table.itertuples():
+        write_json_atomic(
+            results_dir / row.run_id / f"seed-{row.seed}" / "result.json",
+            {
+                "config_version": CONFIG_VERSION,
+                "run_id": row.run_id,
+                "seed": int(row.seed),
+                "profile": profile,
+                "R": [[row.acc]],
+                "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
+            },
+        )
+
+
+def copy_expected_set(
+    directory: Path, table: pd.DataFrame, gate: bool = True, profile: str = "paper"
+) -> Path:
+    """An expected set holding `table`, with the paper's tolerances."""
+    directory.mkdir(parents=True, exist_ok=True)
+    toml = (EXPECTED / "tolerances.toml").read_text()
+    toml = toml.replace('"paper_per_seed.csv"', '"per_seed.csv"').replace(
+        'profile = "paper"', f'profile = "{profile}"'
+    )
+    (directory / "tolerances.toml").write_text(
+        toml.replace("gate_exit_code = true", f"gate_exit_code = {str(gate).lower()}")
+    )
+    table.to_csv(directory / "per_seed.csv", index=False)
+    return directory
+
+
+# --- the paper's own values and shifted copies -------------------------------------------------
+
+
+def test_the_papers_values_reproduce_every_metric_and_claim(tmp_path: Path, paper: pd.DataFrame) -> None:
+    res, report = check(tmp_path, paper)
+    assert res.exit_code == 0, res.output
+    assert len(report["metrics"]) == 36 and set(verdicts(report).values()) == {"REPRODUCED"}
+    assert claims(report) == dict.fromkeys(["C1", "C2", "C3", "C4", "C5"], "SUPPORTED")
+    assert "B3-a2 acc: 1993 +9.55, 2023 +11.38, 42 +10.45; mean +10.46" in res.output
+    assert report["exit_code"] == 0
+
+
+def test_a_shift_past_the_tolerance_is_not_reproduced(tmp_path: Path, paper: pd.DataFrame) -> None:
+    shifted = paper.assign(acc=paper["acc"] + 3.0)  # tolerance 1.5 pp
+    res, report = check(tmp_path, shifted)
+    assert res.exit_code == 1
+    assert verdicts(report)[("B3", "acc")] == "NOT REPRODUCED"
+    assert any(
+        line.startswith("B3  acc") and line.endswith("NOT REPRODUCED") for line in res.output.splitlines()
+    )
+    assert verdicts(report)[("B3", "forgetting")] == "REPRODUCED"
+    assert set(claims(report).values()) == {"SUPPORTED"}  # paired deltas are unchanged by a common shift
+
+
+def test_a_shift_inside_the_tolerance_is_reproduced(tmp_path: Path, paper: pd.DataFrame) -> None:
+    res, report = check(tmp_path, paper.assign(forgetting=paper["forgetting"] - 1.9))
+    assert res.exit_code == 0 and set(verdicts(report).values()) == {"REPRODUCED"}
+
+
+def test_widely_varying_seeds_are_within_noise(tmp_path: Path, paper: pd.DataFrame) -> None:
+    rerun = paper[paper["run_id"] == "B3"].assign(acc=[38.0, 46.0, 42.0])  # mean 42.00: -2.00 pp
+    res, report = check(tmp_path, rerun)
+    result = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
+    assert abs(result["difference"]) > result["tolerance"]
+    assert result["welch95"][0] < 0 < result["welch95"][1] and result["verdict"] == "WITHIN NOISE"
+    assert res.exit_code == 0, res.output  # WITHIN NOISE passes
+
+
+def test_one_seed_outside_the_tolerance_cannot_be_within_noise(tmp_path: Path, paper: pd.DataFrame) -> None:
+    rerun = paper[(paper["run_id"] == "B3") & (paper["seed"] == 1993)].assign(acc=40.0)
+    res, report = check(tmp_path, rerun)
+    assert verdicts(report)[("B3", "acc")] == "NOT REPRODUCED" and res.exit_code == 1
+    assert "undefined" in res.output
+
+
+def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper: pd.DataFrame) -> None:
+    rerun = paper[(paper["run_id"] == "B3") & (paper["seed"] == 1993)]
+    res, report = check(tmp_path, rerun)
+    assert res.exit_code == 0, res.output
+    assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
+    assert set(verdicts(report).values()) == {"REPRODUCED"}
+    assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
+    assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
+
+
+def test_claims_need_a_seed_shared_by_their_runs(tmp_path: Path, paper: pd.DataFrame) -> None:
+    rerun = paper[
+        ((paper["run_id"] == "B3") & (paper["seed"] == 42))
+        | ((paper["run_id"] == "a4") & (paper["seed"] != 42))
+    ]
+    _, report = check(tmp_path, rerun)
+    assert claims(report)["C3"] == "NOT CHECKED (no seed shared by B3, a4)"
+
+
+# --- claims ------------------------------------------------------------------------------------
+
+
+def set_from(table: pd.DataFrame, run_id: str, source: str, metric: str, offset: float = 0.0) -> pd.DataFrame:
+    """`table` with run_id's `metric` replaced seed by seed by source's value plus `offset`."""
+    values = table.set_index(["run_id", "seed"])[metric]
+    changed = table.copy()
+    rows = changed["run_id"] == run_id
+    changed.loc[rows, metric] = [values[(source, s)] + offset for s in changed.loc[rows, "seed"]]
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("change", "claim"),
+    [
+        (lambda t: set_from(t, "B1", "B3", "forgetting", -0.5), "C1"),  # iCaRL forgets less
+        (lambda t: set_from(t, "a2", "B3", "acc", +0.5), "C2"),
+        (lambda t: set_from(t, "a4", "B3", "acc"), "C3"),  # a tie does not support "beats"
+        (lambda t: set_from(t, "a1", "B3", "forgetting", -0.1), "C4"),
+        (lambda t: set_from(set_from(t, "s1", "B3", "acc"), "s3", "B3", "acc", -5.0), "C5"),
+    ],
+)
+def test_a_claim_the_rerun_contradicts_is_not_supported(
+    tmp_path: Path, paper: pd.DataFrame, change, claim: str
+) -> None:
+    res, report = check(tmp_path, change(paper))
+    assert claims(report)[claim] == "CLAIM NOT SUPPORTED" and f"{claim} CLAIM NOT SUPPORTED" in res.output
+    assert sum(v == "SUPPORTED" for v in claims(report).values()) == 4
+    assert res.exit_code == 1
+
+
+@pytest.mark.parametrize(("gate", "code"), [(True, 1), (False, 0)])
+def test_claims_gate_the_exit_code_only_where_the_expected_set_says_so(
+    tmp_path: Path, paper: pd.DataFrame, gate: bool, code: int
+) -> None:
+    rerun = set_from(paper, "a2", "B3", "acc", +0.5)
+    expected = copy_expected_set(tmp_path / "expected", rerun, gate=gate)
+    csv = tmp_path / "rerun.csv"
+    rerun.to_csv(csv, index=False)
+    res = CliRunner().invoke(
+        main,
+        [
+            "check",
+            "--per-seed",
+            str(csv),
+            "--expected",
+            str(expected),
+            "--json-out",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    assert "36 REPRODUCED" in res.output and "C2 CLAIM NOT SUPPORTED" in res.output
+    assert res.exit_code == code
+
+
+# --- Welch interval ----------------------------------------------------------------------------
+
+
+def test_welch_interval_matches_scipy() -> None:
+    expected, observed = np.array([43.64, 44.72, 43.65]), np.array([38.0, 46.0, 42.0, 41.0])
+    ci = stats.ttest_ind(observed, expected, equal_var=False).confidence_interval(0.95)
+    assert welch_interval(expected, observed) == pytest.approx((ci.low, ci.high))
+
+
+def test_welch_interval_is_undefined_without_variance_estimates() -> None:
+    assert welch_interval(np.array([1.0, 2.0, 3.0]), np.array([5.0])) is None
+    assert welch_interval(np.array([1.0, 1.0]), np.array([2.0, 2.0])) is None
+    assert welch_interval(np.array([1.0, 1.0]), np.array([2.0, 3.0])) is not None
+
+
+# --- results dirs, profiles, locating expected_results -----------------------------------------
+
+
+def test_results_dir_writes_the_report_beside_the_results(tmp_path: Path, paper: pd.DataFrame) -> None:
+    write_results(tmp_path / "results", paper, profile="paper")
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results")])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "results" / "check_report.json").read_text())
+    assert report["profile"] == "paper" and len(report["metrics"]) == 36
+
+
+def test_profile_smoke_uses_expected_results_smoke(
+    tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo" / "expected_results"
+    copy_expected_set(root, paper)
+    copy_expected_set(root / "smoke", paper.assign(acc=paper["acc"] - 20.0), gate=False, profile="smoke")
+    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] - 20.0), profile="smoke")
+    monkeypatch.chdir(tmp_path / "repo")
+    res = CliRunner().invoke(
+        main, ["check", "--results-dir", str(tmp_path / "results"), "--profile", "smoke"]
+    )
+    assert res.exit_code == 0, res.output
+    assert f"vs expected {root / 'smoke'}" in res.output
+
+
+def test_find_expected_root(tmp_path: Path) -> None:
+    assert find_expected_root([EXPECTED / "smoke"]) == EXPECTED
+    assert (
+        expected_dir_for("paper", EXPECTED) == EXPECTED
+        and expected_dir_for("smoke", EXPECTED) == EXPECTED / "smoke"
+    )
+    with pytest.raises(ExpectedError, match="pass --expected DIR"):
+        find_expected_root([tmp_path])
+
+
+# --- mismatched and malformed inputs: exit 2, one line -----------------------------------------
+
+
+def assert_refused(res: Result, message: str) -> None:
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_results_from_another_profile_are_refused(tmp_path: Path, paper: pd.DataFrame) -> None:
+    write_results(tmp_path / "results", paper, profile="smoke")
+    base = ["check", "--results-dir", str(tmp_path / "results")]
+    assert_refused(CliRunner().invoke(main, [*base, "--expected", str(EXPECTED)]), "holds profile 'paper'")
+    assert_refused(
+        CliRunner().invoke(main, [*base, "--profile", "paper"]), "from profile 'smoke', not --profile"
+    )
+    assert not (tmp_path / "results" / "check_report.json").exists()
+
+
+def test_a_per_seed_csv_is_taken_to_be_of_the_given_profile(tmp_path: Path, paper: pd.DataFrame) -> None:
+    res, _ = check(tmp_path, paper, "--profile", "smoke")
+    assert_refused(res, "re-run profile 'smoke'")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("run_id,seed,acc,forgetting\nB3,1993,1,2\n", "expected run_id,seed,acc,forgetting,bwt"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,x,2,3\n", "non-numeric acc 'x'"),
+        ("run_id,seed,acc,forgetting,bwt\nZ7,1993,1,2,3\n", "unknown run ID(s) Z7"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2,3\nB3,1993,1,2,3\n", "duplicate row for B3 seed 1993"),
+    ],
+)
+def test_malformed_per_seed_csv_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    csv = tmp_path / "rerun.csv"
+    csv.write_text(text)
+    assert_refused(
+        CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)]), message
+    )
+
+
+def test_result_without_metrics_is_refused(tmp_path: Path, paper: pd.DataFrame) -> None:
+    write_results(tmp_path / "results", paper[paper["run_id"] == "B3"], profile="paper")
+    path = tmp_path / "results" / "B3" / "seed-42" / "result.json"
+    body = json.loads(path.read_text())
+    del body["metrics"]["forgetting"]
+    path.write_text(json.dumps(body))
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results")])
+    assert_refused(res, f"{path}: metrics lack forgetting")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("bwt = 2.0", "", "[tolerance] must set exactly"),
+        ("acc = 1.5", "acc = -1.5", "tolerance acc must be a number >= 0"),
+        ("acc = 1.5", 'acc = "1.5"', "tolerance acc must be a number >= 0"),
+        ("gate_exit_code = true", "gate_exit_code = 1", "gate_exit_code must be true or false"),
+        ('profile = "paper"', 'profile = "huge"', "profile must be one of"),
+        ("[tolerance]", "[tolerance", "cannot read TOML"),
+        (
+            'per_seed = "per_seed.csv"',
+            'per_seed = "absent.csv"',
+            "uh aggregate --results-dir results --per-seed-out",
+        ),
+    ],
+)
+def test_malformed_expected_sets_are_refused(
+    tmp_path: Path, paper: pd.DataFrame, old: str, new: str, message: str
+) -> None:
+    expected = copy_expected_set(tmp_path / "expected", paper)
+    toml = expected / "tolerances.toml"
+    assert old in toml.read_text()
+    toml.write_text(toml.read_text().replace(old, new))
+    csv = tmp_path / "rerun.csv"
+    paper.to_csv(csv, index=False)
+    assert_refused(
+        CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(expected)]), message
+    )
+
+
+def test_malformed_expected_per_seed_csv_is_refused(tmp_path: Path, paper: pd.DataFrame) -> None:
+    expected = copy_expected_set(tmp_path / "expected", paper)
+    (expected / "per_seed.csv").write_text("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2\n")
+    shutil.copy(expected / "per_seed.csv", tmp_path / "rerun.csv")
+    res = CliRunner().invoke(
+        main, ["check", "--per-seed", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(expected)]
+    )
+    assert res.exit_code == 2 and str(expected / "per_seed.csv") in res.output
+
+
+def test_run_ids_without_expected_values_are_reported_not_judged(tmp_path: Path, paper: pd.DataFrame) -> None:
+    expected = copy_expected_set(tmp_path / "expected", paper[paper["run_id"] == "B3"])
+    csv = tmp_path / "rerun.csv"
+    paper[paper["run_id"].isin(["B3", "a1"])].to_csv(csv, index=False)
+    base = ["check", "--expected", str(expected), "--json-out", str(tmp_path / "r.json")]
+    res = CliRunner().invoke(main, [*base, "--per-seed", str(csv)])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert verdicts(report)[("a1", "acc")] == "NOT CHECKED (no expected values)"
+    paper[paper["run_id"] == "a1"].to_csv(csv, index=False)
+    assert_refused(
+        CliRunner().invoke(main, [*base, "--per-seed", str(csv)]), "no run ID of the re-run has expected"
+    )

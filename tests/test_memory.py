@@ -1,0 +1,149 @@
+"""Quota rule, herding against a brute-force reference, and the memory policies' invariants."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from uniform_herding.cli import main
+from uniform_herding.memory import ICaRL, Memory, StaticBank, UniformHerding, herd, quotas
+
+# The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
+PAPER_QUOTAS = {
+    500: "50 25 16-17 12-13 10 8-9 7-8 6-7 5-6 5",
+    2000: "200 100 66-67 50 40 33-34 28-29 25 22-23 20",
+    4000: "400 200 133-134 100 80 66-67 57-58 50 44-45 40",
+}
+
+
+@pytest.mark.parametrize("M", PAPER_QUOTAS)
+def test_quota_table_matches_paper(M):
+    out = CliRunner().invoke(main, ["quotas", "--budget", str(M)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[1].split()[1:] == PAPER_QUOTAS[M].split()
+
+
+@pytest.mark.parametrize("M,C", [(2000, 30), (500, 70), (7, 3), (2, 5)])
+def test_quotas_sum_to_budget_remainder_to_lowest_labels(M, C):
+    q = quotas(M, C)
+    assert sum(q) == M and len(q) == C
+    assert q == sorted(q, reverse=True) and max(q) - min(q) <= 1
+
+
+def brute_force_herding(f: np.ndarray, k: int) -> list[int]:
+    """The paper's equation written out literally, in plain Python."""
+    mu = f.mean(axis=0)
+    S = np.zeros_like(mu)
+    chosen: list[int] = []
+    for j in range(1, k + 1):
+        best, best_d = None, None
+        for i in range(len(f)):
+            if i in chosen:
+                continue
+            d = float(((f[i] - (j * mu - S)) ** 2).sum())
+            if best_d is None or d < best_d:
+                best, best_d = i, d
+        chosen.append(best)
+        S = S + f[best]
+    return chosen
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_herding_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=(23, 6)) * rng.uniform(0.5, 3, size=6)
+    assert herd(torch.tensor(f, dtype=torch.float32), 15).tolist() == brute_force_herding(
+        f.astype(np.float32).astype(np.float64), 15
+    )
+
+
+def test_herding_hand_computed_1d():
+    # mu = 2. k=1: target 2 -> ties between 1 and 3 go to 1; k=2: target 2 -> 3;
+    # k=3: target 2 -> 0 and 2 tie at distance 4 -> 0; k=4: 2 is left.
+    f = torch.tensor([[0.0], [2.0], [4.0], [2.0]])
+    assert herd(f, 4).tolist() == [1, 3, 0, 2]
+
+
+def test_herding_takes_all_when_fewer_candidates_than_quota():
+    f = torch.randn(4, 3)
+    assert sorted(herd(f, 10).tolist()) == [0, 1, 2, 3]
+
+
+def embed_fn(table: torch.Tensor):
+    return lambda items: table[items]
+
+
+def run_policy(memory: Memory, n_tasks: int = 4, per_task: int = 3, per_class: int = 40, d: int = 5):
+    """Drive a policy through a tiny stream; yield its state after every task."""
+    gen = torch.Generator().manual_seed(0)
+    feats = torch.randn(n_tasks * per_task * per_class, d, generator=gen)
+    items = torch.arange(len(feats)).split(per_class)
+    for t in range(n_tasks):
+        new = {c: items[c] for c in range(t * per_task, (t + 1) * per_task)}
+        memory.refresh(new, embed_fn(feats))
+        yield t, (t + 1) * per_task, items
+
+
+@pytest.mark.parametrize("selection", ["herding", "random"])
+def test_uniform_herding_invariants(selection):
+    rho, M = 3, 60
+    memory = UniformHerding(M, torch.Generator().manual_seed(1), rho, selection)
+    for _, C, items in run_policy(memory):
+        q = quotas(M, C)
+        assert sorted(memory.active) == list(range(C))
+        for c in range(C):
+            active, pool = memory.active[c].tolist(), memory.pool[c].tolist()
+            assert len(active) == q[c] and len(set(active)) == len(active)
+            assert set(active) <= set(pool) and len(pool) <= rho * q[c] and len(set(pool)) == len(pool)
+            assert set(pool) <= set(items[c].tolist())  # never another class's item
+        assert memory.replay_items().numel() == M
+
+
+def test_uniform_herding_reselects_old_classes():
+    memory = UniformHerding(30, torch.Generator().manual_seed(1), 3, "herding")
+    states = [{c: a.clone() for c, a in memory.active.items()} for _ in run_policy(memory)]
+    # class 0's active set after task 1 is not just a prefix of its task-0 set: it was re-herded.
+    first, second = states[0][0].tolist(), states[1][0].tolist()
+    assert len(second) < len(first) and second != first[: len(second)]
+
+
+def test_icarl_keeps_prefixes_of_arrival_ranking():
+    M = 60
+    memory = ICaRL(M, torch.Generator().manual_seed(1))
+    ranking = {}
+    for _, C, _ in run_policy(memory):
+        q = quotas(M, C)
+        for c in range(C):
+            ranking.setdefault(c, memory.active[c].tolist())
+            assert memory.active[c].tolist() == ranking[c][: q[c]]
+        assert memory.pool_size() == 0 and memory.replay_items().numel() == M
+
+
+def test_static_bank_shrinks_by_removal_only():
+    M = 60
+    memory = StaticBank(M, torch.Generator().manual_seed(1))
+    previous: dict[int, set] = {}
+    for _, C, _ in run_policy(memory):
+        q = quotas(M, C)
+        for c in range(C):
+            now = set(memory.active[c].tolist())
+            assert len(now) == q[c] and len(memory.active[c]) == q[c]
+            assert c not in previous or now <= previous[c]
+            previous[c] = now
+
+
+def test_no_replay_memory_is_empty():
+    memory = Memory(0, torch.Generator())
+    for _ in run_policy(memory):
+        assert memory.replay_items() is None and memory.pool_size() == 0
+
+
+def test_no_item_shared_between_classes_in_any_policy():
+    for memory in [ICaRL(60, torch.Generator()), StaticBank(60, torch.Generator()),
+                   UniformHerding(60, torch.Generator(), 3, "herding")]:
+        for *_, items in run_policy(memory):
+            pass
+        for a, b in itertools.combinations(memory.active, 2):
+            assert not set(memory.active[a].tolist()) & set(memory.active[b].tolist())

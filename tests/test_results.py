@@ -1,0 +1,186 @@
+"""results.py: atomic writes never leave partial files; malformed results fail with a clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.results import (
+    PER_SEED_COLUMNS,
+    ResultError,
+    load_result,
+    load_results,
+    per_seed_table,
+    read_per_seed_csv,
+    results_profile,
+    write_json_atomic,
+    write_per_seed_csv,
+    write_text_atomic,
+)
+
+PAPER_PER_SEED = Path(__file__).resolve().parents[1] / "expected_results" / "paper_per_seed.csv"
+
+
+def result(run_id: str = "B3", seed: int = 1993, profile: str = "smoke", **changes: object) -> dict:
+    """A minimal valid result.json body (the keys results.py checks)."""
+    return {
+        "config_version": CONFIG_VERSION,
+        "run_id": run_id,
+        "seed": seed,
+        "profile": profile,
+        "R": [[50.0, None], [40.0, 60.0]],
+        "metrics": {"acc": 50.0, "forgetting": 10.0, "bwt": -10.0},
+    } | changes
+
+
+def write_result(results_dir: Path, body: dict) -> Path:
+    path = results_dir / body["run_id"] / f"seed-{body['seed']}" / "result.json"
+    write_json_atomic(path, body)
+    return path
+
+
+# --- atomic writes -----------------------------------------------------------------------------
+
+
+def test_write_json_atomic_writes_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "r.json"
+    write_json_atomic(target, {"a": 1})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert os.listdir(target.parent) == ["r.json"]
+
+
+def test_unserialisable_object_leaves_target_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("old")
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"a": object()})
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_failed_replace_removes_temp_file_and_keeps_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+
+    def fail(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_text_atomic(target, "new")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["t.txt"]
+
+
+# --- result.json -------------------------------------------------------------------------------
+
+
+def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
+    path = write_result(tmp_path, result())
+    assert load_result(path)["metrics"]["acc"] == 50.0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (result(metrics={"acc": 50.0, "forgetting": 10.0}), "metrics lack bwt"),
+        (result(metrics={"acc": "high", "forgetting": 1.0, "bwt": -1.0}), "acc not a finite number"),
+        ({k: v for k, v in result().items() if k != "R"}, "missing key(s) R"),
+        (result(run_id="B9"), "unknown run ID 'B9'"),
+        (result(profile="huge"), "unknown profile 'huge'"),
+        (result(seed="1993"), "seed must be an integer"),
+        (result(config_version=CONFIG_VERSION + 1), "re-run it"),
+        (result(R="none"), "R must be a list of rows"),
+    ],
+)
+def test_load_result_names_file_and_problem(tmp_path: Path, body: dict, message: str) -> None:
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(body))
+    with pytest.raises(ResultError) as e:
+        load_result(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_load_result_rejects_broken_json(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    path.write_text("{not json")
+    with pytest.raises(ResultError, match="cannot read JSON"):
+        load_result(path)
+
+
+def test_load_results_finds_every_run_and_seed(tmp_path: Path) -> None:
+    write_result(tmp_path, result("B3", 1993))
+    write_result(tmp_path, result("a1", 42))
+    (tmp_path / "B3" / "seed-2023").mkdir()  # an unfinished run: no result.json yet
+    assert sorted((r["run_id"], r["seed"]) for r in load_results(tmp_path)) == [("B3", 1993), ("a1", 42)]
+
+
+def test_load_results_rejects_a_file_in_the_wrong_place(tmp_path: Path) -> None:
+    path = tmp_path / "B3" / "seed-42" / "result.json"
+    write_json_atomic(path, result("B3", 1993))
+    with pytest.raises(ResultError, match="holds B3 seed 1993, not B3/seed-42"):
+        load_results(tmp_path)
+
+
+def test_load_results_rejects_empty_and_missing_dirs(tmp_path: Path) -> None:
+    with pytest.raises(ResultError, match=r"no <RUN>/seed-<SEED>/result\.json"):
+        load_results(tmp_path)
+    with pytest.raises(ResultError, match="no such results directory"):
+        load_results(tmp_path / "absent")
+
+
+def test_per_seed_table_and_profile(tmp_path: Path) -> None:
+    results = [result("B3", 1993), result("B3", 42, metrics={"acc": 1.0, "forgetting": 2.0, "bwt": -3.0})]
+    table = per_seed_table(results)
+    assert tuple(table.columns) == PER_SEED_COLUMNS
+    assert table.set_index("seed").loc[42, "bwt"] == -3.0
+    assert results_profile(results) == "smoke"
+    with pytest.raises(ResultError, match="mix profiles paper, smoke"):
+        per_seed_table([*results, result("a1", profile="paper")])
+
+
+# --- per-seed CSV ------------------------------------------------------------------------------
+
+
+def test_read_per_seed_csv_reads_the_papers_table() -> None:
+    table = read_per_seed_csv(PAPER_PER_SEED)
+    assert len(table) == 36 and table["seed"].dtype.kind == "i"
+    assert table.set_index(["run_id", "seed"]).loc[("B3", 2023), "acc"] == 44.72
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("run_id,seed,acc,forgetting\nB3,1993,1,2\n", "columns run_id,seed,acc,forgetting; expected"),
+        ("run_id,seed,acc,bwt,forgetting\nB3,1993,1,2,3\n", "expected run_id,seed,acc,forgetting,bwt"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,high,2,3\n", "non-numeric acc 'high' (line 2)"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,,3\n", "non-numeric forgetting ''"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,inf,3\n", "non-numeric forgetting 'inf'"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,19.5,1,2,3\n", "seeds must be integers"),
+        ("run_id,seed,acc,forgetting,bwt\nX1,1993,1,2,3\n", "unknown run ID(s) X1"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2,3\nB3,1993,1,2,3\n", "duplicate row for B3 seed 1993"),
+        ("run_id,seed,acc,forgetting,bwt\n", "no rows"),
+        ("", "cannot read CSV"),
+    ],
+)
+def test_read_per_seed_csv_rejects_malformed_tables(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "per_seed.csv"
+    path.write_text(text)
+    with pytest.raises(ResultError) as e:
+        read_per_seed_csv(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_write_per_seed_csv_round_trips(tmp_path: Path) -> None:
+    table = read_per_seed_csv(PAPER_PER_SEED)
+    out = tmp_path / "out" / "per_seed.csv"
+    write_per_seed_csv(out, table)
+    pd.testing.assert_frame_equal(read_per_seed_csv(out), table)

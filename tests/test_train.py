@@ -1,0 +1,69 @@
+"""Loss pieces: margin only on the target in training, KD on margin-free logits, iCaRL's BCE targets."""
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from uniform_herding.config import resolve
+from uniform_herding.train import icarl_bce, kd_loss, margin_logits, task_loss
+
+
+def test_margin_only_on_target_logit():
+    logits = torch.zeros(3, 4)
+    y = torch.tensor([0, 2, 3])
+    out = margin_logits(logits, y, s=30.0, m=0.35)
+    expected = torch.zeros(3, 4)
+    expected[torch.arange(3), y] = -30.0 * 0.35
+    assert torch.allclose(out, expected)
+
+
+def test_kd_matches_definition():
+    torch.manual_seed(0)
+    s, t = torch.randn(5, 3), torch.randn(5, 3)
+    T = 2.0
+    p_t = F.softmax(t / T, dim=1)
+    manual = T * T * (p_t * (p_t.log() - F.log_softmax(s / T, dim=1))).sum(dim=1).mean()
+    assert kd_loss(s, t, T).item() == pytest.approx(manual.item(), rel=1e-5)
+    assert kd_loss(t, t, T).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_ce_kd_uses_margin_for_ce_but_margin_free_logits_for_kd():
+    cfg = resolve("B3", "smoke")
+    torch.manual_seed(0)
+    logits, teacher = torch.randn(4, 6), torch.randn(4, 4)
+    y = torch.tensor([0, 5, 4, 2])
+    ce = F.cross_entropy(margin_logits(logits, y, cfg.cos_scale, cfg.cos_margin), y)
+    kd = kd_loss(logits[:, :4], teacher, cfg.kd_temperature)  # margin-free student logits
+    assert task_loss(cfg, logits, y, teacher).item() == pytest.approx((ce + kd).item(), rel=1e-5)
+    # with the margin wrongly kept in the KD term the value would differ
+    wrong = kd_loss(margin_logits(logits, y, cfg.cos_scale, cfg.cos_margin)[:, :4], teacher, 2.0)
+    assert (ce + wrong).item() != pytest.approx((ce + kd).item(), rel=1e-5)
+
+
+def test_no_kd_and_linear_head_variants():
+    torch.manual_seed(0)
+    logits, teacher, y = torch.randn(4, 6), torch.randn(4, 4), torch.tensor([0, 5, 4, 2])
+    a1 = resolve("a1", "smoke")
+    expected = F.cross_entropy(margin_logits(logits, y, a1.cos_scale, a1.cos_margin), y)
+    assert task_loss(a1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+    a3 = resolve("a3", "smoke")  # linear head: no margin
+    expected = F.cross_entropy(logits, y) + kd_loss(logits[:, :4], teacher, 2.0)
+    assert task_loss(a3, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_icarl_bce_targets():
+    logits = torch.zeros(2, 4)
+    teacher = torch.tensor([[2.0, -1.0], [0.0, 3.0]])
+    y = torch.tensor([3, 0])
+    targets = torch.tensor([[torch.sigmoid(torch.tensor(2.0)), torch.sigmoid(torch.tensor(-1.0)), 0, 1],
+                            [0.5, torch.sigmoid(torch.tensor(3.0)), 0, 0]])
+    expected = F.binary_cross_entropy_with_logits(logits, targets)
+    assert icarl_bce(logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+    # first task: plain one-hot
+    assert icarl_bce(logits, y, None).item() == pytest.approx(
+        F.binary_cross_entropy_with_logits(logits, F.one_hot(y, 4).float()).item()
+    )
+    b1 = dataclasses.replace(resolve("B1", "smoke"))
+    assert task_loss(b1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
