@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from uniform_herding.aggregate import aggregate_command
+from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
 
@@ -79,3 +80,4 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 # --- commands contributed by other modules (one line each) ---------------------------------------
 main.add_command(aggregate_command)
 main.add_command(check_command)
+main.add_command(data_cmd)

@@ -1,0 +1,86 @@
+# The reproduction image for "Uniform Herding" (class-incremental CIFAR-100).
+# The paper's software: Python 3.12, PyTorch 2.11.0+cu128, Lightning 2.6.5 (App. A, Table 'Protocol settings').
+#
+#   GIT_REVISION=$(git rev-parse HEAD) docker compose build
+#   docker compose run --rm repro B3          # one run ID, seeds 1993 2023 42
+#   docker compose run --rm repro all         # all twelve, then check and report
+#   docker compose run --rm smoke             # CPU-only kick-the-tires, minutes
+#
+# Layers: OS python -> venv with torch (cu128) -> pinned dependencies -> the project (code last, so an
+# edit to src/ rebuilds only the last layers).
+FROM nvidia/cuda:12.8.1-base-ubuntu24.04
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# Ubuntu 24.04's python3 is 3.12. Versions not pinned: the noble archive keeps only the newest
+# security/updates build of each package, so a pinned version stops installing after the next update;
+# the Python packages, which carry the results, are pinned exactly below.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+RUN python3 -m venv "$VIRTUAL_ENV"
+
+WORKDIR /app
+
+# 1. torch and torchvision, the CUDA 12.8 builds the paper used, from the PyTorch cu128 index. Their
+#    other dependencies (filelock, sympy, ...) are held to the versions in constraints.txt; the
+#    CUDA 12.8 runtime wheels are pinned by this torch itself (constraints.txt explains why they are
+#    not in it). Only the cu128 index has the +cu128 builds, so the default index cannot supply torch.
+COPY constraints.txt ./
+RUN pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cu128 \
+        torch==2.11.0+cu128 torchvision==0.26.0+cu128
+
+# 2. The rest of pyproject.toml's dependencies at the versions of constraints.txt, the ones CI tests
+#    with. torch==2.11.0 there is met by the installed 2.11.0+cu128, which pip keeps. The check fails
+#    the build if pip swapped torch after all.
+COPY pyproject.toml ./
+RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install --no-cache-dir -c constraints.txt -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt \
+    && python3 -c "import torch, torchvision; assert torch.__version__ == '2.11.0+cu128', torch.__version__; assert torchvision.__version__ == '0.26.0+cu128', torchvision.__version__; assert torch.version.cuda == '12.8', torch.version.cuda" \
+    && pip check
+
+# 3. The project itself (editable, so repo-relative paths such as expected_results/ resolve under /app).
+COPY README.md ./
+COPY src/ ./src/
+COPY expected_results/ ./expected_results/
+COPY --chmod=0755 reproduce.sh ./
+RUN pip install --no-cache-dir --no-deps --no-build-isolation -e . \
+    && uh --help > /dev/null \
+    && mkdir -m 1777 /data /results /results-smoke
+
+# Data and results are bind mounts (docker-compose.yml); the directories above are world-writable so
+# that any --user works without them too. HOME and the caches point to /tmp for an arbitrary UID.
+ENV UH_IN_CONTAINER=1 \
+    UH_DATA_DIR=/data \
+    UH_RESULTS_DIR=/results \
+    UH_SMOKE_RESULTS_DIR=/results-smoke \
+    HOME=/tmp \
+    XDG_CACHE_HOME=/tmp/.cache \
+    MPLCONFIGDIR=/tmp/.cache/matplotlib
+
+# Last, so that a new revision rebuilds no other layer. uh records UH_GIT_REVISION in result.json
+# (.git is not in the build context).
+ARG GIT_REVISION=unknown
+ARG SOURCE_URL=unknown
+ENV UH_GIT_REVISION=$GIT_REVISION
+LABEL org.opencontainers.image.title="uniform-herding" \
+      org.opencontainers.image.description="Reproduction of 'Uniform Herding: Exemplar Replay with Representation Refresh' (class-incremental CIFAR-100)" \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.source=$SOURCE_URL \
+      org.opencontainers.image.revision=$GIT_REVISION \
+      org.opencontainers.image.base.name="docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
+# 1000:1000 is the image's "ubuntu" user; docker-compose.yml runs as the host user instead.
+USER 1000:1000
+ENTRYPOINT ["/app/reproduce.sh"]
+CMD ["--help"]

