@@ -1,5 +1,5 @@
 """archive.py: md5 rules, no needless downloads, clear errors, synthetic archives that round-trip and
-can be learned, and (with UH_REAL_DATA) the loader against pieces of the real CIFAR-100."""
+can be learned. The loader against pieces of the real CIFAR-100: test_real_data.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from uniform_herding import archive
 from uniform_herding.archive import (
     DATASETS,
     DataError,
-    _parse_meta,
     locate_archive,
     read_archive,
     write_synthetic_archive,
@@ -253,6 +252,15 @@ def test_read_only_data_dir_is_an_error(tmp_path, no_download):
         data_dir.chmod(0o700)
 
 
+def write_tar(path: Path, folder: str, files: dict[str, bytes], compresslevel: int = 9) -> None:
+    """A tar.gz written with plain tarfile, independent of the package's writer."""
+    with tarfile.open(path, "w:gz", compresslevel=compresslevel) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
 def py2_style_cifar10(path: Path, n_classes: int = 10, row: int = 3072) -> dict[str, dict]:
     """A tiny archive like the official files and make_cifar10.py: protocol 2, bytes keys and names."""
     rng = np.random.default_rng(0)
@@ -286,64 +294,3 @@ def test_malformed_pickles_are_rejected(tmp_path, change, error):
     py2_style_cifar10(path := tmp_path / "cifar-10-python.tar.gz", **change)
     with pytest.raises(DataError, match=error):
         read_archive("cifar10", path)
-
-
-# --- the real CIFAR-100 (UH_REAL_DATA) --------------------------------------------------------------
-
-
-def write_tar(path: Path, folder: str, files: dict[str, bytes], compresslevel: int = 9) -> None:
-    """A tar.gz written with plain tarfile, independent of the package's writer."""
-    with tarfile.open(path, "w:gz", compresslevel=compresslevel) as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
-def rebuild_cifar100_from_fragment(fragment_dir: Path, out_dir: Path) -> Path:
-    """A full-size CIFAR-100 archive: real meta, labels, filenames and prefix pixels; the rest of the
-    pixels are filled with real images repeated (the full pixel data is not in the fragment)."""
-    members = {"meta": (fragment_dir / "meta").read_bytes()}
-    for split, label in (("train", "training"), ("test", "testing")):
-        labels = np.load(fragment_dir / f"{split}_all_labels.npz")
-        prefix = np.load(fragment_dir / f"{split}_prefix_images.npz")["data"]
-        batch = {
-            "filenames": labels["filenames"].tolist(),
-            "batch_label": f"{label} batch 1 of 1",
-            "fine_labels": labels["fine_labels"].tolist(),
-            "coarse_labels": labels["coarse_labels"].tolist(),
-            "data": np.resize(prefix, (len(labels["fine_labels"]), 3072)),
-        }
-        members[split] = pickle.dumps(batch, protocol=4)
-    path = out_dir / DATASETS["cifar100"].filename
-    write_tar(path, "cifar-100-python", members, compresslevel=0)  # 185 MB: compressing takes seconds
-    return path
-
-
-@pytest.fixture(scope="module")
-def fragment() -> Path:
-    if not (root := os.environ.get("UH_REAL_DATA")):
-        pytest.skip(
-            "real-data check: set UH_REAL_DATA to a folder with cifar100-fragment/ (see /work/shared/data)"
-        )
-    return Path(root) / "cifar100-fragment"
-
-
-def test_real_meta_parses(fragment):
-    assert calculate_md5(fragment / "meta") == "7973b15100ade9c7d40fb424638fde48"
-    names = _parse_meta("cifar100", (fragment / "meta").read_bytes())
-    assert len(names) == 100 and len(set(names)) == 100
-    assert names[:3] == ["apple", "aquarium_fish", "baby"] and names[-1] == "worm"
-
-
-def test_rebuilt_real_cifar100_reads_back_real_labels_and_pixels(fragment, tmp_path):
-    raw = read_archive("cifar100", rebuild_cifar100_from_fragment(fragment, tmp_path))
-    assert raw.class_names == _parse_meta("cifar100", (fragment / "meta").read_bytes())
-    assert raw.source == "local"
-    for split, x, y in (("train", raw.train_x, raw.train_y), ("test", raw.test_x, raw.test_y)):
-        labels = np.load(fragment / f"{split}_all_labels.npz")["fine_labels"]
-        prefix = np.load(fragment / f"{split}_prefix_images.npz")["data"]
-        assert np.array_equal(y, labels) and y.dtype == np.int64
-        assert np.bincount(y).tolist() == [500 if split == "train" else 100] * 100
-        assert np.array_equal(x[: len(prefix)].reshape(len(prefix), -1), prefix)
-        assert x.shape == (len(labels), 3, 32, 32)

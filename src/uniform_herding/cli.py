@@ -11,6 +11,7 @@ from uniform_herding.aggregate import aggregate_command
 from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
+from uniform_herding.report import report_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,7 +45,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 
 @main.command("run")
 @click.argument("run_ids", nargs=-1, required=True)
-@click.option("--seed", "seeds", type=int, multiple=True, help="Seed (repeatable). Default: 1993 2023 42.")
+@click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
+              help="Seed, 0..2^32-1 (repeatable). Default: 1993 2023 42.")
 @click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
 @click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data",
               show_default=True, help="Where the archive is (or is downloaded to). Env: UH_DATA_DIR.")
@@ -57,10 +59,12 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
             results_dir: Path, archive: Path | None, force: bool) -> None:
     """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
 
-    A finished run is skipped; an interrupted one resumes from its last finished task.
+    A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
+    SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
+    (docs/reliability.md).
     """
     from uniform_herding.archive import DataError
-    from uniform_herding.run import RunBusy, run_seed
+    from uniform_herding.run import Interrupted, RunError, run_seed, stop_on_signals
 
     ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
     try:
@@ -69,15 +73,20 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     progress = profile == "paper" and sys.stderr.isatty()
-    for run_id in ids:
-        for seed in seeds or SEEDS:
-            try:
-                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
-            except (DataError, RunBusy, ValueError) as e:
-                raise click.ClickException(str(e)) from None
+    with stop_on_signals():
+        for run_id in ids:
+            for seed in seeds or SEEDS:
+                try:
+                    run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
+                except (DataError, RunError, ValueError) as e:
+                    raise click.ClickException(str(e)) from None
+                except Interrupted as e:
+                    click.echo(f"Error: {run_id} seed {seed} {e}", err=True)
+                    click.get_current_context().exit(128 + e.signum)
 
 
 # --- commands contributed by other modules (one line each) ---------------------------------------
 main.add_command(aggregate_command)
 main.add_command(check_command)
 main.add_command(data_cmd)
+main.add_command(report_command)

@@ -26,20 +26,34 @@ class ResultError(ValueError):
     """A result file or per-seed table that cannot be used; the message names the file."""
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write `text` so that `path` holds either its old content or all of the new one, never part."""
+def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+    """Write `data` so that `path` holds either its old content or all of the new one, never part.
+
+    The temp file is unique per process and fsynced before the rename, and the folder after it, so
+    a kill, a crash or a full disk (ENOSPC at write or fsync) leaves the old file and no temp file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # makes the rename itself durable
+    finally:
+        os.close(folder)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Atomic, durable write of UTF-8 text (see write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path | str, obj: Any) -> None:

@@ -1,0 +1,397 @@
+"""The paper's figures from the re-run's results, one function per figure, one style throughout.
+
+Every figure reads the accuracy matrices R (per run ID and seed) or the per-seed metrics, averages
+over seeds with the population std (Sec. 3.5), works for any number of tasks T, and names in its
+panel titles the run IDs it needed but did not find. Readable in grey scale: each run ID has its own
+marker and line style as well as its colour; heat maps use viridis (monotonic in lightness) and
+print their values. With `Runs.paper` set (the paper's published per-seed values, paper profile
+only), the figures whose quantities the paper prints overlay them as hollow grey marks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from uniform_herding.aggregate import REFERENCE, paired, summarize
+from uniform_herding.config import RUNS, SEEDS, resolve
+
+PAPER_LABEL = "paper (published)"
+PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
+
+# run ID -> (colour, marker, line style): Okabe-Ito colours, and marker + dashes for grey scale.
+STYLE: dict[str, tuple[str, str, str]] = {
+    "B0": ("#999999", "x", ":"),
+    "B1": ("#E69F00", "s", "--"),
+    "B2": ("#56B4E9", "^", "-."),
+    "B3": ("#000000", "o", "-"),
+    "a1": ("#D55E00", "v", "--"),
+    "a2": ("#0072B2", "D", "-."),
+    "a3": ("#009E73", "P", ":"),
+    "a4": ("#CC79A7", "X", (0, (5, 1, 1, 1))),
+    "s1": ("#882255", "<", "-"),
+    "s2": ("#117733", ">", "-"),
+    "s3": ("#332288", "h", "-"),
+    "s4": ("#AA4499", "*", "-"),
+}
+SEED_MARKERS = ("o", "s", "^", "D", "v")
+RC = {
+    "font.size": 8,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "0.9",
+    "lines.markersize": 4.5,
+    "errorbar.capsize": 2,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+}
+
+# Sec. "Supporting Analyses": forgetting over tasks 0-8 (all but the last) lies in these ranges (pp).
+PAPER_FORGETTING_RANGES = {"B3": (8.1, 30.1), "B2": (51.0, 59.0), "a2": (27.0, 55.0)}
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What every table and figure is drawn from: the results of one profile."""
+
+    profile: str
+    per_seed: pd.DataFrame  # run_id, seed, acc, forgetting, bwt (percent)
+    R: dict[str, dict[int, np.ndarray]]  # run ID -> seed -> accuracy matrix [T, T], NaN above the diagonal
+    n_tasks: int  # T
+    wall_s: pd.DataFrame  # run_id, seed, wall_s: seconds of training, refresh and evaluation
+    devices: tuple[str, ...]  # the devices the results were produced on
+    paper: pd.DataFrame | None = None  # the paper's per-seed values to overlay, or None
+
+    def stack(self, run_id: str) -> np.ndarray | None:
+        """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
+        by_seed = self.R.get(run_id, {})
+        return np.stack([by_seed[s] for s in sorted(by_seed)]) if by_seed else None
+
+    def missing(self, run_ids: tuple[str, ...]) -> list[str]:
+        return [r for r in run_ids if r not in self.R]
+
+
+def task_forgetting(R: np.ndarray) -> np.ndarray:
+    """Per task j: max_{i>=j} R[i][j] - R[T-1][j] [..., T]; the last task's is 0 by definition.
+
+    evaluate.forgetting is the mean of the first T-1 entries. Works on a stack of matrices [..., T, T].
+    """
+    T = R.shape[-1]
+    return np.stack([R[..., j:, j].max(axis=-1) - R[..., -1, j] for j in range(T)], axis=-1)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _seed_marker(seed: int) -> str:
+    """One marker per seed, the same in every figure."""
+    return SEED_MARKERS[SEEDS.index(seed)] if seed in SEEDS else SEED_MARKERS[len(SEEDS) + seed % 2]
+
+
+def _label(run_id: str) -> str:
+    return f"{run_id} {RUNS[run_id].name}"
+
+
+def _title(ax: Axes, title: str, missing: list[str]) -> None:
+    """Panel title; the run IDs it needed and did not find are named under it, never silently dropped."""
+    ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
+
+
+def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, dodge: float = 0.0) -> None:
+    """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style."""
+    colour, marker, dashes = STYLE[run_id]
+    ax.errorbar(x + dodge, values.mean(axis=0), yerr=values.std(axis=0), color=colour, marker=marker,
+                linestyle=dashes, label=_label(run_id))
+
+
+def _task_axis(ax: Axes, T: int) -> None:
+    ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_xlabel("task")
+
+
+def _legend_below(ax: Axes, ncols: int = 2) -> None:
+    """Legend under the panel, clear of the data; none when the panel drew nothing."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, frameon=False)
+
+
+def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray]) -> None:
+    """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart."""
+    present = [r for r in run_ids if r in runs.R]
+    for k, run_id in enumerate(present):
+        dodge = 0.08 * (k - (len(present) - 1) / 2)
+        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, dodge)
+    _task_axis(ax, runs.n_tasks)
+
+
+# --- the figures ---------------------------------------------------------------------------------
+
+
+def per_task_accuracy(runs: Runs) -> Figure:
+    """fig:per-task-accuracy: final accuracy R[T-1][j] per task; (a) baselines, (b) variants of B3."""
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
+    panels = fig.subplots(1, 2, sharey=True)
+    groups = {"(a) baselines vs Uniform Herding": ("B0", "B1", "B2", "B3"),
+              "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4")}
+    for ax, (title, run_ids) in zip(panels, groups.items(), strict=True):
+        _per_task(ax, runs, run_ids, lambda R: R[:, -1, :])
+        _title(ax, title, runs.missing(run_ids))
+        _legend_below(ax)
+    panels[0].set_ylabel("final accuracy (%)")
+    panels[0].set_ylim(0, 100)
+    return fig
+
+
+def forgetting_by_task(runs: Runs) -> Figure:
+    """fig:forgetting-by-age: per-task forgetting of B3, the static bank (B2) and head-logit (a2)."""
+    fig = Figure(figsize=(5.5, 4.0), layout="constrained")
+    ax = fig.subplots()
+    run_ids = ("B3", "B2", "a2")
+    _per_task(ax, runs, run_ids, task_forgetting)
+    if runs.paper is not None:  # the paper states ranges over tasks 0..T-2, drawn right of the last task
+        for k, (run_id, (low, high)) in enumerate(PAPER_FORGETTING_RANGES.items()):
+            x = runs.n_tasks - 0.4 + 0.25 * k
+            ax.plot([x, x], [low, high], color=PAPER_STYLE["color"], linewidth=3, solid_capstyle="butt",
+                    label=PAPER_LABEL + f": range over T0-T{runs.n_tasks - 2}" if k == 0 else None)
+            ax.annotate(run_id, (x, high), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6.5)
+    _title(ax, "Forgetting by task (0 for the last task by definition)", runs.missing(run_ids))
+    ax.set_ylabel("forgetting (pp)")
+    ax.set_xlim(-0.5, runs.n_tasks + (0.5 if runs.paper is not None else -0.5))
+    _legend_below(ax)
+    return fig
+
+
+def resource_sensitivity(runs: Runs) -> Figure:
+    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b."""
+    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    panels = fig.subplots(2, 2, sharex="col")
+    sweeps = {"active budget M": (("s1", "B3", "s2"), "budget"), "retrieval b": (("s3", "B3", "s4"), "retrieval")}
+    # (summary, x factor, style): the paper's points slightly right, so that equal values stay visible
+    sources = [(summarize(runs.per_seed), 1.0, {"color": "black", "marker": "o", "label": "re-run"})]
+    if runs.paper is not None:
+        sources.append((summarize(runs.paper), 1.05, {**PAPER_STYLE, "marker": "o", "label": PAPER_LABEL}))
+    for col, (axis_name, (run_ids, size)) in enumerate(sweeps.items()):
+        x_of = {r: getattr(resolve(r, runs.profile), size) for r in run_ids}
+        for row, (metric, name) in enumerate((("acc", "ACC (%)"), ("forgetting", "F (pp)"))):
+            ax = panels[row, col]
+            for table, dodge, style in sources:
+                present = [r for r in run_ids if r in table.index]
+                ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
+                            yerr=table.loc[present, f"{metric}_std"], **style)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(set(x_of.values())), [f"{v:,}" for v in sorted(set(x_of.values()))])
+            ax.minorticks_off()
+            ax.set_ylabel(name)
+            if row == 0:
+                _title(ax, f"{axis_name} ({', '.join(run_ids)})", runs.missing(run_ids))
+            else:
+                ax.set_xlabel(f"{axis_name} (items{', per step' if size == 'retrieval' else ''})")
+    _legend_below(panels[1, 0])
+    return fig
+
+
+def forgetting_heatmap(runs: Runs) -> Figure:
+    """fig:app-forgetting: mean per-task forgetting of every configuration; missing rows say so."""
+    T, run_ids = runs.n_tasks, tuple(RUNS)
+    grid = np.full((len(run_ids), T), np.nan)
+    for i, run_id in enumerate(run_ids):
+        if run_id in runs.R:
+            grid[i] = task_forgetting(runs.stack(run_id)).mean(axis=0)
+    fig = Figure(figsize=(1.8 + 0.5 * T, 4.2), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=max(np.nanmax(grid, initial=0), 1), aspect="auto")
+    for (i, j), value in np.ndenumerate(grid):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=6.5,
+                    color="white" if value < 0.6 * image.norm.vmax else "black")
+    for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
+        ax.text((T - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
+    ax.set_yticks(range(len(run_ids)), [_label(r) for r in run_ids])
+    _task_axis(ax, T)
+    ax.grid(False)
+    _title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
+    fig.colorbar(image, ax=ax, label="forgetting (pp)")
+    return fig
+
+
+def evolution(run_id: str) -> Callable[[Runs], Figure]:
+    """fig:app-*-evolution: row i, column t = accuracy on task i after task t (R transposed)."""
+
+    def draw(runs: Runs) -> Figure:
+        T = runs.n_tasks
+        fig = Figure(figsize=(1.6 + 0.42 * T, 0.9 + 0.36 * T), layout="constrained")
+        ax = fig.subplots()
+        stack = runs.stack(run_id)
+        matrix = np.full((T, T), np.nan) if stack is None else stack.mean(axis=0).T
+        image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=100)
+        for (i, t), value in np.ndenumerate(matrix):
+            if not np.isnan(value):
+                ax.text(t, i, f"{value:.0f}", ha="center", va="center", fontsize=6.5,
+                        color="white" if value < 60 else "black")
+        if stack is None:
+            ax.text((T - 1) / 2, (T - 1) / 2, "missing (no result)", ha="center", va="center", style="italic")
+        ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
+        ax.set_yticks(range(T), [f"T{t}" for t in range(T)])
+        ax.set_xlabel("after learning task")
+        ax.set_ylabel("accuracy on task")
+        ax.grid(False)
+        seeds = "" if stack is None else f", mean over {len(stack)} seed(s)"
+        _title(ax, f"{_label(run_id)}{seeds}", runs.missing((run_id,)))
+        fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
+        return fig
+
+    return draw
+
+
+def kd_slopes(runs: Runs) -> Figure:
+    """fig:app-kd-slopes: per task j < T-1 and seed, accuracy at introduction R[j][j] -> final R[T-1][j]."""
+    fig = Figure(figsize=(6.0, 3.4), layout="constrained")
+    panels = fig.subplots(1, 2, sharey=True)
+    T = runs.n_tasks
+    for ax, run_id in zip(panels, ("B3", "a1"), strict=True):
+        by_seed = runs.R.get(run_id, {})
+        ends = []  # (introduction, final) per seed and task
+        for seed in sorted(by_seed, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
+            R = by_seed[seed]
+            intro, final = np.diag(R)[: T - 1], R[-1, : T - 1]
+            ends += zip(intro, final, strict=True)
+            for j in range(T - 1):
+                ax.plot([0, 1], [intro[j], final[j]], color=STYLE[run_id][0], alpha=0.45, marker=_seed_marker(seed),
+                        linestyle=STYLE[run_id][2], linewidth=0.8, label=f"seed {seed}" if j == 0 else None)
+        title = _label(run_id)
+        if ends:
+            intro_mean, final_mean = np.mean(ends, axis=0)
+            ax.plot([0, 1], [intro_mean, final_mean], color="black", linewidth=2.5, label="mean")
+            title += f": mean drop {intro_mean - final_mean:.1f} pp"
+        _title(ax, title, runs.missing((run_id,)))
+        ax.set_xticks([0, 1], ["at introduction", "after last task"])
+        ax.set_xlim(-0.2, 1.2)
+        _legend_below(ax, ncols=2)
+    panels[0].set_ylabel("accuracy on task (%)")
+    return fig
+
+
+def component_attribution(runs: Runs) -> Figure:
+    """fig:app-component-attribution: per-seed a* - B3 deltas of ACC and F, bars at their mean."""
+    run_ids = ("a1", "a2", "a3", "a4")
+    fig = Figure(figsize=(7.0, 3.2), layout="constrained")
+    panels = fig.subplots(1, 2)
+    # (table, x shift, marker style, bar label, seed labels): the paper's values are hollow, grey, dashed
+    sources = [(runs.per_seed, 0.0, {"color": "black"}, "re-run: mean", True)]
+    if runs.paper is not None:
+        sources.append((runs.paper, 0.3, {"color": PAPER_STYLE["color"], "markerfacecolor": "none"}, PAPER_LABEL,
+                        False))
+    for ax, (metric, name) in zip(panels, (("acc", "ACC"), ("forgetting", "F")), strict=True):
+        for table, shift, style, bar_label, seed_labels in sources:
+            for i, run_id in enumerate(run_ids):
+                deltas = paired(table, run_id, REFERENCE, metric)
+                if deltas.empty:
+                    continue
+                ax.bar(i + shift, deltas.mean(), width=0.28, facecolor="0.85" if shift == 0 else "none",
+                       edgecolor=style["color"], linestyle="-" if shift == 0 else "--", label=bar_label)
+                for k, (seed, delta) in enumerate(deltas.items()):
+                    ax.plot(i + shift + 0.06 * (k - 1), delta, marker=_seed_marker(seed), linestyle="none", **style,
+                            label=f"seed {seed}" if seed_labels else None)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(run_ids)), [f"{r}\n{RUNS[r].name.replace(' ', chr(10))}" for r in run_ids])
+        ax.set_ylabel(f"Δ {name} vs {REFERENCE} (pp)")
+        _title(ax, f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
+               runs.missing((REFERENCE, *run_ids)))
+    unique = {label: handle for ax in panels for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncols=min(len(unique), 6))
+    return fig
+
+
+def accuracy_vs_forgetting(runs: Runs) -> Figure:
+    """fig:app-accuracy-forgetting: mean ACC against mean F of every configuration, +/- std."""
+    fig = Figure(figsize=(6.5, 4.4), layout="constrained")
+    ax = fig.subplots()
+    summary = summarize(runs.per_seed)
+    published = summarize(runs.paper) if runs.paper is not None else None
+    for run_id in summary.index:
+        colour, marker, _ = STYLE[run_id]
+        x, y = summary.loc[run_id, "forgetting_mean"], summary.loc[run_id, "acc_mean"]
+        ax.errorbar(x, y, xerr=summary.loc[run_id, "forgetting_std"], yerr=summary.loc[run_id, "acc_std"],
+                    color=colour, marker=marker, markersize=6, linestyle="none", label=_label(run_id))
+        ax.annotate(run_id, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+        if published is not None and run_id in published.index:
+            px, py = published.loc[run_id, "forgetting_mean"], published.loc[run_id, "acc_mean"]
+            ax.plot([px, x], [py, y], color=PAPER_STYLE["color"], linestyle=":", linewidth=0.8)
+            ax.plot(px, py, marker=marker, color=PAPER_STYLE["color"], markerfacecolor="none", linestyle="none")
+    if published is not None:  # one legend entry for all the hollow marks
+        ax.plot([], [], marker="o", color=PAPER_STYLE["color"], markerfacecolor="none", linestyle=":",
+                label=f"{PAPER_LABEL},\ndotted to the re-run")
+    ax.set_xlabel("forgetting F (pp, lower is better)")
+    ax.set_ylabel("average accuracy ACC (%, higher is better)")
+    _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(tuple(RUNS)))
+    fig.legend(loc="outside right upper")
+    return fig
+
+
+# --- the registry and saving ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the paper: its file stem, LaTeX label, the runs and claims it shows."""
+
+    stem: str
+    label: str
+    caption: str
+    runs: tuple[str, ...]
+    claims: tuple[str, ...]
+    draw: Callable[[Runs], Figure]
+    overlay: bool  # whether the paper prints values this figure can overlay
+
+
+FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy", "Final per-task accuracy",
+               ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"), ("C1",), per_task_accuracy, False),
+    FigureSpec("fig_forgetting_by_task", "fig:forgetting-by-age", "Forgetting by task: B3, static bank, head-logit",
+               ("B3", "B2", "a2"), ("C1", "C2"), forgetting_by_task, True),
+    FigureSpec("fig_resource_sensitivity", "fig:resource-sensitivity", "Sensitivity to M and b",
+               ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True),
+    FigureSpec("fig_forgetting_heatmap", "fig:app-forgetting", "Per-task forgetting, every configuration",
+               tuple(RUNS), (), forgetting_heatmap, False),
+    FigureSpec("fig_evolution_B3", "fig:app-uniform-evolution", "Accuracy matrix, Uniform Herding",
+               ("B3",), (), evolution("B3"), False),
+    FigureSpec("fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL",
+               ("B1",), (), evolution("B1"), False),
+    FigureSpec("fig_kd_slopes", "fig:app-kd-slopes", "Introduction to final accuracy: B3 vs no KD",
+               ("B3", "a1"), ("C4",), kd_slopes, False),
+    FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
+               ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True),
+    FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
+               tuple(RUNS), ("C1",), accuracy_vs_forgetting, True),
+)
+
+
+def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:
+    """Draw `spec` and write it as PDF and PNG, each atomically (temp name, then os.replace)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with matplotlib.rc_context(RC):
+        fig = spec.draw(runs)
+        for ext, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
+            path = out_dir / f"{spec.stem}.{ext}"
+            tmp = path.with_name(f".{path.name}.tmp")
+            try:
+                fig.savefig(tmp, format=ext, metadata=metadata)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            paths.append(path)
+    return paths

@@ -1,0 +1,464 @@
+"""`uh report`: the paper's tables (LaTeX + Markdown), its figures (PDF + PNG) and a one-page summary.
+
+Reads whatever results are present. A missing run ID or seed leaves a marked gap (— in Markdown,
+--- in LaTeX, "missing" in figure titles and the summary), never a crash. The numbers come from
+aggregate.py (mean, population std, deltas paired by seed against B3) and the verdicts from check.py,
+so the report prints exactly what `uh aggregate` and `uh check` decide. paper/README.md maps each
+output to the paper's table, figure or claim.
+
+OUT/tables/<stem>.{tex,md}, OUT/figures/<stem>.{pdf,png}, OUT/summary.{md,html}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from uniform_herding.aggregate import REFERENCE, InputError, paired_deltas, summarize
+from uniform_herding.check import (
+    NO_EXPECTATION,
+    ClaimCheck,
+    ExpectedError,
+    MetricCheck,
+    check_claims,
+    compare,
+    expected_dir_for,
+    find_expected_root,
+    load_expected,
+)
+from uniform_herding.config import RUNS, SEEDS, resolve
+from uniform_herding.figures import FIGURES, Runs, save
+from uniform_herding.memory import quotas
+from uniform_herding.results import (
+    METRICS,
+    ResultError,
+    load_results,
+    per_seed_table,
+    read_per_seed_csv,
+    results_profile,
+    write_text_atomic,
+)
+
+GAP_MD, GAP_TEX = "—", "---"
+METRIC_NAMES = {"acc": "ACC", "forgetting": "F", "bwt": "BWT"}
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def load_runs(results_dir: Path) -> Runs:
+    """Every result under `results_dir` (one profile), with R as float matrices (NaN above the diagonal)."""
+    results = load_results(results_dir)
+    profile = results_profile(results)
+    R: dict[str, dict[int, np.ndarray]] = {}
+    for r in results:
+        matrix = np.array(r["R"], dtype=float)
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+            raise ResultError(f"{r['run_id']} seed {r['seed']}: R is not a square matrix")
+        R.setdefault(r["run_id"], {})[r["seed"]] = matrix
+    sizes = {m.shape[0] for by_seed in R.values() for m in by_seed.values()}
+    if len(sizes) != 1:
+        raise ResultError(f"{results_dir}: results have different numbers of tasks {sorted(sizes)}; re-run them")
+    wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
+                          columns=["run_id", "seed", "wall_s"])
+    devices = tuple(sorted({str(r.get("environment", {}).get("device", "unknown device")) for r in results}))
+    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices)
+
+
+def seed_order(per_seed: pd.DataFrame) -> list[int]:
+    """The paper's seeds first (each a row, present or not), then any other seed the results hold."""
+    return [*SEEDS, *sorted(set(per_seed["seed"]) - set(SEEDS))]
+
+
+def seeds_of(per_seed: pd.DataFrame, run_id: str) -> list[int]:
+    present = set(per_seed.loc[per_seed["run_id"] == run_id, "seed"])
+    return [s for s in seed_order(per_seed) if s in present]
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Num:
+    """A printed number: mean (+/- std) to `digits` decimals, optionally signed; None or NaN is a gap."""
+
+    value: float | None
+    std: float | None = None
+    digits: int = 2
+    signed: bool = False
+
+    def render(self, tex: bool) -> str:
+        if self.value is None or np.isnan(self.value):
+            return GAP_TEX if tex else GAP_MD
+        sign = "+" if self.signed and round(self.value, self.digits) != 0 else ""
+        text = f"{self.value:{sign}.{self.digits}f}"
+        if self.std is not None:
+            text += (r"\pm" if tex else " ± ") + f"{self.std:.{self.digits}f}"
+        return f"${text}$" if tex else text
+
+
+def _tex(text: str) -> str:
+    """Markdown-table text as LaTeX: the few special characters the tables use."""
+    for plain, tex in (("%", r"\%"), ("Δ", r"$\Delta$"), ("–", "--"), ("—", "---")):
+        text = text.replace(plain, tex)
+    return text
+
+
+@dataclass(frozen=True)
+class Table:
+    """One of the paper's tables, rendered as a drop-in LaTeX float (booktabs) and as Markdown."""
+
+    stem: str
+    label: str
+    caption: str
+    header: tuple[str, ...]
+    align: str  # LaTeX column spec
+    rows: list[list[str | Num]]
+    note: str  # which seeds each number averages, what is missing
+    resize: bool = True  # \resizebox to the line width, as the paper does for its wide tables
+
+    def cells(self, tex: bool) -> list[list[str]]:
+        return [[c.render(tex) if isinstance(c, Num) else _tex(c) if tex else c for c in row] for row in self.rows]
+
+    def markdown(self) -> str:
+        align = ["---:" if a == "r" else ":---" for a in self.align]
+        lines = [f"**{self.caption}** (`{self.label}`)", "", "| " + " | ".join(self.header) + " |",
+                 "|" + "|".join(align) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in self.cells(tex=False)]
+        return "\n".join([*lines, "", self.note, ""])
+
+    def latex(self) -> str:
+        body = pd.DataFrame(self.cells(tex=True), columns=[_tex(h) for h in self.header])
+        tabular = body.to_latex(index=False, escape=False, column_format=self.align).strip()
+        if self.resize:
+            tabular = "\\resizebox{\\linewidth}{!}{%\n" + tabular + "\n}"
+        return "\n".join([
+            "% generated by `uh report`; " + self.note.replace("\n", " "),
+            "\\begin{table}[htbp]", "  \\centering", f"  \\caption{{{_tex(self.caption)}}}",
+            f"  \\label{{{self.label}}}", "  \\small", tabular, "\\end{table}", "",
+        ])
+
+
+def _seeds_note(runs: Runs, run_ids: tuple[str, ...]) -> str:
+    parts = [f"{r} {', '.join(map(str, seeds_of(runs.per_seed, r))) or 'missing'}" for r in dict.fromkeys(run_ids)]
+    return f"Profile {runs.profile}; mean ± population std over the seeds present ({'; '.join(parts)})."
+
+
+def _pm(summary: pd.DataFrame, run_id: str, metric: str) -> Num:
+    if run_id not in summary.index:
+        return Num(None)
+    return Num(summary.loc[run_id, f"{metric}_mean"], summary.loc[run_id, f"{metric}_std"])
+
+
+def _delta(runs: Runs, deltas: pd.DataFrame, run_id: str, metric: str) -> Num:
+    """Mean paired delta vs B3; B3's own row is 0 when B3 is present (as the paper prints it)."""
+    if run_id == REFERENCE:
+        return Num(0.0 if REFERENCE in set(runs.per_seed["run_id"]) else None, signed=True)
+    return Num(deltas.loc[run_id, metric] if run_id in deltas.index else None, signed=True)
+
+
+def t1_main(runs: Runs) -> Table:
+    summary, run_ids = summarize(runs.per_seed), ("B1", "B2", "B3")
+    return Table(
+        "t1_main", "tab:t1-master-results",
+        "Main comparison. All methods use the same nominal active exemplar budget and retrieval budget. "
+        "Uniform Herding also retains candidate storage for refresh.",
+        ("Method", "Average accuracy (%)", "Forgetting (%)", "BWT (%)"), "lrrr",
+        [[RUNS[r].name, *(_pm(summary, r, m) for m in METRICS)] for r in run_ids],
+        _seeds_note(runs, run_ids),
+    )
+
+
+T2_VARIANTS = {"a1": "Without KD", "a2": "Head-logit evaluation", "a3": "Linear head", "a4": "Random selection"}
+
+
+def t2_ablations(runs: Runs) -> Table:
+    summary, deltas = summarize(runs.per_seed), paired_deltas(runs.per_seed)
+    rows = [[name, _pm(summary, r, "acc"), _pm(summary, r, "forgetting"), _delta(runs, deltas, r, "acc"),
+             _delta(runs, deltas, r, "forgetting")] for r, name in T2_VARIANTS.items()]
+    return Table(
+        "t2_ablations", "tab:t2-component-ablations",
+        "Matched within-method comparisons for Uniform Herding. Deltas are paired by seed against the "
+        "main configuration.",
+        ("Variant", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "Δ forgetting (pp)"), "lrrrr",
+        rows, _seeds_note(runs, (REFERENCE, *T2_VARIANTS)),
+    )
+
+
+T3_AXES = {"Active budget": (("s1", "B3", "s2"), "budget"), "Retrieval": (("s3", "B3", "s4"), "retrieval")}
+
+
+def t3_resource_sensitivity(runs: Runs) -> Table:
+    summary, deltas = summarize(runs.per_seed), paired_deltas(runs.per_seed)
+    rows = []
+    for axis, (run_ids, size) in T3_AXES.items():
+        for r in run_ids:
+            value = getattr(resolve(r, runs.profile), size)
+            rows.append([axis, f"{value:,}", _pm(summary, r, "acc"), _pm(summary, r, "forgetting"),
+                         _delta(runs, deltas, r, "acc"), _delta(runs, deltas, r, "forgetting")])
+    return Table(
+        "t3_resource_sensitivity", "tab:t3-resource-sensitivity",
+        "Resource sensitivity relative to Uniform Herding. Active-budget changes also change the "
+        "candidate-pool capacity through rho; deltas are paired by seed.",
+        ("Axis", "Value", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "Δ forgetting (pp)"),
+        "llrrrr", rows, _seeds_note(runs, ("s1", "B3", "s2", "s3", "s4")),
+    )
+
+
+def per_seed(runs: Runs) -> Table:
+    table = runs.per_seed.set_index(["run_id", "seed"])
+    rows = []
+    for r in RUNS:
+        for seed in seed_order(runs.per_seed):
+            have = (r, seed) in table.index
+            rows.append([r, f"{RUNS[r].name} / {seed}",
+                         *(Num(table.loc[(r, seed), m] if have else None) for m in METRICS)])
+    return Table(
+        "per_seed", "tab:app-seeds", "Per-seed final average accuracy, forgetting, and backward transfer.",
+        ("ID", "Configuration / seed", "Average accuracy", "Forgetting", "BWT"), "llrrr", rows,
+        f"Profile {runs.profile}; — marks a run ID and seed without a result.", resize=False,
+    )
+
+
+def compute(runs: Runs) -> Table:
+    grouped = runs.wall_s.dropna().groupby("run_id")["wall_s"]
+    mean, std = grouped.mean(), grouped.std(ddof=0)
+    rows = [[r, RUNS[r].name, Num(mean.get(r), std.get(r), digits=1)] for r in RUNS]
+    return Table(
+        "compute", "tab:app-compute",
+        f"Wall-clock time per run in seconds (mean ± standard deviation across seeds), measured on "
+        f"{', '.join(runs.devices)}.",
+        ("ID", "Configuration", "Seconds"), "llr", rows,
+        _seeds_note(runs, tuple(RUNS)) + " Seconds of training, refresh and evaluation, summed over tasks.",
+        resize=False,
+    )
+
+
+def quota_table(runs: Runs) -> Table:
+    rows = []
+    for r in ("s1", "B3", "s2"):
+        cfg = resolve(r, runs.profile)
+        cells = []
+        for t in range(cfg.n_tasks):
+            q = quotas(cfg.budget, cfg.classes_per_task * (t + 1))
+            cells.append(f"{min(q)}" if min(q) == max(q) else f"{min(q)}–{max(q)}")
+        rows.append([f"{cfg.budget:,}", *cells])
+    n_tasks = resolve("B3", runs.profile).n_tasks
+    return Table(
+        "quotas", "tab:app-quotas",
+        "Per-class active exemplar quota after each task. Ranges indicate the one-exemplar difference "
+        "induced by floor rounding.",
+        ("Active budget", *(f"T{t}" for t in range(n_tasks))), "l" + "r" * n_tasks, rows,
+        f"Profile {runs.profile}: the budgets of s1, B3 and s2 (memory.quotas; needs no results).",
+    )
+
+
+TABLES: tuple[Callable[[Runs], Table], ...] = (
+    t1_main, t2_ablations, t3_resource_sensitivity, per_seed, compute, quota_table,
+)
+
+
+# --- the checker's verdicts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """`uh check`'s decisions on these results; `metrics` is None when no expected set applies."""
+
+    metrics: list[MetricCheck] | None
+    source: str  # the expected set used, or why the metrics are not checked
+    claims: list[ClaimCheck]
+
+    def of(self, run_id: str, metric: str) -> MetricCheck | None:
+        return next((m for m in self.metrics or [] if (m.run_id, m.metric) == (run_id, metric)), None)
+
+
+def expected_root() -> Path:
+    return find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
+
+
+def verdicts(runs: Runs) -> Verdicts:
+    """check.compare against the profile's expected set (as `uh check` picks it) and check.check_claims."""
+    claims = check_claims(runs.per_seed)
+    try:
+        expected = load_expected(expected_dir_for(runs.profile, expected_root()))
+    except (ExpectedError, ResultError) as e:
+        return Verdicts(None, f"not checked: {e}", claims)
+    if expected.profile != runs.profile:
+        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}", claims)
+    return Verdicts(compare(expected, runs.per_seed), f"checked against {expected.directory}", claims)
+
+
+def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
+    """Re-run mean, expected mean and verdict of one metric; 'missing' without a result."""
+    observed = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
+    if observed.empty:
+        return "missing"
+    check = v.of(run_id, metric)
+    if check is None or check.verdict == NO_EXPECTATION:
+        return f"{observed.mean():.2f} not checked"
+    return f"{check.observed_mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
+
+
+def _run_line(runs: Runs, v: Verdicts, run_id: str) -> str:
+    seeds = seeds_of(runs.per_seed, run_id)
+    if not seeds:
+        return f"{run_id} {RUNS[run_id].name}: missing (no result)"
+    cells = [f"{METRIC_NAMES[m]} {_metric_cell(runs, v, run_id, m)}" for m in METRICS]
+    return f"{run_id} {RUNS[run_id].name} (seeds {', '.join(map(str, seeds))}): {'; '.join(cells)}"
+
+
+# --- the summary page ----------------------------------------------------------------------------
+
+Block = tuple  # ("h", level, text) | ("p", text) | ("table", header, rows) | ("figure", src, title, lines)
+
+
+def _counts(verdicts: Iterable[str]) -> str:
+    return ", ".join(f"{n} {verdict}" for verdict, n in Counter(verdicts).items()) or "not checked"
+
+
+def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Table]) -> list[Block]:
+    missing = [r for r in RUNS if r not in runs.R]
+    blocks: list[Block] = [
+        ("h", 1, "Uniform Herding: reproduction report"),
+        ("p", f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
+              f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
+              f"{', '.join(missing) or 'none'}. Metrics {v.source}."),
+        ("p", "At a glance: metrics " + _counts(m.verdict for m in v.metrics or []) + "; claims "
+              + _counts(c.verdict.split(" (")[0] for c in v.claims) + "."),
+        ("h", 2, "Claims (decided from the re-run alone, paired by seed)"),
+        ("table", ("Claim", "Verdict", "Statement"), [[c.claim_id, c.verdict, c.statement] for c in v.claims]),
+        ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
+        ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
+         [[r, RUNS[r].name, ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
+           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in RUNS]),
+        ("h", 2, "Figures"),
+    ]
+    claims = {c.claim_id: c for c in v.claims}
+    for spec in FIGURES:
+        lines = [_run_line(runs, v, r) for r in spec.runs]
+        lines += [f"{c} {claims[c].verdict}: {claims[c].statement}" for c in spec.claims]
+        blocks.append(("figure", f"figures/{spec.stem}.png", f"{spec.caption} ({spec.label})", lines))
+    blocks.append(("h", 2, "Tables"))
+    for table in tables:
+        blocks.append(("p", f"{table.label}: tables/{table.stem}.md, tables/{table.stem}.tex"))
+    return blocks
+
+
+def summary_markdown(blocks: list[Block]) -> str:
+    out = []
+    for kind, *rest in blocks:
+        if kind == "h":
+            out.append(f"{'#' * rest[0]} {rest[1]}")
+        elif kind == "p":
+            out.append(rest[0])
+        elif kind == "table":
+            header, rows = rest
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+                                  *("| " + " | ".join(row) + " |" for row in rows)]))
+        else:
+            src, title, lines = rest
+            out.append("\n".join([f"### {title}", "", f"![{title}]({src})", "", *(f"- {x}" for x in lines)]))
+    return "\n\n".join(out) + "\n"
+
+
+VERDICT_RE = re.compile(r"CLAIM NOT SUPPORTED|NOT REPRODUCED|WITHIN NOISE|REPRODUCED|SUPPORTED|NOT CHECKED"
+                        r"|not checked|missing")
+VERDICT_CLASS = {"CLAIM NOT SUPPORTED": "bad", "NOT REPRODUCED": "bad", "WITHIN NOISE": "noise",
+                 "REPRODUCED": "ok", "SUPPORTED": "ok"}
+CSS = """body{font-family:sans-serif;max-width:72em;margin:1em auto;font-size:14px}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
+.fig{display:flex;gap:1.5em;align-items:flex-start;margin-bottom:1.5em}.fig img{max-width:58%}
+.ok{background:#cfc;font-weight:bold}.noise{background:#ffd;font-weight:bold}
+.bad{background:#fcc;font-weight:bold}.na{background:#eee;font-style:italic}"""
+
+
+def _html(text: str) -> str:
+    """Escaped text with every verdict marked by colour and weight (readable without colour too)."""
+    return VERDICT_RE.sub(lambda m: f'<span class="{VERDICT_CLASS.get(m[0], "na")}">{m[0]}</span>', html.escape(text))
+
+
+def summary_html(blocks: list[Block]) -> str:
+    out = ["<!doctype html>", '<html><head><meta charset="utf-8"><title>Uniform Herding: reproduction report</title>',
+           f"<style>{CSS}</style></head><body>"]
+    for kind, *rest in blocks:
+        if kind == "h":
+            out.append(f"<h{rest[0]}>{html.escape(rest[1])}</h{rest[0]}>")
+        elif kind == "p":
+            out.append(f"<p>{_html(rest[0])}</p>")
+        elif kind == "table":
+            header, rows = rest
+            out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+            out += ["<tr>" + "".join(f"<td>{_html(c)}</td>" for c in row) + "</tr>" for row in rows]
+            out.append("</table>")
+        else:
+            src, title, lines = rest
+            out.append(f'<h3>{html.escape(title)}</h3><div class="fig"><img src="{src}" alt="{html.escape(title)}">')
+            out.append("<ul>" + "".join(f"<li>{_html(x)}</li>" for x in lines) + "</ul></div>")
+    return "\n".join([*out, "</body></html>", ""])
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def published_values(runs: Runs, wanted: bool | None, echo: Callable[[str], None]) -> pd.DataFrame | None:
+    """The paper's per-seed values to overlay: by default and only for paper-profile results."""
+    if not (runs.profile == "paper" if wanted is None else wanted):
+        return None
+    if runs.profile != "paper":
+        echo(f"note: the paper's values are not overlaid on {runs.profile}-profile results (other sizes)")
+        return None
+    try:
+        return read_per_seed_csv(expected_root() / "paper_per_seed.csv")
+    except (ExpectedError, ResultError) as e:
+        echo(f"note: the paper's values are not overlaid ({e})")
+        return None
+
+
+def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
+                 echo: Callable[[str], None] = print) -> list[Path]:
+    """Every table, figure and the summary under `out`; returns the files written."""
+    runs = load_runs(results_dir)
+    runs = dataclasses.replace(runs, paper=published_values(runs, overlay, echo))
+    tables = [build(runs) for build in TABLES]
+    written = []
+    for table in tables:
+        for ext, text in (("tex", table.latex()), ("md", table.markdown())):
+            written.append(out / "tables" / f"{table.stem}.{ext}")
+            write_text_atomic(written[-1], text)
+    for spec in FIGURES:
+        written += save(spec, runs, out / "figures")
+    blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
+    for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
+        written.append(out / name)
+        write_text_atomic(written[-1], text)
+    missing = [r for r in RUNS if r not in runs.R]
+    echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
+    return written
+
+
+@click.command("report")
+@click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path), envvar="UH_RESULTS_DIR",
+              default="results", show_default=True, help="Where results/<RUN>/seed-<S>/ are. Env: UH_RESULTS_DIR.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder, e.g. paper/ [default: <results-dir>/report].")
+@click.option("--paper-values/--no-paper-values", default=None,
+              help="Overlay the paper's published values on the figures [default: for paper-profile results].")
+def report_command(results_dir: Path, out: Path | None, paper_values: bool | None) -> None:
+    """Tables (LaTeX, Markdown), figures (PDF, PNG) and summary.{md,html} from whatever results exist."""
+    out = out or results_dir / "report"
+    try:
+        written = write_report(results_dir, out, paper_values, click.echo)
+    except ResultError as e:
+        raise InputError(str(e)) from None
+    click.echo(f"wrote {len(written)} files under {out} (open {out / 'summary.html'})")
+

@@ -1,0 +1,392 @@
+"""Fault injection: kills, signals, corrupt checkpoints, bad archives, full disks (docs/reliability.md).
+
+Real kills run `python -m uniform_herding run` in subprocesses; the other faults run the CLI in
+process with the fault patched in. All runs use the smoke profile on one CPU thread (results depend
+on the thread count, see docs/reliability.md), and every resumed result is compared with one
+uninterrupted run for R and metrics, exactly.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner, Result
+
+from uniform_herding import run
+from uniform_herding.archive import write_synthetic_archive
+from uniform_herding.cli import main
+from uniform_herding.config import CONFIG_VERSION, Config, resolve
+from uniform_herding.memory import Memory, make_memory
+from uniform_herding.model import Learner
+from uniform_herding.results import write_bytes_atomic
+
+SEED = 5
+CFG = resolve("B3", "smoke")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def line(k: int) -> str:
+    """The progress line printed after task k (from 1) is checkpointed."""
+    return f"task {k}/{CFG.n_tasks}:"
+
+
+class Uh:
+    """`python -m uniform_herding run B3 --seed SEED` in a subprocess, its stdout read as it comes."""
+
+    def __init__(self, data: Path, results: Path) -> None:
+        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - a file, not a pipe, that never blocks it
+        args = ["B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data), "--results-dir", str(results)]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uniform_herding", "run", *args],
+            env=ENV, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+        )  # fmt: skip
+
+    def wait_for(self, text: str) -> None:
+        """Read stdout until a line holds `text`."""
+        assert self.proc.stdout is not None
+        for out in self.proc.stdout:
+            if text in out:
+                return
+        raise AssertionError(f"exit {self.proc.wait()} before {text!r}: {self.errors()}")
+
+    def finish(self) -> int:
+        """Wait for the exit status, draining stdout so that the process never blocks on it."""
+        assert self.proc.stdout is not None
+        for _ in self.proc.stdout:
+            pass
+        return self.proc.wait()
+
+    def errors(self) -> list[str]:
+        self.stderr.seek(0)
+        return [e for e in self.stderr.read().splitlines() if e.startswith(("Error", "Traceback"))]
+
+
+def result_of(results: Path) -> dict:
+    return json.loads(run.result_path(results, "B3", SEED).read_text())
+
+
+def same_result(a: dict, b: dict) -> bool:
+    return a["R"] == b["R"] and a["metrics"] == b["metrics"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir holding the smoke profile's synthetic archive."""
+    folder = tmp_path_factory.mktemp("data")
+    run.load_data(CFG, folder, None)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The result of one uninterrupted run (in process, on one thread like the subprocesses)."""
+    results = tmp_path_factory.mktemp("reference")
+    with threads(1):
+        assert smoke_run(data, results).exit_code == 0
+    return result_of(results)
+
+
+@contextmanager
+def threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    with threads(1):
+        yield
+
+
+def uh_run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["run", *args])
+
+
+def smoke_run(data: Path, results: Path, *extra: str) -> Result:
+    return uh_run("B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+                  "--results-dir", str(results), *extra)  # fmt: skip
+
+
+def one_error_line(result: Result) -> str:
+    """The CLI failed with exactly one `Error:` line and no traceback; returns it."""
+    errors = [e for e in result.output.splitlines() if e.startswith("Error")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return errors[0]
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes: what a refused command must leave as it was."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# --- two processes, SIGKILL, resume -----------------------------------------------------------------------
+
+
+def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(reference, data, tmp_path) -> None:
+    first = Uh(data, tmp_path)
+    first.wait_for(line(1))
+    busy = smoke_run(data, tmp_path)  # a second process on the same run and seed, while the first trains
+    assert busy.exit_code == 1
+    assert "is busy: another process is running this run and seed" in one_error_line(busy)
+    assert first.proc.poll() is None, "the first process goes on undisturbed"
+
+    delay = random.uniform(0.0, 2.0)  # in task 2, in a checkpoint write, or later
+    time.sleep(delay)
+    first.proc.kill()
+    assert first.finish() == -signal.SIGKILL
+    second = Uh(data, tmp_path)
+    second.wait_for("resuming after task")
+    assert second.finish() == 0, second.errors()
+    assert sorted(p.name for p in (tmp_path / "B3" / f"seed-{SEED}").iterdir()) == [".lock", "result.json"]
+    assert same_result(result_of(tmp_path), reference), f"SIGKILL {delay:.2f} s after task 1"
+
+
+# --- in process: a full disk, SIGTERM, SIGINT, then resume ---------------------------------------------
+
+
+def full_disk(monkeypatch: pytest.MonkeyPatch, name: str, after: int = 0) -> None:
+    """fsync of the temp file for `name` fails with ENOSPC, after `after` successful ones."""
+    real, done = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).name.startswith(f".{name}."):
+            done.append(fd)
+            if len(done) > after:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def signalling(signum: int, f: Callable) -> Callable:
+    """`f`, sending this process `signum` first: the signal arrives at that point of the run."""
+
+    def wrapped(*args: object) -> object:
+        os.kill(os.getpid(), signum)
+        return f(*args)
+
+    return wrapped
+
+
+def test_sigint_before_any_task_writes_nothing(data, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(run, "TaskStream", signalling(signal.SIGINT, run.TaskStream))
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 128 + signal.SIGINT
+    assert "stopped by SIGINT; run the same command again to resume" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_or_sigterm_costs_no_finished_task(reference, data, tmp_path, monkeypatch, one_thread) -> None:
+    checkpoint = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
+    with monkeypatch.context() as m:  # the disk fills up while the checkpoint after task 2 is written
+        full_disk(m, "checkpoint.pt", after=1)
+        result = smoke_run(data, tmp_path)
+    assert result.exit_code == 1
+    error = one_error_line(result)
+    assert "No space left on device" in error and f"holds tasks 1-1 of {CFG.n_tasks}" in error, error
+    assert sorted(p.name for p in checkpoint.parent.iterdir()) == [".lock", "checkpoint.pt"]  # no temp files
+
+    with monkeypatch.context() as m:  # SIGTERM (pre-emption) while task 2 trains
+        m.setattr(run, "fit_task", signalling(signal.SIGTERM, run.fit_task))
+        result = smoke_run(data, tmp_path)
+    assert result.exit_code == 128 + signal.SIGTERM
+    assert f"stopped by SIGTERM; {checkpoint} holds tasks 1-1 of" in one_error_line(result)
+
+    with monkeypatch.context() as m:  # all tasks train, then the disk is full for result.json
+        full_disk(m, "result.json")
+        result = smoke_run(data, tmp_path)
+    assert result.exit_code == 1
+    assert f"holds tasks 1-{CFG.n_tasks} of {CFG.n_tasks}" in one_error_line(result)
+    assert not run.result_path(tmp_path, "B3", SEED).exists()
+
+    result = smoke_run(data, tmp_path)  # space again: the result is written from the checkpoint alone
+    assert result.exit_code == 0 and "resuming after task" in result.output and line(1) not in result.output
+    assert same_result(result_of(tmp_path), reference)
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(b"old")
+    full_disk(monkeypatch, "checkpoint.pt")
+    with pytest.raises(OSError, match="No space left"):
+        write_bytes_atomic(target, b"new" * 1000)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"] and target.read_bytes() == b"old"
+
+
+# --- checkpoints -----------------------------------------------------------------------------------------
+
+
+def fresh(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Generator]]:
+    """A learner with an empty head, the run's memory policy and its two generators, as at start-up."""
+    torch.manual_seed(seed)
+    gens = [torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)]
+    return Learner(cfg.width, cfg.head, cfg.cos_scale), make_memory(cfg, gens[1]), gens
+
+
+@pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
+def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, tmp_path) -> None:
+    """Whatever Memory.state() holds (pools, iCaRL's ranked lists) comes back, on any policy."""
+    cfg = resolve(run_id, "smoke")
+    learner, memory, gens = fresh(cfg, 0)
+    learner.head.grow(2 * cfg.classes_per_task)
+    for t in range(2):  # two tasks' refreshes on 1-D features
+        new = {c: torch.arange(30 * c, 30 * c + 30) for c in range(2 * t, 2 * t + 2)}
+        memory.refresh(new, lambda items: items.double()[:, None] % 7)
+    torch.randn(3, generator=gens[0])
+    checkpoint = run.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
+    checkpoint.save(1, learner, memory, gens, {"rows": [[50.0], [40.0, 60.0]]})
+    rng = torch.get_rng_state()
+
+    learner2, memory2, gens2 = fresh(cfg, 1)
+    assert checkpoint.load(learner2, memory2, gens2) == {"rows": [[50.0], [40.0, 60.0]]}
+    torch.testing.assert_close(memory2.state(), memory.state(), rtol=0, atol=0)
+    torch.testing.assert_close(learner2.state_dict(), learner.state_dict(), rtol=0, atol=0)
+    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(gens2, gens, strict=True))
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+@pytest.mark.parametrize(
+    "fault, message",
+    [("truncated", "unreadable"), ("garbage", "unreadable"), ("another seed", "was written with another seed")],
+)
+def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, tmp_path) -> None:
+    """Refuse, do not restart: the file may be the only copy of hours of work (--force starts over)."""
+    path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
+    learner, memory, gens = fresh(CFG, 0)
+    learner.head.grow(CFG.classes_per_task)
+    md5 = run.load_data(CFG, data, None).md5
+    seed = SEED + 1 if fault == "another seed" else SEED
+    run.Checkpoint(path, CFG, seed, md5, torch.device("cpu")).save(0, learner, memory, gens, {"rows": [[1.0]]})
+    if fault == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif fault == "garbage":
+        path.write_bytes(b"not a checkpoint")
+    kept = path.read_bytes()
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 1
+    error = one_error_line(result)
+    assert f"checkpoint {path} {message}" in error and "--force" in error, error
+    assert path.read_bytes() == kept and not run.result_path(tmp_path, "B3", SEED).exists()
+
+
+# --- bad input: one line, non-zero, nothing written --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["B9", "--profile", "smoke"], "unknown run ID 'B9'"),
+        (["B3", "--profile", "huge"], "'huge' is not one of"),
+        (["B3", "--profile", "smoke", "--seed", "abc"], "'abc' is not a valid integer"),
+        (["B3", "--profile", "smoke", "--seed", "-1"], "-1 is not in the range"),
+    ],
+)
+def test_bad_arguments_exit_2(args, message, tmp_path) -> None:
+    result = uh_run(*args, "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "results"))
+    assert result.exit_code == 2 and message in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fault", ["truncated", "wrong checksum"])
+def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
+    archive = write_synthetic_archive("cifar100", tmp_path / "archive", train_per_class=8, test_per_class=3)
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) // 2] if fault == "truncated" else data[:-1] + bytes([data[-1] ^ 1]))
+    before = files(tmp_path)
+    result = smoke_run(tmp_path / "data", tmp_path / "results", "--archive", str(archive))
+    assert result.exit_code == 1 and "it is corrupt, truncated or not CIFAR-100" in one_error_line(result)
+    assert files(tmp_path) == before
+
+
+def deny_writes(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Creating anything under `folder` fails with EACCES, as on a read-only mount.
+
+    Patched rather than chmod-ed: root (as in CI containers) ignores permission bits.
+    """
+
+    def check(path: str | Path | int) -> None:
+        if not isinstance(path, int) and Path(path).absolute().is_relative_to(folder):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+    real_open, real_os_open, real_mkdir = builtins.open, os.open, os.mkdir
+
+    def open_(file, mode="r", *args, **kwargs):
+        if set(mode) & set("wax+"):
+            check(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    def os_open(path, flags, *args, **kwargs):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            check(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(os, "mkdir", lambda path, *args, **kwargs: (check(path), real_mkdir(path, *args, **kwargs)))
+
+
+def test_a_data_dir_that_is_not_writable_is_refused(tmp_path, monkeypatch) -> None:
+    deny_writes(monkeypatch, tmp_path / "data")
+    result = smoke_run(tmp_path / "data", tmp_path / "results")
+    assert result.exit_code == 1 and "Permission denied" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_results_dir_that_is_not_writable_is_refused(data, tmp_path, monkeypatch) -> None:
+    deny_writes(monkeypatch, tmp_path)
+    result = smoke_run(data, tmp_path / "results")
+    assert result.exit_code == 1 and "Permission denied); choose a writable --results-dir" in one_error_line(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+FINISHED = {"config_version": CONFIG_VERSION, "config": CFG.to_dict(), "seed": SEED}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (json.dumps(FINISHED | {"config_version": 0}), f"a result of config_version 0 (this code: {CONFIG_VERSION})"),
+        (
+            json.dumps(FINISHED | {"config": CFG.to_dict() | {"epochs": 1}}),
+            "a result of another config (differs in epochs)",
+        ),
+        ('{"config_version": 1, "R": [[', "is unreadable"),
+    ],
+)
+def test_a_result_of_another_config_is_refused_not_skipped(text, message, data, tmp_path) -> None:
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    before = files(tmp_path)
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 1
+    error = one_error_line(result)
+    assert message in error and "--force" in error, error
+    assert files(tmp_path) == before
+
+
+def test_a_finished_result_is_skipped(data, tmp_path) -> None:
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(FINISHED))
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 0 and "done already" in result.output

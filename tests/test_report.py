@@ -1,0 +1,230 @@
+"""report.py and figures.py: every table and figure from a small set of results; the tables print
+aggregate's numbers; a missing run ID is a marked gap; the paper's values overlay on request.
+
+One real smoke run (B3, seed 1993) checks that the report reads what `uh run` writes; the other
+results are synthetic (random lower-triangular R, metrics from evaluate's functions) to keep the
+file fast. B2 is left out on purpose: it is the missing run whose gaps the tests look for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from uniform_herding import evaluate
+from uniform_herding.aggregate import paired_deltas, summarize
+from uniform_herding.check import CLAIMS
+from uniform_herding.cli import main
+from uniform_herding.config import CONFIG_VERSION, RUNS
+from uniform_herding.figures import FIGURES, PAPER_LABEL, task_forgetting
+from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
+from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
+from uniform_herding.run import run_seed
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTHETIC = [("B3", 2023), ("B1", 1993), ("B1", 2023), ("a1", 1993), ("a1", 2023), ("a2", 1993),
+             ("a3", 1993), ("a4", 1993), ("s1", 1993), ("s3", 1993), ("s4", 2023), ("B0", 42)]
+MISSING = "B2"
+
+
+def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | None = None) -> dict:
+    """A result.json body with a random lower-triangular R; metrics from R unless given."""
+    rng = np.random.default_rng([seed, list(RUNS).index(run_id)])
+    R = [[float(rng.integers(0, 41) * 2.5) for _ in range(i + 1)] for i in range(T)]
+    metrics = metrics or {"acc": evaluate.acc(R), "forgetting": evaluate.forgetting(R), "bwt": evaluate.bwt(R)}
+    return {
+        "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
+        "R": evaluate.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
+        "environment": {"device": "cpu"},
+    }
+
+
+def write(results_dir: Path, body: dict) -> None:
+    write_json_atomic(results_dir / body["run_id"] / f"seed-{body['seed']}" / "result.json", body)
+
+
+@pytest.fixture(scope="module")
+def smoke_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Smoke results (one real run, the rest synthetic); `uh report` run on them; its output."""
+    base = tmp_path_factory.mktemp("smoke")
+    results = base / "results"
+    real = run_seed("B3", 1993, "smoke", base / "data", results, echo=lambda _: None)
+    T = len(json.loads(real.read_text())["R"])
+    for run_id, seed in SYNTHETIC:
+        write(results, fake_result(run_id, seed, "smoke", T))
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(results)])
+    assert res.exit_code == 0, res.output
+    return results, res.output
+
+
+@pytest.fixture(scope="module")
+def smoke(smoke_cli: tuple[Path, str]) -> Path:
+    """The smoke results dir; the report is in its report/ folder."""
+    return smoke_cli[0]
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Paper-profile results carrying the paper's per-seed metrics (R synthetic, 10 tasks)."""
+    results = tmp_path_factory.mktemp("paper") / "results"
+    for row in read_per_seed_csv(ROOT / "expected_results" / "paper_per_seed.csv").itertuples():
+        metrics = {m: getattr(row, m) for m in METRICS}
+        write(results, fake_result(row.run_id, row.seed, "paper", 10, metrics))
+    write_report(results, results / "report", echo=lambda _: None)
+    return results
+
+
+def tables_of(results: Path) -> list[Table]:
+    runs = load_runs(results)
+    return [build(runs) for build in TABLES]
+
+
+def md_rows(path: Path) -> list[list[str]]:
+    """The body rows of the Markdown table in `path`, cell by cell."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+
+
+def pm(summary: pd.DataFrame, run_id: str, metric: str) -> str:
+    return f"{summary.loc[run_id, f'{metric}_mean']:.2f} ± {summary.loc[run_id, f'{metric}_std']:.2f}"
+
+
+def legend_texts(fig: object) -> list[str]:
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    return [t.get_text() for legend in legends for t in legend.get_texts()]
+
+
+def test_every_table_and_figure_is_written(smoke: Path) -> None:
+    out = smoke / "report"
+    expected = {"t1_main", "t2_ablations", "t3_resource_sensitivity", "per_seed", "compute", "quotas"}
+    assert {table.stem for table in tables_of(smoke)} == expected
+    written = sorted(p.name for p in (out / "tables").iterdir())
+    assert written == sorted(f"{stem}.{ext}" for stem in expected for ext in ("md", "tex"))
+    for stem in expected:
+        assert "\\toprule" in (out / "tables" / f"{stem}.tex").read_text()
+        assert "|---" in (out / "tables" / f"{stem}.md").read_text().replace(":---", "---")
+    for spec in FIGURES:
+        assert (out / "figures" / f"{spec.stem}.pdf").read_bytes().startswith(b"%PDF")
+        assert (out / "figures" / f"{spec.stem}.png").read_bytes().startswith(b"\x89PNG")
+    assert len(list((out / "figures").iterdir())) == 2 * len(FIGURES)  # no temp files left behind
+    summary_md, summary_html = (out / "summary.md").read_text(), (out / "summary.html").read_text()
+    for spec in FIGURES:
+        assert f"figures/{spec.stem}.png" in summary_md and f'src="figures/{spec.stem}.png"' in summary_html
+
+
+def test_tables_print_the_aggregated_numbers(smoke: Path) -> None:
+    runs = load_runs(smoke)
+    summary, deltas = summarize(runs.per_seed), paired_deltas(runs.per_seed)
+    tables = smoke / "report" / "tables"
+    t1 = {row[0]: row[1:] for row in md_rows(tables / "t1_main.md")}
+    for run_id in ("B1", "B3"):
+        assert t1[RUNS[run_id].name] == [pm(summary, run_id, m) for m in METRICS]
+    t2 = {row[0]: row[1:] for row in md_rows(tables / "t2_ablations.md")}
+    for run_id, name in T2_VARIANTS.items():
+        d = deltas.loc[run_id]
+        assert t2[name] == [pm(summary, run_id, "acc"), pm(summary, run_id, "forgetting"),
+                            f"{d['acc']:+.2f}", f"{d['forgetting']:+.2f}"]
+    t3 = [row[2:] for row in md_rows(tables / "t3_resource_sensitivity.md")]
+    assert t3[0][:2] == [pm(summary, "s1", "acc"), pm(summary, "s1", "forgetting")]
+    assert t3[1] == [pm(summary, "B3", "acc"), pm(summary, "B3", "forgetting"), "0.00", "0.00"]
+    assert t3[5][2:] == [f"{deltas.loc['s4', 'acc']:+.2f}", f"{deltas.loc['s4', 'forgetting']:+.2f}"]
+    tex = (tables / "t1_main.tex").read_text()
+    acc, std = summary.loc["B3", "acc_mean"], summary.loc["B3", "acc_std"]
+    assert f"Uniform Herding & ${acc:.2f}\\pm{std:.2f}$ &" in tex
+    per_seed = {(row[0], row[1]): row[2:] for row in md_rows(tables / "per_seed.md")}
+    b3 = runs.per_seed.set_index(["run_id", "seed"]).loc[("B3", 1993)]
+    assert per_seed[("B3", "Uniform Herding / 1993")] == [f"{b3[m]:.2f}" for m in METRICS]
+
+
+def test_a_missing_run_is_a_marked_gap(smoke: Path) -> None:
+    out = smoke / "report"
+    name = RUNS[MISSING].name
+    assert {row[0]: row[1:] for row in md_rows(out / "tables" / "t1_main.md")}[name] == ["—"] * 3
+    assert f"{name} & --- & --- & --- \\\\" in (out / "tables" / "t1_main.tex").read_text()
+    per_seed = {(row[0], row[1]): row[2:] for row in md_rows(out / "tables" / "per_seed.md")}
+    assert per_seed[(MISSING, f"{name} / 1993")] == ["—"] * 3
+    assert per_seed[("s2", "Active budget 4000 / 42")] == ["—"] * 3  # s2 has no result at all
+    assert f"{MISSING} {name}: missing (no result)" in (out / "summary.md").read_text()
+    t3 = md_rows(out / "tables" / "t3_resource_sensitivity.md")
+    assert t3[2][2:] == ["—"] * 4  # s2
+
+
+def test_missing_runs_are_named_in_figure_titles(smoke: Path) -> None:
+    runs = load_runs(smoke)
+    spec = next(s for s in FIGURES if s.stem == "fig_forgetting_by_task")
+    titles = [ax.get_title() for ax in spec.draw(runs).axes]
+    assert any(f"missing: {MISSING}" in t for t in titles)
+
+
+def test_task_forgetting_averages_to_evaluate_forgetting(smoke: Path) -> None:
+    result = json.loads((smoke / "B3" / "seed-1993" / "result.json").read_text())
+    per_task = task_forgetting(np.array(result["R"], dtype=float))
+    assert per_task[-1] == 0
+    assert per_task[:-1].mean() == pytest.approx(result["metrics"]["forgetting"])
+
+
+def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
+    tables = paper / "report" / "tables"
+    printed = pd.read_csv(ROOT / "expected_results" / "paper_t1.csv", dtype=str)
+    t1 = {row[0]: row[1:] for row in md_rows(tables / "t1_main.md")}
+    for row in printed.itertuples():
+        assert t1[RUNS[row.run_id].name] == [f"{row.acc_mean} ± {row.acc_std}",
+                                             f"{row.forgetting_mean} ± {row.forgetting_std}",
+                                             f"{row.bwt_mean} ± {row.bwt_std}"]
+    t2 = (tables / "t2_ablations.tex").read_text()
+    assert r"Without KD & $42.52\pm0.61$ & $28.88\pm0.19$ & $-1.48$ & $+11.66$ \\" in t2
+    t3 = (tables / "t3_resource_sensitivity.tex").read_text()
+    assert r"Active budget & 2,000 & $44.00\pm0.51$ & $17.22\pm0.43$ & $0.00$ & $0.00$ \\" in t3
+    assert "| 2,000 | 200 | 100 | 66–67 | 50 | 40 | 33–34 | 28–29 | 25 | 22–23 | 20 |" in (
+        tables / "quotas.md"
+    ).read_text()
+    summary = (paper / "report" / "summary.md").read_text()
+    assert "NOT REPRODUCED" not in summary and "| B3 | Uniform Herding | 1993, 2023, 42 | 44.00" in summary
+    assert re.search(r"\| C1 \| SUPPORTED \|", summary)
+
+
+def test_the_paper_values_overlay_can_be_turned_on_and_off(paper: Path) -> None:
+    runs = load_runs(paper)
+    overlaid = [s for s in FIGURES if s.overlay]
+    assert len(overlaid) == 4
+    on = dataclasses.replace(runs, paper=published_values(runs, True, print))
+    for spec in overlaid:
+        assert any(PAPER_LABEL in t for t in legend_texts(spec.draw(on))), spec.stem
+        assert not any(PAPER_LABEL in t for t in legend_texts(spec.draw(runs))), spec.stem
+    assert published_values(runs, False, print) is None
+    assert published_values(runs, None, print) is not None  # on by default for the paper profile
+
+
+def test_no_overlay_for_smoke_results(smoke: Path) -> None:
+    notes: list[str] = []
+    assert published_values(load_runs(smoke), True, notes.append) is None
+    assert "not overlaid" in notes[0]
+
+
+def test_cli_writes_to_results_dir_report_and_names_the_gaps(smoke_cli: tuple[Path, str]) -> None:
+    results, output = smoke_cli
+    assert f"missing run IDs: {MISSING}, s2" in output
+    assert f"under {results / 'report'}" in output and (results / "report" / "summary.html").is_file()
+
+
+def test_cli_refuses_a_missing_results_dir(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no such results directory" in res.output
+    assert not (tmp_path / "none").exists()
+
+
+def test_paper_readme_maps_every_output(smoke: Path) -> None:
+    readme = (ROOT / "paper" / "README.md").read_text()
+    outputs = [(f"tables/{t.stem}.tex", t.label) for t in tables_of(smoke)]
+    outputs += [(f"figures/{f.stem}.pdf", f.label) for f in FIGURES]
+    for path, label in outputs:
+        assert re.search(rf"`{label}`.*`{path}`", readme), f"paper/README.md lacks a row for {label} -> {path}"
+    for claim in CLAIMS:
+        assert f"| {claim.claim_id} |" in readme

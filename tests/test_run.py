@@ -1,0 +1,84 @@
+"""End to end: every run ID trains, refreshes memory, evaluates and records in the smoke profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from uniform_herding import evaluate
+from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS, resolve
+from uniform_herding.memory import quotas
+from uniform_herding.run import result_path, run_seed
+
+SEED = 1993
+
+
+@pytest.fixture(scope="module")
+def smoke_dirs(tmp_path_factory) -> tuple[Path, Path]:
+    """(data dir, results dir) shared by the module: the synthetic archive is written once."""
+    root = tmp_path_factory.mktemp("smoke")
+    return root / "data", root / "results"
+
+
+@pytest.fixture(scope="module")
+def smoke_result(smoke_dirs):
+    """result.json of a run ID for SEED, run on first request."""
+    data_dir, results_dir = smoke_dirs
+
+    def get(run_id: str) -> dict:
+        path = run_seed(run_id, SEED, "smoke", data_dir, results_dir, echo=lambda _: None)
+        return json.loads(path.read_text())
+
+    return get
+
+
+@pytest.mark.parametrize("run_id", list(RUNS))
+def test_every_run_id_runs_and_records(smoke_result, run_id):
+    result = smoke_result(run_id)
+    cfg = resolve(run_id, "smoke")
+    T = cfg.n_tasks
+    assert (result["run_id"], result["seed"], result["profile"]) == (run_id, SEED, "smoke")
+    assert result["config_version"] == CONFIG_VERSION and result["config"] == cfg.to_dict()
+
+    R = result["R"]
+    assert len(R) == T and all(len(row) == T for row in R)
+    for i in range(T):
+        assert all(0 <= R[i][j] <= 100 for j in range(i + 1))
+        assert all(R[i][j] is None for j in range(i + 1, T))
+    assert result["metrics"] == {"acc": evaluate.acc(R), "forgetting": evaluate.forgetting(R), "bwt": evaluate.bwt(R)}
+
+    manifest = result["manifest"]
+    assert manifest["open_choices"] == OPEN_CHOICES
+    assert manifest["per_class"]["train_used"] == [cfg.train_per_class]
+    for t, task in enumerate(result["tasks"]):
+        C = cfg.classes_per_task * (t + 1)
+        assert task["task"] == t and task["wall_s"] > 0
+        assert task["active_size"] == (sum(quotas(cfg.budget, C)) if cfg.memory != "none" else 0)
+        if cfg.memory == "uniform_herding":
+            assert task["active_size"] <= task["pool_size"] <= cfg.rho * cfg.budget
+        else:
+            assert task["pool_size"] == 0
+    env = result["environment"]
+    assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu")
+
+
+def test_uniform_herding_beats_no_replay_clearly(smoke_result):
+    """The learnable synthetic stream must show replay working: higher ACC, far less forgetting."""
+    b0, b3 = smoke_result("B0")["metrics"], smoke_result("B3")["metrics"]
+    assert b3["acc"] > b0["acc"] + 15, (b3, b0)
+    assert b3["forgetting"] < b0["forgetting"] - 25, (b3, b0)
+
+
+def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
+    data_dir, results_dir = smoke_dirs
+    smoke_result("B0")
+    path = result_path(results_dir, "B0", SEED)
+    before = path.read_text()
+    said: list[str] = []
+    run_seed("B0", SEED, "smoke", data_dir, results_dir, echo=said.append)
+    assert path.read_text() == before and "done already" in said[0]
+    run_seed("B0", SEED, "smoke", data_dir, results_dir, force=True, echo=said.append)
+    rerun = json.loads(path.read_text())
+    assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
