@@ -165,6 +165,10 @@ case "$target" in
                 log "$id done ($((SECONDS - start)) s)"
             else
                 status=$?
+                if [[ $status -eq 130 || $status -eq 143 ]]; then  # SIGINT / SIGTERM: stop everything
+                    log "$id interrupted (exit $status); its last finished task is kept, re-run to resume"
+                    exit "$status"
+                fi
                 log "$id FAILED (exit $status after $((SECONDS - start)) s); going on with the others"
                 failed+=("$id")
             fi

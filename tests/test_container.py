@@ -259,14 +259,14 @@ def test_reproduce_sh_knows_the_run_ids_of_the_config():
 FAKE_UH = """\
 #!{python}
 # A stand-in for `uh`: logs its argv as one JSON line; fails for `run $FAKE_UH_FAIL` and for the
-# command named in $FAKE_UH_FAIL_COMMAND.
+# command named in $FAKE_UH_FAIL_COMMAND, with exit status $FAKE_UH_STATUS (default 3).
 import json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_UH_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
 fail_run, fail_command = os.environ.get("FAKE_UH_FAIL"), os.environ.get("FAKE_UH_FAIL_COMMAND")
 if args[:2] == ["run", fail_run] or args[:1] == [fail_command]:
-    sys.exit(3)
+    sys.exit(int(os.environ.get("FAKE_UH_STATUS", "3")))
 """
 
 
@@ -300,6 +300,15 @@ def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
     assert calls == [["run", run_id] for run_id in RUNS] + [["check"], ["report"]]
     last = result.stderr.strip().splitlines()[-1]
     assert "FAILED" in last and "a2" in last and "B3" not in last
+
+
+@pytest.mark.parametrize("status", ["130", "143"])
+def test_all_stops_when_a_run_is_interrupted(reproduce, status):
+    """Ctrl-C or `docker stop` (SIGINT/SIGTERM: uh exits 128+signal) ends `all`, not just one run."""
+    result, calls = reproduce("all", FAKE_UH_FAIL="B2", FAKE_UH_STATUS=status)
+    assert result.returncode == int(status)
+    assert calls == [["run", "B0"], ["run", "B1"], ["run", "B2"]]
+    assert "interrupted" in result.stderr
 
 
 def test_all_succeeds_when_every_run_succeeds(reproduce):

@@ -43,15 +43,15 @@ def nme_predict(feats: Tensor, mu: Tensor) -> Tensor:
 def accuracy_row(
     learner: Learner, stream: TaskStream, t: int, readout: str, active: dict[int, Tensor], batch: int
 ) -> list[float]:
-    """R[t][j] for j = 0..t under the run's readout."""
+    """R[t][j] for j = 0..t under the run's readout: one pass over all seen test images, one copy to the host."""
     mu = prototypes(learner, stream, active, batch) if readout == "nme" else None
-    row = []
-    for j in range(t + 1):
-        items = stream.test_items(j)
-        feats = features(learner, stream, stream.test_x[items], batch)
-        pred = nme_predict(feats, mu) if mu is not None else learner.head(feats).argmax(dim=1)
-        row.append(100.0 * (pred == stream.test_y[items]).float().mean().item())
-    return row
+    seen = torch.cat([stream.test_items(j) for j in range(t + 1)])
+    feats = features(learner, stream, stream.test_x[seen], batch)
+    pred = nme_predict(feats, mu) if mu is not None else learner.head(feats).argmax(dim=1)
+    y = stream.test_y[seen]
+    task = y // stream.cfg.classes_per_task  # [n] task of each test image
+    hits = torch.bincount(task, weights=(pred == y).double(), minlength=t + 1)
+    return (100.0 * hits / torch.bincount(task, minlength=t + 1)).tolist()
 
 
 def acc(R: Matrix) -> float:

@@ -34,7 +34,9 @@ def herd(features: Tensor, k: int) -> Tensor:
     """Greedy herding order of the first min(k, n) rows (Sec. 3.2, raw features).
 
     x_k = argmin_{x not yet chosen} ||f(x) - (k * mu - S_{k-1})||^2, ties to the lowest index.
-    Runs in float64 so the order does not depend on the device's summation order.
+    Runs in float64 so the order does not depend on the device's summation order. The chosen index
+    stays a device tensor (index_fill_, index_select): indexing with a 0-d tensor would read it on the
+    host, a GPU synchronisation per step.
     """
     f = features.double()  # [n, d]
     mu = f.mean(dim=0)  # [d]
@@ -43,11 +45,11 @@ def herd(features: Tensor, k: int) -> Tensor:
     order = []
     for j in range(1, min(k, len(f)) + 1):
         dist = ((f - (j * mu - S)) ** 2).sum(dim=1).masked_fill(taken, float("inf"))  # [n]
-        i = dist.argmin()  # first minimum: ties go to the lowest index
-        taken[i] = True
-        S += f[i]
+        i = dist.argmin().view(1)  # first minimum: ties go to the lowest index
+        taken.index_fill_(0, i, True)
+        S += f.index_select(0, i).squeeze(0)
         order.append(i)
-    return torch.stack(order) if order else torch.zeros(0, dtype=torch.long, device=f.device)
+    return torch.cat(order) if order else torch.zeros(0, dtype=torch.long, device=f.device)
 
 
 class Memory:

@@ -166,5 +166,8 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
 
 
 def write_per_seed_csv(path: Path | str, per_seed: pd.DataFrame) -> None:
-    """Write the per-seed table atomically, in the column order every reader expects."""
-    write_text_atomic(path, per_seed[list(PER_SEED_COLUMNS)].to_csv(index=False))
+    """Write the per-seed table atomically, in the column order every reader expects.
+
+    Four decimals: a test-set accuracy is a ratio of image counts, so more digits are float noise.
+    """
+    write_text_atomic(path, per_seed[list(PER_SEED_COLUMNS)].to_csv(index=False, float_format="%.4f"))

@@ -57,7 +57,15 @@ def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The GPU when there is one; on the CPU, a fixed thread count (env UH_CPU_THREADS, default 1).
+
+    A CPU run's numbers depend on its thread count (reductions split differently), so the count is
+    fixed rather than taken from the machine: the same seed gives the same result on any CPU.
+    """
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    torch.set_num_threads(int(os.environ.get("UH_CPU_THREADS", "1")))
+    return torch.device("cpu")
 
 
 def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
@@ -151,6 +159,7 @@ def environment(device: torch.device, raw: RawData) -> dict:
         "torch": torch.__version__,
         "lightning": L.__version__,
         "device": f"{device.type}: {name}",
+        "cpu_threads": torch.get_num_threads(),
         "git_revision": git_revision(),
         "data_md5": raw.md5,
         "data_source": raw.source,

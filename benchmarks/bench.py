@@ -1,0 +1,269 @@
+"""Speed benchmark (issue 6): our on-device data path against a conventional one, in one invocation.
+
+Goal: one B3 run (70 epochs x 10 tasks, ~20 PFLOP) in <= 120 s on one H100. Prints, for a full-size
+synthetic CIFAR-100 archive (speed does not depend on pixel values):
+  data      images/s of producing augmented, normalised training batches on the device
+  step      images/s of the training step (data + forward/backward of student and teacher + SGD),
+            both pipelines through the same plain loop, then ours through the real Lightning fit
+  run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
+  profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
+
+Conventional pipeline, as common continual-learning libraries feed CIFAR: a Dataset returning PIL
+images with torchvision RandomCrop(32, padding=4) + RandomHorizontalFlip + ToTensor + Normalize and a
+shuffling DataLoader with persistent worker processes (their start-up is not timed, which favours
+it), batches copied to the device. torchvision's CIFAR100
+class refuses archives whose md5 is not the official one, so the Dataset is built from the same
+uint8 arrays. Every figure is the median over --repeats timed repetitions.
+
+    python benchmarks/bench.py                              # GPU if present, else a small CPU setting
+    python benchmarks/bench.py --run paper --profile-steps 20   # on a GPU: the full-size B3 run too
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.flop_counter import FlopCounterMode
+from torchvision import transforms
+
+from uniform_herding import train
+from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
+from uniform_herding.config import Config, resolve
+from uniform_herding.model import Learner
+from uniform_herding.run import run_seed
+from uniform_herding.stream import TaskStream
+
+PEAK_FP16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "T4": 65.0}  # dense tensor-core peaks
+
+
+class PILCifar(Dataset):
+    """CIFAR-100 the torchvision way: PIL image in, transform, (tensor, label) out."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, transform: Callable) -> None:
+        self.images = x.transpose(0, 2, 3, 1)  # [N,32,32,3] HWC, as torchvision's CIFAR100 stores them
+        self.y, self.transform = y, transform
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, int]:
+        return self.transform(Image.fromarray(self.images[i])), int(self.y[i])
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], int], device: torch.device, repeats: int) -> tuple[float, float]:
+    """Median images/s and seconds of `fn` (which returns the images it processed), after one warm-up."""
+    fn()
+    rates, secs = [], []
+    for _ in range(repeats):
+        synchronize(device)
+        tic = time.perf_counter()
+        n = fn()
+        synchronize(device)
+        secs.append(time.perf_counter() - tic)
+        rates.append(n / secs[-1])
+    return statistics.median(rates), statistics.median(secs)
+
+
+def ours(stream: TaskStream, items: Tensor, cfg: Config, gen: torch.Generator, steps: int) -> Iterator[tuple]:
+    """`steps` batches of the real path: shuffled items + b replay draws, augmented on the device."""
+    replay = items  # any stored items: only the count matters for speed
+    while True:
+        for batch in train.Batches(items, cfg.batch_size, gen):
+            draw = torch.randint(len(replay), (cfg.retrieval,), device=items.device, generator=gen)
+            batch = torch.cat([batch, replay[draw]])
+            yield stream.augment(batch, gen), stream.train_y[batch]
+            steps -= 1
+            if steps == 0:
+                return
+
+
+def conventional(loader: DataLoader, device: torch.device, steps: int) -> Iterator[tuple]:
+    """`steps` batches from the DataLoader (a fresh iterator per epoch, as Lightning makes one), copied over."""
+    while True:
+        for x, y in loader:
+            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            steps -= 1
+            if steps == 0:
+                return
+
+
+def make_step(
+    cfg: Config, learner: Learner, teacher: Learner, device: torch.device
+) -> Callable[[Tensor, Tensor], None]:
+    """The TaskModule's step outside Lightning: loss with KD, backward, unscale, clip, SGD (fused on CUDA)."""
+    cuda = device.type == "cuda"
+    opt = torch.optim.SGD(
+        learner.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=cuda or None
+    )
+    scaler = torch.amp.GradScaler(enabled=cuda)
+
+    def step(x: Tensor, y: Tensor) -> None:
+        with torch.autocast(device.type, torch.float16, enabled=cuda):
+            logits = learner(x)[1]
+            with torch.no_grad():
+                teacher_logits = teacher(x)[1][:, : cfg.classes_per_task]
+            loss = train.task_loss(cfg, logits, y, teacher_logits)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(learner.parameters(), cfg.grad_clip)
+        scaler.step(opt)
+        scaler.update()
+
+    return step
+
+
+def step_flops(learner: Learner, device: torch.device) -> float:
+    """FLOPs of one training image: student forward + backward (3x forward) + teacher forward."""
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        learner.backbone(torch.zeros(1, 3, 32, 32, device=device))
+    return 4.0 * counter.get_total_flops()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
+    parser.add_argument("--steps", type=int, help="training steps per repetition (default 108 GPU, 6 CPU)")
+    parser.add_argument("--data-steps", type=int, default=36, help="batches per data-only repetition (one epoch)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers of the conventional pipeline")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--data-dir", type=Path, default=Path("data/bench"), help="where the synthetic archive goes")
+    parser.add_argument("--run", metavar="PROFILE", help="also time `uh run B3 --profile PROFILE --seed 1993`")
+    parser.add_argument("--profile-steps", type=int, default=0, help="profile this many Lightning steps")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
+    width, steps = args.width or (64 if gpu else 16), args.steps or (108 if gpu else 6)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    folder = args.data_dir / "synthetic-500x100"  # full CIFAR-100 size: 50,000 train, 10,000 test images
+    archive = folder / DATASETS["cifar100"].filename
+    if not archive.exists():
+        write_synthetic_archive("cifar100", folder)
+    raw = read_archive("cifar100", archive)
+    cfg = resolve("B3", "paper")  # batch 128 + b = 64 replayed images per step, 4500 images per task
+    stream = TaskStream(raw, cfg, device)
+    items = stream.train_items(0)
+    gen = torch.Generator(device=device).manual_seed(0)
+    batch = cfg.batch_size + cfg.retrieval
+    name = torch.cuda.get_device_name(device) if gpu else f"cpu, {torch.get_num_threads()} threads"
+    print(
+        f"device: {name}; torch {torch.__version__}; width {width}; {steps} steps of {batch} images; "
+        f"median of {args.repeats}"
+    )
+
+    transform = transforms.Compose(
+        [
+            transforms.RandomCrop(32, padding=4),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(stream.mean.flatten().tolist(), stream.std.flatten().tolist()),
+        ]
+    )
+    dataset = PILCifar(stream.train_x[items].cpu().numpy(), stream.train_y[items].cpu().numpy(), transform)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=args.workers,
+        pin_memory=gpu,
+        persistent_workers=args.workers > 0,
+    )
+
+    def drain(batches: Iterator[tuple]) -> int:
+        return sum(len(y) for _, y in batches)
+
+    data_ours, _ = timed(lambda: drain(ours(stream, items, cfg, gen, args.data_steps)), device, args.repeats)
+    data_conv, _ = timed(lambda: drain(conventional(loader, device, args.data_steps)), device, args.repeats)
+    print(
+        f"data   ours {data_ours:10.0f} img/s   conventional {data_conv:10.0f} img/s   "
+        f"ratio {data_ours / data_conv:6.1f}x"
+    )
+
+    learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
+    learner.head.grow(2 * cfg.classes_per_task)
+    if gpu:
+        learner.to(memory_format=torch.channels_last)
+    teacher = train.freeze(learner)
+    step = make_step(cfg, learner, teacher, device)
+
+    def run_steps(batches: Iterator[tuple]) -> int:
+        n = 0
+        for x, y in batches:
+            step(x, y)
+            n += len(y)
+        return n
+
+    step_ours, _ = timed(lambda: run_steps(ours(stream, items, cfg, gen, steps)), device, args.repeats)
+    step_conv, _ = timed(lambda: run_steps(conventional(loader, device, steps)), device, args.repeats)
+    print(
+        f"step   ours {step_ours:10.0f} img/s   conventional {step_conv:10.0f} img/s   "
+        f"ratio {step_ours / step_conv:6.1f}x   (same plain loop)"
+    )
+
+    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen)
+
+    def fit(n_steps: int) -> int:
+        """One Lightning Trainer.fit of one epoch of `n_steps` steps (start-up included)."""
+        train.fit_task(module, items[: n_steps * cfg.batch_size], device, False)
+        return n_steps * batch
+
+    lightning_rate, lightning_s = timed(lambda: fit(steps), device, args.repeats)
+    flops = step_flops(learner, device)
+    line = (
+        f"fit    ours {lightning_rate:10.0f} img/s   {1000 * lightning_s / steps:.2f} ms/step "
+        f"(Lightning Trainer.fit, Trainer start-up included)   {flops / 1e9:.2f} GFLOP/img   "
+        f"{lightning_rate * flops / 1e12:.1f} TFLOP/s"
+    )
+    peak = next((p for key, p in PEAK_FP16_TFLOPS.items() if gpu and key in name), None)
+    print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
+
+    if args.profile_steps:
+        activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
+        with torch.profiler.profile(activities=activities) as prof:
+            fit(args.profile_steps)
+            synchronize(device)
+        sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
+        print(prof.key_averages().table(sort_by=sort, row_limit=15))
+
+    if args.run:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = run_seed(
+                "B3",
+                1993,
+                args.run,
+                args.data_dir,
+                Path(tmp),
+                archive=archive if args.run == "paper" else None,
+                echo=lambda s: None,
+            )
+            result = json.loads(out.read_text())
+        per_task = " ".join(f"{t['wall_s']:.1f}" for t in result["tasks"])
+        print(
+            f"run    B3 --profile {args.run} --seed 1993: {result['wall_s']:.1f} s "
+            f"(per task: {per_task}); ACC {result['metrics']['acc']:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
