@@ -5,15 +5,16 @@ synthetic CIFAR-100 archive (speed does not depend on pixel values):
   data      images/s of producing augmented, normalised training batches on the device
   step      images/s of the training step (data + forward/backward of student and teacher + SGD),
             both pipelines through the same plain loop, then ours through the real Lightning fit
+  syncs     host synchronisations per Lightning training step (should be 0)
   run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
   profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
 
 Conventional pipeline, as common continual-learning libraries feed CIFAR: a Dataset returning PIL
 images with torchvision RandomCrop(32, padding=4) + RandomHorizontalFlip + ToTensor + Normalize and a
 shuffling DataLoader with persistent worker processes (their start-up is not timed, which favours
-it), batches copied to the device. torchvision's CIFAR100
-class refuses archives whose md5 is not the official one, so the Dataset is built from the same
-uint8 arrays. Every figure is the median over --repeats timed repetitions.
+it), batches copied to the device. torchvision's CIFAR100 class refuses archives whose md5 is not
+the official one, so the Dataset is built from the same uint8 arrays. Every figure is the median
+over --repeats timed repetitions. Results: benchmarks/RESULTS.md.
 
     python benchmarks/bench.py                              # GPU if present, else a small CPU setting
     python benchmarks/bench.py --run paper --profile-steps 20   # on a GPU: the full-size B3 run too
@@ -27,6 +28,7 @@ import json
 import statistics
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,6 +47,7 @@ from uniform_herding.model import Learner
 from uniform_herding.run import run_seed
 from uniform_herding.stream import TaskStream
 
+HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
 PEAK_FP16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "T4": 65.0}  # dense tensor-core peaks
 
 
@@ -128,6 +131,36 @@ def make_step(
         scaler.update()
 
     return step
+
+
+def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
+    """Reads of tensor values by the host while `fn` runs: Python-level reads, and on CUDA every op
+    the sync debug mode flags. Each one stalls the GPU queue."""
+    count = 0
+
+    def counting(read: Callable) -> Callable:
+        def counted(self: Tensor, *args: object, **kwargs: object) -> object:
+            nonlocal count
+            count += 1
+            return read(self, *args, **kwargs)
+
+        return counted
+
+    originals = {name: getattr(Tensor, name) for name in HOST_READS}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for name, read in originals.items():
+                setattr(Tensor, name, counting(read))
+            if gpu:
+                torch.cuda.set_sync_debug_mode("warn")
+            fn()
+        finally:
+            for name, read in originals.items():
+                setattr(Tensor, name, read)
+            if gpu:
+                torch.cuda.set_sync_debug_mode("default")
+    return count + sum("synchroniz" in str(w.message) for w in caught)
 
 
 def step_flops(learner: Learner, device: torch.device) -> float:
@@ -238,12 +271,15 @@ def main() -> None:
     peak = next((p for key, p in PEAK_FP16_TFLOPS.items() if gpu and key in name), None)
     print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
+    per_step = (host_syncs(lambda: fit(3), gpu) - host_syncs(lambda: fit(1), gpu)) / 2  # set-up cancels out
+    print(f"syncs  {per_step:g} host synchronisations per training step (fit of 3 steps minus fit of 1)")
+
     if args.profile_steps:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
         with torch.profiler.profile(activities=activities) as prof:
             fit(args.profile_steps)
             synchronize(device)
-        sort = "self_cuda_time_total" if gpu else "self_cpu_time_total"
+        sort = "self_device_time_total" if gpu else "self_cpu_time_total"
         print(prof.key_averages().table(sort_by=sort, row_limit=15))
 
     if args.run:

@@ -40,3 +40,27 @@ def test_nme_predicts_nearest_normalised_prototype():
     mu = torch.tensor([[10.0, 0.0], [0.0, 1.0]])  # class 0 far away but same direction as x0
     x = torch.tensor([[1.0, 0.1], [0.1, 5.0], [3.0, 2.0]])
     assert nme_predict(x, mu).tolist() == [0, 1, 0]
+
+
+def test_accuracy_row_equals_a_per_task_loop(tiny_stream):
+    """The one-pass readout gives, per task, the accuracy of predicting that task's test images alone."""
+    import dataclasses
+
+    from uniform_herding.config import resolve
+    from uniform_herding.evaluate import accuracy_row, features, nme_predict, prototypes
+    from uniform_herding.model import Learner
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), train_per_class=10)
+    stream = tiny_stream(cfg)
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, "cosine", cfg.cos_scale)
+    learner.head.grow(3 * cfg.classes_per_task)
+    active = {c: stream.class_items[c][:4] for c in range(3 * cfg.classes_per_task)}
+    for readout in ("nme", "head"):
+        row = accuracy_row(learner, stream, 2, readout, active, 7)
+        mu = prototypes(learner, stream, active, 7)
+        for j in range(3):
+            items = stream.test_items(j)
+            f = features(learner, stream, stream.test_x[items], 5)
+            pred = nme_predict(f, mu) if readout == "nme" else learner.head(f).argmax(1)
+            assert row[j] == pytest.approx(100.0 * (pred == stream.test_y[items]).double().mean().item())

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from uniform_herding import evaluate
+from uniform_herding.cli import main
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS, resolve
 from uniform_herding.memory import quotas
+from uniform_herding.results import read_per_seed_csv, write_per_seed_csv
 from uniform_herding.run import result_path, run_seed
 
 SEED = 1993
@@ -82,3 +86,23 @@ def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     run_seed("B0", SEED, "smoke", data_dir, results_dir, force=True, echo=said.append)
     rerun = json.loads(path.read_text())
     assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
+
+
+def test_smoke_runs_reproduce_the_committed_smoke_expectations(smoke_result, smoke_dirs, tmp_path):
+    """`uh check` on this run's seed against the committed expected_results/smoke rows of that seed."""
+    for run_id in RUNS:
+        smoke_result(run_id)
+    expected = Path(__file__).parents[1] / "expected_results" / "smoke"
+    rows = read_per_seed_csv(expected / "per_seed.csv")
+    mine = tmp_path / "expected"
+    mine.mkdir()
+    shutil.copy(expected / "tolerances.toml", mine)
+    write_per_seed_csv(mine / "per_seed.csv", rows[rows["seed"] == SEED])
+    res = CliRunner().invoke(
+        main,
+        ["check", "--results-dir", str(smoke_dirs[1]), "--expected", str(mine), "--json-out", str(tmp_path / "r.json")],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["metrics"]) == 3 * len(RUNS)
+    assert {m["verdict"] for m in report["metrics"]} == {"REPRODUCED"}

@@ -57,8 +57,12 @@ def test_icarl_bce_targets():
     logits = torch.zeros(2, 4)
     teacher = torch.tensor([[2.0, -1.0], [0.0, 3.0]])
     y = torch.tensor([3, 0])
-    targets = torch.tensor([[torch.sigmoid(torch.tensor(2.0)), torch.sigmoid(torch.tensor(-1.0)), 0, 1],
-                            [0.5, torch.sigmoid(torch.tensor(3.0)), 0, 0]])
+    targets = torch.tensor(
+        [
+            [torch.sigmoid(torch.tensor(2.0)), torch.sigmoid(torch.tensor(-1.0)), 0, 1],
+            [0.5, torch.sigmoid(torch.tensor(3.0)), 0, 0],
+        ]
+    )
     expected = F.binary_cross_entropy_with_logits(logits, targets)
     assert icarl_bce(logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
     # first task: plain one-hot
@@ -67,3 +71,29 @@ def test_icarl_bce_targets():
     )
     b1 = dataclasses.replace(resolve("B1", "smoke"))
     assert task_loss(b1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
+    """Evaluation leaves the learner in eval mode; Lightning keeps it, so fit_task must switch back
+    (otherwise BatchNorm statistics freeze after task 0)."""
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule, fit_task, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.eval()
+    seen = []
+
+    class Probe(TaskModule):
+        def training_step(self, items, batch_idx):
+            seen.append((self.learner.training, self.teacher.training))
+            return super().training_step(items, batch_idx)
+
+    gen = torch.Generator().manual_seed(0)
+    fit_task(Probe(cfg, learner, teacher, stream, None, gen), stream.train_items(0), torch.device("cpu"), False)
+    assert seen and all(student and not teach for student, teach in seen)
+    running = learner.backbone.stem[1].running_mean
+    assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import warnings
 
 import lightning as L
 import torch
@@ -145,9 +146,10 @@ def quiet_lightning() -> None:
     """Drop Lightning's per-fit banners (devices, tips, "max_epochs reached"): a run fits once per task.
 
     They are INFO records of the `lightning.pytorch` loggers; its warnings go through `warnings`
-    and stay visible.
+    and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11.
     """
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
 def compile_backbone(learner: Learner) -> None:
