@@ -204,13 +204,14 @@ def resource_sensitivity(runs: Runs) -> Figure:
 
 
 def forgetting_heatmap(runs: Runs) -> Figure:
-    """fig:app-forgetting: mean per-task forgetting of every configuration; missing rows say so."""
-    T, run_ids = runs.n_tasks, tuple(RUNS)
-    grid = np.full((len(run_ids), T), np.nan)
+    """fig:app-forgetting: mean per-task forgetting of every configuration over tasks 0..T-2 (the last
+    task's is 0 by definition); missing rows say so."""
+    n, run_ids = runs.n_tasks - 1, tuple(RUNS)
+    grid = np.full((len(run_ids), n), np.nan)
     for i, run_id in enumerate(run_ids):
         if run_id in runs.R:
-            grid[i] = task_forgetting(runs.stack(run_id)).mean(axis=0)
-    fig = Figure(figsize=(1.8 + 0.5 * T, 4.2), layout="constrained")
+            grid[i] = task_forgetting(runs.stack(run_id))[:, :n].mean(axis=0)
+    fig = Figure(figsize=(2.3 + 0.5 * n, 4.2), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=max(np.nanmax(grid, initial=0), 1), aspect="auto")
     for (i, j), value in np.ndenumerate(grid):
@@ -218,9 +219,9 @@ def forgetting_heatmap(runs: Runs) -> Figure:
             ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=6.5,
                     color="white" if value < 0.6 * image.norm.vmax else "black")
     for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
-        ax.text((T - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
+        ax.text((n - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
     ax.set_yticks(range(len(run_ids)), [_label(r) for r in run_ids])
-    _task_axis(ax, T)
+    _task_axis(ax, n)
     ax.grid(False)
     _title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
     fig.colorbar(image, ax=ax, label="forgetting (pp)")
