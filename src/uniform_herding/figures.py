@@ -10,7 +10,7 @@ only), the figures whose quantities the paper prints overlay them as hollow grey
 
 from __future__ import annotations
 
-import os
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
 from uniform_herding.config import RUNS, SEEDS, resolve
+from uniform_herding.results import write_bytes_atomic
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
@@ -381,18 +382,14 @@ FIGURES: tuple[FigureSpec, ...] = (
 
 
 def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:
-    """Draw `spec` and write it as PDF and PNG, each atomically (temp name, then os.replace)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Draw `spec` and write it as PDF and PNG, each atomically (results.write_bytes_atomic)."""
     paths = []
     with matplotlib.rc_context(RC):
         fig = spec.draw(runs)
         for ext, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
             path = out_dir / f"{spec.stem}.{ext}"
-            tmp = path.with_name(f".{path.name}.tmp")
-            try:
-                fig.savefig(tmp, format=ext, metadata=metadata)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=ext, metadata=metadata)
+            write_bytes_atomic(path, buffer.getvalue())
             paths.append(path)
     return paths
