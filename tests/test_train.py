@@ -1,6 +1,7 @@
 """Loss pieces: margin only on the target in training, KD on margin-free logits, iCaRL's BCE targets."""
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -97,3 +98,49 @@ def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     assert seen and all(student and not teach for student, teach in seen)
     running = learner.backbone.stem[1].running_mean
     assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved
+
+
+def one_step(tiny_stream, monkeypatch, gpu_path: bool, init_scale: float) -> tuple[list, list, object]:
+    """One training step of task 1 (teacher, replay, KD) from a fixed init: parameters before and after,
+    and the module. The GPU path's grad scaler starts at `init_scale`."""
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule, fit_task, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=20)
+    stream = tiny_stream(cfg)
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.head.grow(cfg.classes_per_task)
+    before = [p.detach().clone() for p in learner.parameters()]
+    module = TaskModule(cfg, learner, teacher, stream, stream.train_items(0), torch.Generator().manual_seed(0))
+    module.gpu_path = gpu_path
+    monkeypatch.setattr(torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, init_scale=init_scale))
+    fit_task(module, stream.train_items(1)[: cfg.batch_size], torch.device("cpu"), False)
+    return before, [p.detach().clone() for p in learner.parameters()], module
+
+
+def test_gpu_path_runs_on_cpu_and_matches_the_fp32_step(tiny_stream, monkeypatch):
+    """The CUDA-only wiring (fp16 autocast + loss scaling, fused SGD, our own unscale before the clip),
+    run on a CPU: one step moves the weights like the fp32 reference step, up to fp16 rounding.
+    Clipping the still-scaled gradients would shrink the update by up to the loss scale. (The scale
+    starts at 2^8: at Lightning's 2^16 this tiny model's first fp16 step overflows and is skipped.)"""
+    before, ref, _ = one_step(tiny_stream, monkeypatch, gpu_path=False, init_scale=2.0**8)
+    before_gpu, fast, module = one_step(tiny_stream, monkeypatch, gpu_path=True, init_scale=2.0**8)
+    assert all(torch.equal(a, b) for a, b in zip(before, before_gpu, strict=True))
+    optimizer = module.trainer.optimizers[0]
+    assert optimizer.defaults["fused"] and module.trainer.precision_plugin.scaler is not None
+    d_ref = torch.cat([(a - b).flatten() for a, b in zip(ref, before, strict=True)])
+    d_fast = torch.cat([(a - b).flatten() for a, b in zip(fast, before, strict=True)])
+    assert d_ref.norm() > 0
+    assert F.cosine_similarity(d_ref, d_fast, dim=0) > 0.99
+    assert d_fast.norm() / d_ref.norm() == pytest.approx(1.0, abs=0.05)
+
+
+def test_gpu_path_skips_a_step_whose_scaled_gradients_overflow(tiny_stream, monkeypatch):
+    """found_inf reaches the fused SGD as a tensor: an overflowing step changes no weight, and the
+    scaler halves its scale."""
+    before, after, module = one_step(tiny_stream, monkeypatch, gpu_path=True, init_scale=2.0**100)
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert module.trainer.precision_plugin.scaler.get_scale() == 2.0**99

@@ -8,10 +8,12 @@ Losses (t = task index, C_old = classes seen before task t):
               old-class columns replaced by the teacher's sigmoid outputs.
 Per task a fresh SGD (no schedule), gradient-norm clip, "16-mixed" on GPU and fp32 on CPU.
 
-Speed (GPU): a step never waits for the host. Images, labels and replay draws stay on the device
-(stream.py); SGD is fused, so the grad scaler hands it `found_inf` as a tensor instead of reading it;
-the model runs channels_last; nothing is logged per step. `UH_COMPILE=1` also compiles the backbone
-(a speed setting, not part of Config: it changes no result beyond float rounding).
+The GPU path (TaskModule.gpu_path; on whenever the device is CUDA): the paper's fp16 autocast with
+loss scaling, fused SGD, channels_last. A step never waits for the host: images, labels and replay
+draws stay on the device (stream.py); the grad scaler hands the fused SGD `found_inf` as a tensor
+instead of reading it; nothing is logged per step. The CPU keeps fp32 and the reference SGD, so
+reruns are bit-identical; tests switch the GPU path on there to exercise it. `UH_COMPILE` also
+compiles the backbone (a speed setting, not part of Config: it changes no result beyond float rounding).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import warnings
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.plugins import MixedPrecision
 from torch import Tensor
 
 from uniform_herding.config import Config
@@ -94,7 +97,7 @@ class TaskModule(L.LightningModule):
         # Not a submodule: Lightning would switch the frozen eval-mode snapshot to train mode and move it.
         self.__dict__["teacher"] = teacher
         self.stream, self.replay, self.generator = stream, replay, generator
-        self.fused = stream.device.type == "cuda"  # CPU keeps the reference SGD: bit-identical reruns
+        self.gpu_path = stream.device.type == "cuda"  # fp16 + loss scaling, fused SGD, channels_last
 
     def training_step(self, items: Tensor, batch_idx: int) -> Tensor:
         if self.replay is not None and self.cfg.retrieval > 0:  # b items, uniform with replacement
@@ -116,7 +119,7 @@ class TaskModule(L.LightningModule):
             lr=cfg.lr,
             momentum=cfg.momentum,
             weight_decay=cfg.weight_decay,
-            fused=self.fused or None,
+            fused=self.gpu_path or None,
         )
 
     def configure_gradient_clipping(
@@ -132,14 +135,20 @@ class TaskModule(L.LightningModule):
         device and the fused step skips itself on it: no host synchronisation.
         """
         scaler = getattr(self.trainer.precision_plugin, "scaler", None)
-        if self.fused and scaler is not None:
+        if self.gpu_path and scaler is not None:
             scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(self.learner.parameters(), gradient_clip_val)
 
 
-def precision(device: torch.device) -> str:
-    """The paper's "16-mixed" on GPU; fp32 on CPU (DESIGN §1), which also keeps CPU runs deterministic."""
-    return "16-mixed" if device.type == "cuda" else "32-true"
+def precision_plugins(gpu_path: bool, device: torch.device) -> list[MixedPrecision]:
+    """The paper's "16-mixed" (fp16 autocast, dynamic loss scaling) on the GPU path; none (fp32) otherwise.
+
+    Built by hand rather than as `precision="16-mixed"` because Lightning turns that into bf16 on a
+    CPU, and the GPU path must run unchanged on a CPU in the tests.
+    """
+    if not gpu_path:
+        return []
+    return [MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type))]
 
 
 def quiet_lightning() -> None:
@@ -164,14 +173,14 @@ def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: 
     quiet_lightning()
     module.learner.train()  # Lightning keeps the mode it finds; evaluation left the learner in eval mode
     for model in (m for m in (module.learner, module.teacher) if m is not None):
-        if device.type == "cuda":  # NHWC suits fp16 tensor cores; augment() already returns NHWC images
+        if module.gpu_path:  # NHWC suits fp16 tensor cores; augment() already returns NHWC images
             model.to(memory_format=torch.channels_last)
         compile_backbone(model)
     trainer = L.Trainer(
         accelerator=device.type,
         devices=1,
         max_epochs=cfg.epochs,
-        precision=precision(device),
+        plugins=precision_plugins(module.gpu_path, device),
         gradient_clip_val=cfg.grad_clip,
         gradient_clip_algorithm="norm",
         logger=False,
