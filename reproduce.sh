@@ -30,13 +30,16 @@ Options:
   --results-dir R      results directory (default: \$UH_RESULTS_DIR, else ./results;
                        for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
   --force              run again even if a result exists
+  --jobs N             run N (run ID, seed) pairs at once, one process each (default: \$UH_JOBS,
+                       else 1): three seeds sharing one GPU, or one CPU core each for smoke.
+                       Results do not depend on N
   -h, --help           this help
 
 Outside the container the first call creates ./.venv and installs the pinned project into it.
 Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the venv.
 
 Examples:
-  ./reproduce.sh smoke
+  ./reproduce.sh smoke --jobs 2
   ./reproduce.sh B3 --seeds "1993 2023"
   ./reproduce.sh all
 EOF
@@ -65,6 +68,7 @@ profile=""
 data_dir=""
 results_dir=""
 force=0
+jobs=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "option $1 needs a value"; }
 
@@ -82,6 +86,8 @@ while [[ $# -gt 0 ]]; do
         --results-dir) need_value "$@"; results_dir=$2; shift 2 ;;
         --results-dir=*) results_dir=${1#*=}; shift ;;
         --force) force=1; shift ;;
+        --jobs) need_value "$@"; jobs=$2; shift 2 ;;
+        --jobs=*) jobs=${1#*=}; shift ;;
         -*) usage_error "unknown option '$1'" ;;
         *)
             [[ -z "$target" ]] || usage_error "one target at a time (got '$target' and '$1')"
@@ -99,6 +105,7 @@ esac
 for seed in ${seeds[@]+"${seeds[@]}"}; do
     [[ "$seed" =~ ^[0-9]+$ ]] || usage_error "seed '$seed' is not a non-negative integer"
 done
+[[ -z "$jobs" || "$jobs" =~ ^[1-9][0-9]*$ ]] || usage_error "--jobs '$jobs' is not a positive integer"
 if [[ "$target" == smoke ]]; then
     [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
     profile=smoke
@@ -130,6 +137,7 @@ for seed in ${seeds[@]+"${seeds[@]}"}; do run_args+=(--seed "$seed"); done
 [[ -z "$data_dir" ]] || run_args+=(--data-dir "$data_dir")
 [[ -z "$results_dir" ]] || run_args+=(--results-dir "$results_dir")
 [[ "$force" == 0 ]] || run_args+=(--force)
+[[ -z "$jobs" ]] || run_args+=(--jobs "$jobs")
 
 check_args=()
 [[ -z "$results_dir" ]] || check_args+=(--results-dir "$results_dir")

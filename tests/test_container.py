@@ -335,11 +335,11 @@ def test_in_the_container_uh_comes_from_path(reproduce):
 def test_options_are_passed_through_to_uh_run(reproduce, tmp_path):
     data, results = str(tmp_path / "d"), str(tmp_path / "r")
     options = ["--seeds", "1993 2023", "--profile", "smoke", "--data-dir", data, "--results-dir", results]
-    result, calls = reproduce("B3", *options, "--force")
+    result, calls = reproduce("B3", *options, "--force", "--jobs", "3")
     assert result.returncode == 0, result.stderr
     assert calls == [
         ["run", "B3", "--seed", "1993", "--seed", "2023", "--profile", "smoke",
-         "--data-dir", data, "--results-dir", results, "--force"]
+         "--data-dir", data, "--results-dir", results, "--force", "--jobs", "3"]
     ]  # fmt: skip
 
 
@@ -390,6 +390,8 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
         ("B3", "--seeds"),
         ("B3", "--seed", "x"),
         ("smoke", "--profile", "paper"),
+        ("smoke", "--jobs", "0"),
+        ("B3", "--jobs=two"),
     ],
 )
 def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
@@ -406,5 +408,5 @@ def test_help_lists_the_targets(reproduce):
         result, calls = reproduce(flag)
         assert result.returncode == 0
         assert calls == []
-        for target in ["all", "smoke", "check", "report", "test", "--seeds", "--profile", *RUNS]:
+        for target in ["all", "smoke", "check", "report", "test", "--seeds", "--profile", "--jobs", *RUNS]:
             assert target in result.stdout

@@ -55,8 +55,11 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--archive", type=click.Path(path_type=Path, dir_okay=False),
               help="Use this archive (official md5, or the md5 in its .md5 sidecar) instead of the data dir.")
 @click.option("--force", is_flag=True, help="Rerun finished runs and discard checkpoints.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, envvar="UH_JOBS", show_default=True,
+              help="Run this many (run ID, seed) pairs at once, one process each: seeds sharing one GPU, "
+              "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-            results_dir: Path, archive: Path | None, force: bool) -> None:
+            results_dir: Path, archive: Path | None, force: bool, jobs: int) -> None:
     """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
@@ -64,25 +67,35 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     (docs/reliability.md).
     """
     from uniform_herding.archive import DataError
-    from uniform_herding.run import Interrupted, RunError, run_seed, stop_on_signals
+    from uniform_herding.run import Interrupted, RunError, prepare_archive, run_seed, stop_on_signals
 
     ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
     try:
-        for run_id in ids:
-            resolve(run_id, profile)
+        configs = [resolve(run_id, profile) for run_id in ids]
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS]
+    if jobs > 1 and len(pairs) > 1:
+        from uniform_herding import jobs as parallel
+
+        try:
+            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per child
+        except DataError as e:
+            raise click.ClickException(str(e)) from None
+        options = ["--profile", profile, "--data-dir", str(data_dir), "--results-dir", str(results_dir)]
+        options += (["--archive", str(archive)] if archive else []) + (["--force"] if force else [])
+        commands = [parallel.child_command(run_id, seed, options) for run_id, seed in pairs]
+        click.get_current_context().exit(parallel.run_all(commands, jobs, click.echo))
     progress = profile == "paper" and sys.stderr.isatty()
     with stop_on_signals():
-        for run_id in ids:
-            for seed in seeds or SEEDS:
-                try:
-                    run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
-                except (DataError, RunError, ValueError) as e:
-                    raise click.ClickException(str(e)) from None
-                except Interrupted as e:
-                    click.echo(f"Error: {run_id} seed {seed} {e}", err=True)
-                    click.get_current_context().exit(128 + e.signum)
+        for run_id, seed in pairs:
+            try:
+                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
+            except (DataError, RunError, ValueError) as e:
+                raise click.ClickException(f"{run_id} seed {seed}: {e}") from None
+            except Interrupted as e:
+                click.echo(f"Error: {run_id} seed {seed} {e}", err=True)
+                click.get_current_context().exit(128 + e.signum)
 
 
 # --- commands contributed by other modules (one line each) ---------------------------------------

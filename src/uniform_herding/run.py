@@ -68,8 +68,9 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
-def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
-    """The run's archive, verified; the smoke profile's synthetic archive is written on first use."""
+def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[str, Path]:
+    """The run's dataset and verified archive (downloaded if need be); the smoke profile's synthetic
+    archive is written on first use."""
     if cfg.dataset == "synthetic" and archive is None:
         n_train = cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450)
         n_test = cfg.test_per_class or 100
@@ -78,8 +79,11 @@ def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
         if not archive.exists():
             write_synthetic_archive("cifar100", folder, train_per_class=n_train, test_per_class=n_test)
     dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
-    path, _ = locate_archive(dataset, data_dir, archive)
-    return read_archive(dataset, path)
+    return dataset, locate_archive(dataset, data_dir, archive)[0]
+
+
+def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
+    return read_archive(*prepare_archive(cfg, data_dir, archive))
 
 
 @contextmanager
