@@ -150,7 +150,7 @@ def test_a_missing_run_is_a_marked_gap(smoke: Path) -> None:
     assert f"{name} & --- & --- & --- \\\\" in (out / "tables" / "t1_main.tex").read_text()
     per_seed = {(row[0], row[1]): row[2:] for row in md_rows(out / "tables" / "per_seed.md")}
     assert per_seed[(MISSING, f"{name} / 1993")] == ["—"] * 3
-    assert per_seed[("s2", "Active budget 4000 / 42")] == ["—"] * 3  # s2 has no result at all
+    assert per_seed[("s2", "Active budget 100 / 42")] == ["—"] * 3  # s2 has no result; its smoke M is 100
     assert f"{MISSING} {name}: missing (no result)" in (out / "summary.md").read_text()
     t3 = md_rows(out / "tables" / "t3_resource_sensitivity.md")
     assert t3[2][2:] == ["—"] * 4  # s2

@@ -144,3 +144,27 @@ def test_gpu_path_skips_a_step_whose_scaled_gradients_overflow(tiny_stream, monk
     before, after, module = one_step(tiny_stream, monkeypatch, gpu_path=True, init_scale=2.0**100)
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
     assert module.trainer.precision_plugin.scaler.get_scale() == 2.0**99
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [("", None), ("0", None), ("1", "default"), ("reduce-overhead", "reduce-overhead"),
+     ("max-autotune", "max-autotune")],
+)
+def test_uh_compile_setting(monkeypatch, value, mode):
+    from uniform_herding.train import compile_mode
+
+    monkeypatch.setenv("UH_COMPILE", value)
+    assert compile_mode() == mode
+
+
+def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    monkeypatch.setenv("UH_COMPILE", "yes")
+    result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "UH_COMPILE='yes' is not a setting; use 0, 1, reduce-overhead, max-autotune" in result.output
+    assert not any(tmp_path.iterdir())

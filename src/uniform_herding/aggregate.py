@@ -11,7 +11,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from uniform_herding.config import RUNS, SEEDS
+from uniform_herding.config import RUNS, SEEDS, run_name
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -61,14 +61,14 @@ def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.Data
     return pd.DataFrame.from_dict(rows, orient="index", columns=["n_paired", *METRICS]).rename_axis("run_id")
 
 
-def format_table(summary: pd.DataFrame, deltas: pd.DataFrame) -> str:
+def format_table(summary: pd.DataFrame, deltas: pd.DataFrame, profile: str = "paper") -> str:
     """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps."""
     lines = [
         f"{'run':3} {'name':20} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
     ]
     for run_id, row in summary.iterrows():
         cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
-        line = f"{run_id:3} {RUNS[run_id].name:20} {int(row['n']):>2}  "
+        line = f"{run_id:3} {run_name(run_id, profile):20} {int(row['n']):>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
         if run_id[0] in "as":
             if run_id in deltas.index:
@@ -127,7 +127,7 @@ def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_
     """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
     table, profile = load_input(results_dir, per_seed)
     click.echo(f"profile: {profile or 'not recorded (per-seed CSV)'}")
-    click.echo(format_table(summarize(table), paired_deltas(table)))
+    click.echo(format_table(summarize(table), paired_deltas(table), profile or "paper"))
     if per_seed_out is not None:
         write_per_seed_csv(per_seed_out, table.sort_values(["run_id", "seed"], key=_paper_order))
         click.echo(f"wrote {per_seed_out}")

@@ -179,6 +179,17 @@ def resolve(run_id: str, profile: str = "paper") -> Config:
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
 
+def run_name(run_id: str, profile: str = "paper") -> str:
+    """The run's label with the sizes `profile` really uses: "Active budget 500" in the paper's
+    protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size)."""
+    spec, cfg = RUNS[run_id], resolve(run_id, profile)
+    if "M" in spec.changes:
+        return f"Active budget {cfg.budget}"
+    if "b" in spec.changes:
+        return f"Retrieval {cfg.retrieval}"
+    return spec.name
+
+
 # Every point the paper leaves open and how this artifact settles it (DESIGN §1). Recorded in each
 # result's protocol manifest; the README's deviation table lists the same entries.
 OPEN_CHOICES: dict[str, str] = {

@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
-from uniform_herding.config import RUNS, SEEDS, resolve
+from uniform_herding.config import RUNS, SEEDS, resolve, run_name
 from uniform_herding.results import write_bytes_atomic
 
 PAPER_LABEL = "paper (published)"
@@ -101,8 +101,8 @@ def _seed_marker(seed: int) -> str:
     return SEED_MARKERS[SEEDS.index(seed)] if seed in SEEDS else SEED_MARKERS[len(SEEDS) + seed % 2]
 
 
-def _label(run_id: str) -> str:
-    return f"{run_id} {RUNS[run_id].name}"
+def _label(run_id: str, profile: str) -> str:
+    return f"{run_id} {run_name(run_id, profile)}"
 
 
 def _title(ax: Axes, title: str, missing: list[str]) -> None:
@@ -110,11 +110,11 @@ def _title(ax: Axes, title: str, missing: list[str]) -> None:
     ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
 
 
-def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, dodge: float = 0.0) -> None:
+def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0) -> None:
     """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style."""
     colour, marker, dashes = STYLE[run_id]
     ax.errorbar(x + dodge, values.mean(axis=0), yerr=values.std(axis=0), color=colour, marker=marker,
-                linestyle=dashes, label=_label(run_id))
+                linestyle=dashes, label=_label(run_id, profile))
 
 
 def _task_axis(ax: Axes, T: int) -> None:
@@ -134,7 +134,7 @@ def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.n
     present = [r for r in run_ids if r in runs.R]
     for k, run_id in enumerate(present):
         dodge = 0.08 * (k - (len(present) - 1) / 2)
-        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, dodge)
+        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge)
     _task_axis(ax, runs.n_tasks)
 
 
@@ -221,7 +221,7 @@ def forgetting_heatmap(runs: Runs) -> Figure:
                     color="white" if value < 0.6 * image.norm.vmax else "black")
     for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
         ax.text((n - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
-    ax.set_yticks(range(len(run_ids)), [_label(r) for r in run_ids])
+    ax.set_yticks(range(len(run_ids)), [_label(r, runs.profile) for r in run_ids])
     _task_axis(ax, n)
     ax.grid(False)
     _title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
@@ -251,7 +251,7 @@ def evolution(run_id: str) -> Callable[[Runs], Figure]:
         ax.set_ylabel("accuracy on task")
         ax.grid(False)
         seeds = "" if stack is None else f", mean over {len(stack)} seed(s)"
-        _title(ax, f"{_label(run_id)}{seeds}", runs.missing((run_id,)))
+        _title(ax, f"{_label(run_id, runs.profile)}{seeds}", runs.missing((run_id,)))
         fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
         return fig
 
@@ -273,7 +273,7 @@ def kd_slopes(runs: Runs) -> Figure:
             for j in range(T - 1):
                 ax.plot([0, 1], [intro[j], final[j]], color=STYLE[run_id][0], alpha=0.45, marker=_seed_marker(seed),
                         linestyle=STYLE[run_id][2], linewidth=0.8, label=f"seed {seed}" if j == 0 else None)
-        title = _label(run_id)
+        title = _label(run_id, runs.profile)
         if ends:
             intro_mean, final_mean = np.mean(ends, axis=0)
             ax.plot([0, 1], [intro_mean, final_mean], color="black", linewidth=2.5, label="mean")
@@ -308,7 +308,7 @@ def component_attribution(runs: Runs) -> Figure:
                     ax.plot(i + shift + 0.06 * (k - 1), delta, marker=_seed_marker(seed), linestyle="none", **style,
                             label=f"seed {seed}" if seed_labels else None)
         ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(run_ids)), [f"{r}\n{RUNS[r].name.replace(' ', chr(10))}" for r in run_ids])
+        ax.set_xticks(range(len(run_ids)), [f"{r}\n{run_name(r, runs.profile).replace(' ', chr(10))}" for r in run_ids])
         ax.set_ylabel(f"Δ {name} vs {REFERENCE} (pp)")
         _title(ax, f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
                runs.missing((REFERENCE, *run_ids)))
@@ -327,7 +327,7 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
         colour, marker, _ = STYLE[run_id]
         x, y = summary.loc[run_id, "forgetting_mean"], summary.loc[run_id, "acc_mean"]
         ax.errorbar(x, y, xerr=summary.loc[run_id, "forgetting_std"], yerr=summary.loc[run_id, "acc_std"],
-                    color=colour, marker=marker, markersize=6, linestyle="none", label=_label(run_id))
+                    color=colour, marker=marker, markersize=6, linestyle="none", label=_label(run_id, runs.profile))
         ax.annotate(run_id, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
         if published is not None and run_id in published.index:
             px, py = published.loc[run_id, "forgetting_mean"], published.loc[run_id, "acc_mean"]

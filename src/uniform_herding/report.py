@@ -35,7 +35,7 @@ from uniform_herding.check import (
     find_expected_root,
     load_expected,
 )
-from uniform_herding.config import RUNS, SEEDS, resolve
+from uniform_herding.config import RUNS, SEEDS, resolve, run_name
 from uniform_herding.figures import FIGURES, Runs, save
 from uniform_herding.memory import quotas
 from uniform_herding.results import (
@@ -173,7 +173,7 @@ def t1_main(runs: Runs) -> Table:
         "Main comparison. All methods use the same nominal active exemplar budget and retrieval budget. "
         "Uniform Herding also retains candidate storage for refresh.",
         ("Method", "Average accuracy (%)", "Forgetting (%)", "BWT (%)"), "lrrr",
-        [[RUNS[r].name, *(_pm(summary, r, m) for m in METRICS)] for r in run_ids],
+        [[run_name(r, runs.profile), *(_pm(summary, r, m) for m in METRICS)] for r in run_ids],
         _seeds_note(runs, run_ids),
     )
 
@@ -220,7 +220,7 @@ def per_seed(runs: Runs) -> Table:
     for r in RUNS:
         for seed in seed_order(runs.per_seed):
             have = (r, seed) in table.index
-            rows.append([r, f"{RUNS[r].name} / {seed}",
+            rows.append([r, f"{run_name(r, runs.profile)} / {seed}",
                          *(Num(table.loc[(r, seed), m] if have else None) for m in METRICS)])
     return Table(
         "per_seed", "tab:app-seeds", "Per-seed final average accuracy, forgetting, and backward transfer.",
@@ -232,7 +232,7 @@ def per_seed(runs: Runs) -> Table:
 def compute(runs: Runs) -> Table:
     grouped = runs.wall_s.dropna().groupby("run_id")["wall_s"]
     mean, std = grouped.mean(), grouped.std(ddof=0)
-    rows = [[r, RUNS[r].name, Num(mean.get(r), std.get(r), digits=1)] for r in RUNS]
+    rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1)] for r in RUNS]
     return Table(
         "compute", "tab:app-compute",
         f"Wall-clock time per run in seconds (mean ± standard deviation across seeds), measured on "
@@ -312,9 +312,9 @@ def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
 def _run_line(runs: Runs, v: Verdicts, run_id: str) -> str:
     seeds = seeds_of(runs.per_seed, run_id)
     if not seeds:
-        return f"{run_id} {RUNS[run_id].name}: missing (no result)"
+        return f"{run_id} {run_name(run_id, runs.profile)}: missing (no result)"
     cells = [f"{METRIC_NAMES[m]} {_metric_cell(runs, v, run_id, m)}" for m in METRICS]
-    return f"{run_id} {RUNS[run_id].name} (seeds {', '.join(map(str, seeds))}): {'; '.join(cells)}"
+    return f"{run_id} {run_name(run_id, runs.profile)} (seeds {', '.join(map(str, seeds))}): {'; '.join(cells)}"
 
 
 # --- the summary page ----------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ("table", ("Claim", "Verdict", "Statement"), [[c.claim_id, c.verdict, c.statement] for c in v.claims]),
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
         ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
-         [[r, RUNS[r].name, ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
+         [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
            *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in RUNS]),
         ("h", 2, "Figures"),
     ]

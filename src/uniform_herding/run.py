@@ -31,7 +31,7 @@ from uniform_herding.memory import Memory, make_memory, quotas
 from uniform_herding.model import Learner
 from uniform_herding.results import write_bytes_atomic, write_json_atomic
 from uniform_herding.stream import TaskStream
-from uniform_herding.train import TaskModule, fit_task, freeze
+from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze, precision
 
 
 class RunError(RuntimeError):
@@ -164,6 +164,8 @@ def environment(device: torch.device, raw: RawData) -> dict:
         "lightning": L.__version__,
         "device": f"{device.type}: {name}",
         "cpu_threads": torch.get_num_threads(),
+        "precision": precision(device),
+        "compile": compile_mode() or "off",
         "git_revision": git_revision(),
         "data_md5": raw.md5,
         "data_source": raw.source,
@@ -297,6 +299,7 @@ def run_seed(
     interrupted run is resumed after its last task.
     """
     cfg = resolve(run_id, profile)
+    compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
     out = result_path(results_dir, run_id, seed)
     if not force and is_done(out, cfg, seed):
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")

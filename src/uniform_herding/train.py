@@ -12,8 +12,9 @@ The GPU path (TaskModule.gpu_path; on whenever the device is CUDA): the paper's 
 loss scaling, fused SGD, channels_last. A step never waits for the host: images, labels and replay
 draws stay on the device (stream.py); the grad scaler hands the fused SGD `found_inf` as a tensor
 instead of reading it; nothing is logged per step. The CPU keeps fp32 and the reference SGD, so
-reruns are bit-identical; tests switch the GPU path on there to exercise it. `UH_COMPILE` also
-compiles the backbone (a speed setting, not part of Config: it changes no result beyond float rounding).
+reruns are bit-identical; tests switch the GPU path on there to exercise it. UH_COMPILE also compiles
+the backbone, optionally with CUDA graphs (`compile_mode`; a speed setting, not part of Config: it
+changes no result beyond float rounding; recorded in result.json's environment).
 """
 
 from __future__ import annotations
@@ -97,9 +98,12 @@ class TaskModule(L.LightningModule):
         # Not a submodule: Lightning would switch the frozen eval-mode snapshot to train mode and move it.
         self.__dict__["teacher"] = teacher
         self.stream, self.replay, self.generator = stream, replay, generator
-        self.gpu_path = stream.device.type == "cuda"  # fp16 + loss scaling, fused SGD, channels_last
+        self.gpu_path = precision(stream.device) == "16-mixed"  # + fused SGD, channels_last
+        self.cuda_graphs = self.gpu_path and compile_mode() == "reduce-overhead"
 
     def training_step(self, items: Tensor, batch_idx: int) -> Tensor:
+        if self.cuda_graphs:  # a new iteration: outputs of the last step's graph replays may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         if self.replay is not None and self.cfg.retrieval > 0:  # b items, uniform with replacement
             draw = torch.randint(len(self.replay), (self.cfg.retrieval,), device=items.device, generator=self.generator)
             items = torch.cat([items, self.replay[draw]])
@@ -140,6 +144,11 @@ class TaskModule(L.LightningModule):
         torch.nn.utils.clip_grad_norm_(self.learner.parameters(), gradient_clip_val)
 
 
+def precision(device: torch.device) -> str:
+    """The paper's "16-mixed" on GPU; fp32 on CPU (DESIGN §1), which keeps CPU reruns bit-identical."""
+    return "16-mixed" if device.type == "cuda" else "32-true"
+
+
 def precision_plugins(gpu_path: bool, device: torch.device) -> list[MixedPrecision]:
     """The paper's "16-mixed" (fp16 autocast, dynamic loss scaling) on the GPU path; none (fp32) otherwise.
 
@@ -161,10 +170,30 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def compile_mode() -> str | None:
+    """The torch.compile mode asked for by UH_COMPILE, or None for eager (the default).
+
+    UH_COMPILE=1 compiles with the default mode; `reduce-overhead` also replays the compiled graphs
+    as CUDA graphs (one launch per graph instead of one per kernel: pays when the host, not the GPU,
+    limits a step); `max-autotune` also searches kernel configurations. All change speed only.
+    """
+    value = os.environ.get("UH_COMPILE", "")
+    if value in ("", "0"):
+        return None
+    mode = "default" if value == "1" else value
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"UH_COMPILE={value!r} is not a setting; use 0, 1, {', '.join(COMPILE_MODES[1:])}")
+    return mode
+
+
 def compile_backbone(learner: Learner) -> None:
-    """Compile the backbone in place once (`UH_COMPILE=1`); the head grows per task and stays eager."""
-    if os.environ.get("UH_COMPILE") == "1" and learner.backbone._compiled_call_impl is None:
-        learner.backbone.compile()
+    """Compile the backbone in place once (UH_COMPILE); the head grows per task and stays eager."""
+    mode = compile_mode()
+    if mode and learner.backbone._compiled_call_impl is None:
+        learner.backbone.compile(mode=mode)
 
 
 def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> None:
