@@ -5,7 +5,10 @@ synthetic CIFAR-100 archive (speed does not depend on pixel values):
   data      images/s of producing augmented, normalised training batches on the device
   step      images/s of the training step (data + forward/backward of student and teacher + SGD),
             both pipelines through the same plain loop, then ours through the real Lightning fit
-  syncs     host synchronisations per Lightning training step (should be 0)
+  host      host synchronisations (should be 0) and operator dispatches per Lightning training step:
+            each dispatch costs the host microseconds, so their count bounds an eager GPU step from
+            below and says what CUDA graphs (UH_COMPILE=reduce-overhead) could save
+  projection  the measured Lightning step time x the 25,200 steps of a paper-size B3 run
   run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
   profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
 
@@ -36,6 +39,7 @@ import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
@@ -163,6 +167,24 @@ def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
     return count + sum("synchroniz" in str(w.message) for w in caught)
 
 
+class Dispatches(TorchDispatchMode):
+    """Counts the ATen operators dispatched while active (forward, backward, loss, clip, SGD)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dispatches(fn: Callable[[], object]) -> int:
+    with Dispatches() as counter:
+        fn()
+    return counter.count
+
+
 def step_flops(learner: Learner, device: torch.device) -> float:
     """FLOPs of one training image: student forward + backward (3x forward) + teacher forward."""
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -271,8 +293,15 @@ def main() -> None:
     peak = next((p for key, p in PEAK_FP16_TFLOPS.items() if gpu and key in name), None)
     print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
-    per_step = (host_syncs(lambda: fit(3), gpu) - host_syncs(lambda: fit(1), gpu)) / 2  # set-up cancels out
-    print(f"syncs  {per_step:g} host synchronisations per training step (fit of 3 steps minus fit of 1)")
+    syncs = (host_syncs(lambda: fit(3), gpu) - host_syncs(lambda: fit(1), gpu)) / 2  # set-up cancels out
+    ops = (dispatches(lambda: fit(3)) - dispatches(lambda: fit(1))) / 2
+    print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
+          "(fit of 3 steps minus fit of 1)")
+    paper = resolve("B3", "paper")
+    run_steps_paper = paper.epochs * paper.n_tasks * -(-len(items) // paper.batch_size)
+    print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * lightning_s / steps:.2f} ms "
+          f"= {run_steps_paper * lightning_s / steps:.0f} s of training at width {width} (target: 120 s for "
+          f"the whole run at width 64, i.e. {120_000 / run_steps_paper:.2f} ms per step)")
 
     if args.profile_steps:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
