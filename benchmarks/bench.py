@@ -8,6 +8,7 @@ synthetic CIFAR-100 archive (speed does not depend on pixel values):
   host      host synchronisations (should be 0) and operator dispatches per Lightning training step:
             each dispatch costs the host microseconds, so their count bounds an eager GPU step from
             below and says what CUDA graphs (UH_COMPILE=reduce-overhead) could save
+            (on a CPU also counted for the GPU path: fp16 autocast, grad scaler, fused SGD)
   projection  the measured Lightning step time x the 25,200 steps of a paper-size B3 run
   run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
   profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
@@ -88,14 +89,12 @@ def timed(fn: Callable[[], int], device: torch.device, repeats: int) -> tuple[fl
     return statistics.median(rates), statistics.median(secs)
 
 
-def ours(stream: TaskStream, items: Tensor, cfg: Config, gen: torch.Generator, steps: int) -> Iterator[tuple]:
-    """`steps` batches of the real path: shuffled items + b replay draws, augmented on the device."""
-    replay = items  # any stored items: only the count matters for speed
+def ours(module: train.TaskModule, items: Tensor, steps: int) -> Iterator[tuple]:
+    """`steps` batches of the real path: shuffled items through the module's batch transform
+    (b replay draws appended, crop, flip and normalise on the device)."""
     while True:
-        for batch in train.Batches(items, cfg.batch_size, gen):
-            draw = torch.randint(len(replay), (cfg.retrieval,), device=items.device, generator=gen)
-            batch = torch.cat([batch, replay[draw]])
-            yield stream.augment(batch, gen), stream.train_y[batch]
+        for batch in train.Batches(items, module.cfg.batch_size, module.generator):
+            yield module.on_after_batch_transfer(batch, 0)
             steps -= 1
             if steps == 0:
                 return
@@ -248,18 +247,21 @@ def main() -> None:
     def drain(batches: Iterator[tuple]) -> int:
         return sum(len(y) for _, y in batches)
 
-    data_ours, _ = timed(lambda: drain(ours(stream, items, cfg, gen, args.data_steps)), device, args.repeats)
+    learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
+    learner.head.grow(2 * cfg.classes_per_task)
+    if gpu:
+        learner.to(memory_format=torch.channels_last)
+    teacher = train.freeze(learner)
+    # one epoch per fit; replay draws from the task's own items: only their count matters for speed
+    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen)
+
+    data_ours, _ = timed(lambda: drain(ours(module, items, args.data_steps)), device, args.repeats)
     data_conv, _ = timed(lambda: drain(conventional(loader, device, args.data_steps)), device, args.repeats)
     print(
         f"data   ours {data_ours:10.0f} img/s   conventional {data_conv:10.0f} img/s   "
         f"ratio {data_ours / data_conv:6.1f}x"
     )
 
-    learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
-    learner.head.grow(2 * cfg.classes_per_task)
-    if gpu:
-        learner.to(memory_format=torch.channels_last)
-    teacher = train.freeze(learner)
     step = make_step(cfg, learner, teacher, device)
 
     def run_steps(batches: Iterator[tuple]) -> int:
@@ -269,14 +271,12 @@ def main() -> None:
             n += len(y)
         return n
 
-    step_ours, _ = timed(lambda: run_steps(ours(stream, items, cfg, gen, steps)), device, args.repeats)
+    step_ours, _ = timed(lambda: run_steps(ours(module, items, steps)), device, args.repeats)
     step_conv, _ = timed(lambda: run_steps(conventional(loader, device, steps)), device, args.repeats)
     print(
         f"step   ours {step_ours:10.0f} img/s   conventional {step_conv:10.0f} img/s   "
         f"ratio {step_ours / step_conv:6.1f}x   (same plain loop)"
     )
-
-    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen)
 
     def fit(n_steps: int) -> int:
         """One Lightning Trainer.fit of one epoch of `n_steps` steps (start-up included)."""
@@ -297,6 +297,13 @@ def main() -> None:
     ops = (dispatches(lambda: fit(3)) - dispatches(lambda: fit(1))) / 2
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
+    if not gpu:  # the GPU path's count (fp16 autocast casts, grad scaler, fused SGD) does not need a GPU
+        module.gpu_path = True
+        ops = (dispatches(lambda: fit(3)) - dispatches(lambda: fit(1))) / 2
+        module.gpu_path = False
+        learner.to(memory_format=torch.contiguous_format)
+        teacher.to(memory_format=torch.contiguous_format)
+        print(f"host   {ops:g} operator dispatches per training step on the GPU path (run here on the CPU)")
     paper = resolve("B3", "paper")
     run_steps_paper = paper.epochs * paper.n_tasks * -(-len(items) // paper.batch_size)
     print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * lightning_s / steps:.2f} ms "

@@ -89,9 +89,9 @@ def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     seen = []
 
     class Probe(TaskModule):
-        def training_step(self, items, batch_idx):
+        def training_step(self, batch, batch_idx):
             seen.append((self.learner.training, self.teacher.training))
-            return super().training_step(items, batch_idx)
+            return super().training_step(batch, batch_idx)
 
     gen = torch.Generator().manual_seed(0)
     fit_task(Probe(cfg, learner, teacher, stream, None, gen), stream.train_items(0), torch.device("cpu"), False)

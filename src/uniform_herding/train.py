@@ -101,14 +101,17 @@ class TaskModule(L.LightningModule):
         self.gpu_path = precision(stream.device) == "16-mixed"  # + fused SGD, channels_last
         self.cuda_graphs = self.gpu_path and compile_mode() == "reduce-overhead"
 
-    def training_step(self, items: Tensor, batch_idx: int) -> Tensor:
-        if self.cuda_graphs:  # a new iteration: outputs of the last step's graph replays may be overwritten
-            torch.compiler.cudagraph_mark_step_begin()
+    def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
+        """The batch transform, on the device: b replay draws appended, then crop, flip and normalise."""
         if self.replay is not None and self.cfg.retrieval > 0:  # b items, uniform with replacement
             draw = torch.randint(len(self.replay), (self.cfg.retrieval,), device=items.device, generator=self.generator)
             items = torch.cat([items, self.replay[draw]])
-        x = self.stream.augment(items, self.generator)  # replayed images are re-augmented too
-        y = self.stream.train_y[items]
+        return self.stream.augment(items, self.generator), self.stream.train_y[items]  # replays re-augmented
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        if self.cuda_graphs:  # a new iteration: outputs of the last step's graph replays may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
+        x, y = batch
         _, logits = self.learner(x)
         teacher_logits = None
         if self.teacher is not None:
