@@ -1,9 +1,10 @@
 """Metrics on hand-made accuracy matrices, and the NME readout."""
 
+import numpy as np
 import pytest
 import torch
 
-from uniform_herding.evaluate import acc, bwt, forgetting, nme_predict, square
+from uniform_herding.evaluate import acc, bwt, forgetting, nme_predict, square, task_forgetting
 
 # After task 0: 80 on task 0. After task 1: 60 on task 0, 90 on task 1. After task 2: 50, 70, 85.
 R3 = square([[80.0], [60.0, 90.0], [50.0, 70.0, 85.0]])
@@ -30,6 +31,13 @@ def test_forgetting_uses_max_not_first_accuracy():
 
 def test_bwt_from_introduction_accuracy():
     assert bwt(R3) == pytest.approx(((50 - 80) + (70 - 90)) / 2)
+
+
+def test_task_forgetting_per_task_on_a_stack_of_matrices():
+    """The per-task form the figures draw: one row per seed, the last task 0, never reads above the diagonal."""
+    improved = square([[40.0], [70.0, 90.0], [60.0, 80.0, 85.0]])
+    stack = np.array([R3, improved], dtype=float)  # None above the diagonal becomes NaN
+    assert task_forgetting(stack).tolist() == [[30.0, 20.0, 0.0], [10.0, 10.0, 0.0]]
 
 
 def test_single_task_has_no_forgetting():

@@ -23,7 +23,7 @@ from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
 from uniform_herding.config import CONFIG_VERSION, RUNS
-from uniform_herding.figures import FIGURES, PAPER_LABEL, task_forgetting
+from uniform_herding.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
 from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
 from uniform_herding.run import run_seed
@@ -161,13 +161,6 @@ def test_missing_runs_are_named_in_figure_titles(smoke: Path) -> None:
     spec = next(s for s in FIGURES if s.stem == "fig_forgetting_by_task")
     titles = [ax.get_title() for ax in spec.draw(runs).axes]
     assert any(f"missing: {MISSING}" in t for t in titles)
-
-
-def test_task_forgetting_averages_to_evaluate_forgetting(smoke: Path) -> None:
-    result = json.loads((smoke / "B3" / "seed-1993" / "result.json").read_text())
-    per_task = task_forgetting(np.array(result["R"], dtype=float))
-    assert per_task[-1] == 0
-    assert per_task[:-1].mean() == pytest.approx(result["metrics"]["forgetting"])
 
 
 def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:

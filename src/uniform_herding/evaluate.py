@@ -9,6 +9,7 @@ among all classes seen so far (no task identity); entries j > i are undefined (N
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -23,7 +24,9 @@ Matrix = list[list[float | None]]
 def features(learner: Learner, stream: TaskStream, images: Tensor, batch: int) -> Tensor:
     """Raw backbone features [n, d] with the evaluation transform, in eval mode, large batches."""
     learner.eval()
-    out = [learner.backbone(stream.normalize(images[i : i + batch])).float() for i in range(0, len(images), batch)]
+    # clone: under UH_COMPILE=reduce-overhead the next CUDA-graph replay would overwrite this batch's output
+    chunks = (images[i : i + batch] for i in range(0, len(images), batch))
+    out = [learner.backbone(stream.normalize(chunk)).float().clone() for chunk in chunks]
     return torch.cat(out) if out else torch.zeros(0, learner.backbone.feature_dim, device=images.device)
 
 
@@ -60,13 +63,21 @@ def acc(R: Matrix) -> float:
     return sum(last) / len(last)
 
 
+def task_forgetting(R: np.ndarray) -> np.ndarray:
+    """Per task j: max_{i>=j} R[i][j] - R[T-1][j], shape [..., T] for a stack of matrices [..., T, T].
+
+    Only entries on or below the diagonal are read; the last task's forgetting is 0 by definition.
+    """
+    T = R.shape[-1]
+    return np.stack([R[..., j:, j].max(axis=-1) - R[..., -1, j] for j in range(T)], axis=-1)
+
+
 def forgetting(R: Matrix) -> float:
     """Mean drop of each earlier task from its best accuracy (over i >= j) to its final accuracy."""
     T = len(R)
     if T < 2:
         return 0.0
-    drops = [max(R[i][j] for i in range(j, T)) - R[-1][j] for j in range(T - 1)]
-    return sum(drops) / (T - 1)
+    return float(task_forgetting(np.array(R, dtype=float))[: T - 1].mean())
 
 
 def bwt(R: Matrix) -> float:

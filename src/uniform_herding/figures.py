@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
+from uniform_herding.evaluate import task_forgetting
 from uniform_herding.results import write_bytes_atomic
 
 PAPER_LABEL = "paper (published)"
@@ -82,15 +83,6 @@ class Runs:
 
     def missing(self, run_ids: tuple[str, ...]) -> list[str]:
         return [r for r in run_ids if r not in self.R]
-
-
-def task_forgetting(R: np.ndarray) -> np.ndarray:
-    """Per task j: max_{i>=j} R[i][j] - R[T-1][j] [..., T]; the last task's is 0 by definition.
-
-    evaluate.forgetting is the mean of the first T-1 entries. Works on a stack of matrices [..., T, T].
-    """
-    T = R.shape[-1]
-    return np.stack([R[..., j:, j].max(axis=-1) - R[..., -1, j] for j in range(T)], axis=-1)
 
 
 # --- helpers -------------------------------------------------------------------------------------
