@@ -72,3 +72,8 @@ def test_accuracy_row_equals_a_per_task_loop(tiny_stream):
             f = features(learner, stream, stream.test_x[items], 5)
             pred = nme_predict(f, mu) if readout == "nme" else learner.head(f).argmax(1)
             assert row[j] == pytest.approx(100.0 * (pred == stream.test_y[items]).double().mean().item())
+
+
+def test_metrics_take_the_rows_as_recorded_or_the_square_matrix():
+    rows = [[80.0], [60.0, 90.0], [50.0, 70.0, 85.0]]
+    assert (acc(rows), forgetting(rows), bwt(rows)) == (acc(R3), forgetting(R3), bwt(R3))

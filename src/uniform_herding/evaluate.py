@@ -77,7 +77,7 @@ def forgetting(R: Matrix) -> float:
     T = len(R)
     if T < 2:
         return 0.0
-    return float(task_forgetting(np.array(R, dtype=float))[: T - 1].mean())
+    return float(task_forgetting(np.array(square(R), dtype=float))[: T - 1].mean())  # rows or matrix
 
 
 def bwt(R: Matrix) -> float:
