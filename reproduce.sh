@@ -31,16 +31,17 @@ Options:
                        for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
   --force              run again even if a result exists
   --jobs N             run N (run ID, seed) pairs at once, one process each (default: \$UH_JOBS,
-                       else 1): three seeds sharing one GPU, or one CPU core each for smoke.
-                       Results do not depend on N
+                       else 1): e.g. the three seeds of a run ID sharing one GPU, or one
+                       CPU core each. Results do not depend on N
   -h, --help           this help
 
 Outside the container the first call creates ./.venv and installs the pinned project into it.
 Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the venv.
 
 Examples:
-  ./reproduce.sh smoke --jobs 2
+  ./reproduce.sh smoke
   ./reproduce.sh B3 --seeds "1993 2023"
+  ./reproduce.sh all --jobs 3
   ./reproduce.sh all
 EOF
 }

@@ -3,7 +3,7 @@
 Why processes: a run's result must not depend on what runs beside it. Each child is the same
 `uh run RUN --seed S` a user would type, with its own random state, lock and checkpoint, and on
 the CPU its own fixed thread count, so N at once give the same result.json files as one at a time.
-On one GPU, N seeds share the device when a single run leaves it under-used (CUDA MPS helps).
+On one GPU, N seeds share the device when a single run leaves it under-used (not measured yet).
 
 The parent only schedules: it starts at most N children, passes their output through line by
 line, starts nothing new after a failure, and forwards SIGTERM/SIGINT so that every child keeps its
