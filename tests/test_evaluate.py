@@ -1,47 +1,9 @@
-"""Metrics on hand-made accuracy matrices, and the NME readout."""
+"""The readouts: NME on hand-made prototypes, and one accuracy row against a per-task loop."""
 
-import numpy as np
 import pytest
 import torch
 
-from uniform_herding.evaluate import acc, bwt, forgetting, nme_predict, square, task_forgetting
-
-# After task 0: 80 on task 0. After task 1: 60 on task 0, 90 on task 1. After task 2: 50, 70, 85.
-R3 = square([[80.0], [60.0, 90.0], [50.0, 70.0, 85.0]])
-
-
-def test_square_pads_upper_triangle_with_none():
-    assert R3 == [[80.0, None, None], [60.0, 90.0, None], [50.0, 70.0, 85.0]]
-
-
-def test_acc_is_mean_of_last_row():
-    assert acc(R3) == pytest.approx((50 + 70 + 85) / 3)
-
-
-def test_forgetting_from_best_accuracy():
-    # task 0: best 80 -> 50 = 30; task 1: best 90 -> 70 = 20; mean 25.
-    assert forgetting(R3) == pytest.approx(25.0)
-
-
-def test_forgetting_uses_max_not_first_accuracy():
-    R = square([[40.0], [70.0, 90.0], [60.0, 80.0, 85.0]])  # task 0 improved after introduction
-    assert forgetting(R) == pytest.approx(((70 - 60) + (90 - 80)) / 2)
-    assert bwt(R) == pytest.approx(((60 - 40) + (80 - 90)) / 2)
-
-
-def test_bwt_from_introduction_accuracy():
-    assert bwt(R3) == pytest.approx(((50 - 80) + (70 - 90)) / 2)
-
-
-def test_task_forgetting_per_task_on_a_stack_of_matrices():
-    """The per-task form the figures draw: one row per seed, the last task 0, never reads above the diagonal."""
-    improved = square([[40.0], [70.0, 90.0], [60.0, 80.0, 85.0]])
-    stack = np.array([R3, improved], dtype=float)  # None above the diagonal becomes NaN
-    assert task_forgetting(stack).tolist() == [[30.0, 20.0, 0.0], [10.0, 10.0, 0.0]]
-
-
-def test_single_task_has_no_forgetting():
-    assert forgetting([[55.0]]) == 0.0 and bwt([[55.0]]) == 0.0 and acc([[55.0]]) == 55.0
+from uniform_herding.evaluate import nme_predict
 
 
 def test_nme_predicts_nearest_normalised_prototype():
@@ -72,8 +34,3 @@ def test_accuracy_row_equals_a_per_task_loop(tiny_stream):
             f = features(learner, stream, stream.test_x[items], 5)
             pred = nme_predict(f, mu) if readout == "nme" else learner.head(f).argmax(1)
             assert row[j] == pytest.approx(100.0 * (pred == stream.test_y[items]).double().mean().item())
-
-
-def test_metrics_take_the_rows_as_recorded_or_the_square_matrix():
-    rows = [[80.0], [60.0, 90.0], [50.0, 70.0, 85.0]]
-    assert (acc(rows), forgetting(rows), bwt(rows)) == (acc(R3), forgetting(R3), bwt(R3))

@@ -2,7 +2,7 @@
 aggregate's numbers; a missing run ID is a marked gap; the paper's values overlay on request.
 
 One real smoke run (B3, seed 1993) checks that the report reads what `uh run` writes; the other
-results are synthetic (random lower-triangular R, metrics from evaluate's functions) to keep the
+results are synthetic (random lower-triangular R, metrics from metrics.py's functions) to keep the
 file fast. B2 is left out on purpose: it is the missing run whose gaps the tests look for.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from uniform_herding import evaluate
+from uniform_herding import metrics as metric
 from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
@@ -38,10 +38,10 @@ def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | No
     """A result.json body with a random lower-triangular R; metrics from R unless given."""
     rng = np.random.default_rng([seed, list(RUNS).index(run_id)])
     R = [[float(rng.integers(0, 41) * 2.5) for _ in range(i + 1)] for i in range(T)]
-    metrics = metrics or {"acc": evaluate.acc(R), "forgetting": evaluate.forgetting(R), "bwt": evaluate.bwt(R)}
+    metrics = metrics or {"acc": metric.acc(R), "forgetting": metric.forgetting(R), "bwt": metric.bwt(R)}
     return {
         "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
-        "R": evaluate.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
+        "R": metric.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }
 

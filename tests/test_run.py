@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from uniform_herding import evaluate
+from uniform_herding import metrics
 from uniform_herding.cli import main
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS, resolve
 from uniform_herding.memory import quotas
@@ -51,7 +51,7 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     for i in range(T):
         assert all(0 <= R[i][j] <= 100 for j in range(i + 1))
         assert all(R[i][j] is None for j in range(i + 1, T))
-    assert result["metrics"] == {"acc": evaluate.acc(R), "forgetting": evaluate.forgetting(R), "bwt": evaluate.bwt(R)}
+    assert result["metrics"] == {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)}
 
     manifest = result["manifest"]
     assert manifest["open_choices"] == OPEN_CHOICES

@@ -25,10 +25,23 @@ from typing import Any
 
 import click
 import numpy as np
-from torchvision.datasets.utils import calculate_md5, download_url
 
 SIDE = 32
 ROW = 3 * SIDE * SIDE  # one image as a pickle row: 3072 uint8 in CHW order
+
+
+# torchvision's download and checksum helpers, imported on first use: importing torchvision (and
+# torch with it) takes seconds, and `uh list`, `uh check` or `uh aggregate` never need them.
+def calculate_md5(path: Path) -> str:
+    from torchvision.datasets.utils import calculate_md5 as md5
+
+    return md5(path)
+
+
+def download_url(url: str, root: Path, filename: str, md5: str) -> None:
+    from torchvision.datasets.utils import download_url as download
+
+    download(url, root, filename=filename, md5=md5)
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,17 @@
-"""Evaluate: readouts (NME, head-logit), one row of the accuracy matrix R, and the metrics (Sec. 3.6).
+"""Evaluate: readouts (NME, head-logit) and one row of the accuracy matrix R (Sec. 3.6).
 
-R[i][j] is the accuracy (%) on task j's test images after training through task i, predicting
-among all classes seen so far (no task identity); entries j > i are undefined (None). With T tasks:
-  ACC = mean_j R[T-1][j]
-  F   = mean_{j<T-1} (max_{i>=j} R[i][j] - R[T-1][j])      (forgetting from the best accuracy)
-  BWT = mean_{j<T-1} (R[T-1][j] - R[j][j])                 (backward transfer from introduction)
+R[t][j] is the accuracy (%) on task j's test images after training through task t, predicting
+among all classes seen so far (no task identity). The metrics over R are in metrics.py.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
-
-Matrix = list[list[float | None]]
 
 
 @torch.no_grad()
@@ -55,40 +49,3 @@ def accuracy_row(
     task = y // stream.cfg.classes_per_task  # [n] task of each test image
     hits = torch.bincount(task, weights=(pred == y).double(), minlength=t + 1)
     return (100.0 * hits / torch.bincount(task, minlength=t + 1)).tolist()
-
-
-def acc(R: Matrix) -> float:
-    """Final average accuracy: mean of the last row."""
-    last = R[-1]
-    return sum(last) / len(last)
-
-
-def task_forgetting(R: np.ndarray) -> np.ndarray:
-    """Per task j: max_{i>=j} R[i][j] - R[T-1][j], shape [..., T] for a stack of matrices [..., T, T].
-
-    Only entries on or below the diagonal are read; the last task's forgetting is 0 by definition.
-    """
-    T = R.shape[-1]
-    return np.stack([R[..., j:, j].max(axis=-1) - R[..., -1, j] for j in range(T)], axis=-1)
-
-
-def forgetting(R: Matrix) -> float:
-    """Mean drop of each earlier task from its best accuracy (over i >= j) to its final accuracy."""
-    T = len(R)
-    if T < 2:
-        return 0.0
-    return float(task_forgetting(np.array(square(R), dtype=float))[: T - 1].mean())  # rows or matrix
-
-
-def bwt(R: Matrix) -> float:
-    """Backward transfer: mean of final minus just-learned accuracy over the earlier tasks."""
-    T = len(R)
-    if T < 2:
-        return 0.0
-    return sum(R[-1][j] - R[j][j] for j in range(T - 1)) / (T - 1)
-
-
-def square(rows: list[list[float]]) -> Matrix:
-    """Pad the lower-triangular rows to a T x T matrix with None above the diagonal."""
-    T = len(rows)
-    return [list(row) + [None] * (T - len(row)) for row in rows]

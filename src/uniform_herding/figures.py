@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
-from uniform_herding.evaluate import task_forgetting
+from uniform_herding.metrics import task_forgetting
 from uniform_herding.results import write_bytes_atomic
 
 PAPER_LABEL = "paper (published)"

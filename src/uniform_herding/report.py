@@ -37,7 +37,6 @@ from uniform_herding.check import (
 )
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
 from uniform_herding.figures import FIGURES, Runs, save
-from uniform_herding.memory import quotas
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -244,6 +243,8 @@ def compute(runs: Runs) -> Table:
 
 
 def quota_table(runs: Runs) -> Table:
+    from uniform_herding.memory import quotas  # here, not at the top: memory imports torch, `uh check` need not
+
     rows = []
     for r in ("s1", "B3", "s2"):
         cfg = resolve(r, runs.profile)

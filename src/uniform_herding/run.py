@@ -24,7 +24,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from uniform_herding import evaluate
+from uniform_herding import evaluate, metrics
 from uniform_herding.archive import DATASETS, RawData, locate_archive, read_archive, write_synthetic_archive
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
 from uniform_herding.memory import Memory, make_memory, quotas
@@ -370,7 +370,7 @@ def assemble(
     record: dict,
 ) -> dict:
     """result.json's content (docs/architecture.md): config, manifest, R, metrics, timings, environment."""
-    R = evaluate.square(record["rows"])
+    R = metrics.square(record["rows"])
     return {
         "config_version": CONFIG_VERSION,
         "run_id": run_id,
@@ -379,7 +379,7 @@ def assemble(
         "config": cfg.to_dict(),
         "manifest": manifest(cfg, stream),
         "R": R,
-        "metrics": {"acc": evaluate.acc(R), "forgetting": evaluate.forgetting(R), "bwt": evaluate.bwt(R)},
+        "metrics": {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
         "environment": environment(device, raw),
