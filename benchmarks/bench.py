@@ -293,19 +293,21 @@ def main() -> None:
     peak = next((p for key, p in PEAK_FP16_TFLOPS.items() if gpu and key in name), None)
     print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
-    syncs = (host_syncs(lambda: fit(3), gpu) - host_syncs(lambda: fit(1), gpu)) / 2  # set-up cancels out
-    ops = (dispatches(lambda: fit(3)) - dispatches(lambda: fit(1))) / 2
+    def per_step(count: Callable[[Callable[[], object]], float]) -> float:
+        """`count` per training step: a fit of 3 steps minus a fit of 1, so that set-up cancels out."""
+        return (count(lambda: fit(3)) - count(lambda: fit(1))) / 2
+
+    syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
     if not gpu:  # the GPU path's count (fp16 autocast casts, grad scaler, fused SGD) does not need a GPU
         module.gpu_path = True
-        ops = (dispatches(lambda: fit(3)) - dispatches(lambda: fit(1))) / 2
+        ops = per_step(dispatches)
         module.gpu_path = False
         learner.to(memory_format=torch.contiguous_format)
         teacher.to(memory_format=torch.contiguous_format)
         print(f"host   {ops:g} operator dispatches per training step on the GPU path (run here on the CPU)")
-    paper = resolve("B3", "paper")
-    run_steps_paper = paper.epochs * paper.n_tasks * -(-len(items) // paper.batch_size)
+    run_steps_paper = cfg.epochs * cfg.n_tasks * len(train.Batches(items, cfg.batch_size, gen))  # cfg: paper B3
     print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * lightning_s / steps:.2f} ms "
           f"= {run_steps_paper * lightning_s / steps:.0f} s of training at width {width} (target: 120 s for "
           f"the whole run at width 64, i.e. {120_000 / run_steps_paper:.2f} ms per step)")

@@ -179,6 +179,7 @@ def resolve(run_id: str, profile: str = "paper") -> Config:
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
 
+
 def run_name(run_id: str, profile: str = "paper") -> str:
     """The run's label with the sizes `profile` really uses: "Active budget 500" in the paper's
     protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size)."""
