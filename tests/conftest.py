@@ -26,3 +26,34 @@ def tiny_stream():
         return TaskStream(raw, cfg, torch.device("cpu"))
 
     return build
+
+
+@pytest.fixture
+def uninitialised_memory_is_nan(monkeypatch):
+    """`torch.empty_like` returns NaN-filled tensors: uninitialised memory, made deterministic. torch's
+    fused SGD creates its momentum buffers with it and, when its first step is skipped, reads them later."""
+    empty_like = torch.empty_like
+
+    def nan_like(*args, **kwargs):
+        out = empty_like(*args, **kwargs)
+        return out.fill_(float("nan")) if out.is_floating_point() else out
+
+    monkeypatch.setattr(torch, "empty_like", nan_like)
+
+
+@pytest.fixture
+def gpu_like_fp16_conv(monkeypatch):
+    """Under fp16 autocast on a CPU, convolutions computed as a GPU's are: fp16 operands, fp32 accumulation,
+    fp16 result (and likewise in the backward, through the casts). This CPU has no fast fp16 convolution:
+    torch falls back to `_slow_conv2d`, 60-300 s per paper-size step, against ~5 s in fp32. Every other
+    op of the fp16 path, the scaler and the optimizer run unchanged."""
+    original = torch.nn.Conv2d._conv_forward
+
+    def conv(self, x, weight, bias):
+        if not torch.is_autocast_enabled("cpu") or torch.get_autocast_dtype("cpu") != torch.float16:
+            return original(self, x, weight, bias)
+        with torch.autocast("cpu", enabled=False):
+            out = original(self, x.half().float(), weight.half().float(), None if bias is None else bias.half().float())
+        return out.half()
+
+    monkeypatch.setattr(torch.nn.Conv2d, "_conv_forward", conv)

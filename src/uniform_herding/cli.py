@@ -55,11 +55,14 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--archive", type=click.Path(path_type=Path, dir_okay=False),
               help="Use this archive (official md5, or the md5 in its .md5 sidecar) instead of the data dir.")
 @click.option("--force", is_flag=True, help="Rerun finished runs and discard checkpoints.")
+@click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
+              help="16-mixed: the paper's fp16 GPU path (fp16 autocast, loss scaling, fused SGD, channels_last); "
+              "32-true: fp32. Default: 16-mixed on a GPU, 32-true on a CPU. Env: UH_PRECISION.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, envvar="UH_JOBS", show_default=True,
               help="Run this many (run ID, seed) pairs at once, one process each: seeds sharing one GPU, "
               "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-            results_dir: Path, archive: Path | None, force: bool, jobs: int) -> None:
+            results_dir: Path, archive: Path | None, force: bool, precision: str | None, jobs: int) -> None:
     """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
@@ -84,13 +87,14 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
             raise click.ClickException(str(e)) from None
         options = ["--profile", profile, "--data-dir", str(data_dir), "--results-dir", str(results_dir)]
         options += (["--archive", str(archive)] if archive else []) + (["--force"] if force else [])
+        options += ["--precision", precision] if precision else []
         commands = [parallel.child_command(run_id, seed, options) for run_id, seed in pairs]
         click.get_current_context().exit(parallel.run_all(commands, jobs, click.echo))
     progress = profile == "paper" and sys.stderr.isatty()
     with stop_on_signals():
         for run_id, seed in pairs:
             try:
-                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo)
+                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo, precision)
             except (DataError, RunError, ValueError) as e:
                 raise click.ClickException(f"{run_id} seed {seed}: {e}") from None
             except Interrupted as e:

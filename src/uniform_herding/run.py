@@ -31,7 +31,8 @@ from uniform_herding.memory import Memory, make_memory, quotas
 from uniform_herding.model import Learner
 from uniform_herding.results import write_bytes_atomic, write_json_atomic
 from uniform_herding.stream import TaskStream
-from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze, precision
+from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze
+from uniform_herding.train import precision as train_precision
 
 
 class RunError(RuntimeError):
@@ -156,7 +157,7 @@ def git_revision() -> str:
         return "unknown"
 
 
-def environment(device: torch.device, raw: RawData) -> dict:
+def environment(device: torch.device, raw: RawData, precision: str) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     return {
         "python": platform.python_version(),
@@ -164,7 +165,7 @@ def environment(device: torch.device, raw: RawData) -> dict:
         "lightning": L.__version__,
         "device": f"{device.type}: {name}",
         "cpu_threads": torch.get_num_threads(),
-        "precision": precision(device),
+        "precision": precision,
         "compile": compile_mode() or "off",
         "git_revision": git_revision(),
         "data_md5": raw.md5,
@@ -292,11 +293,14 @@ def run_seed(
     force: bool = False,
     progress: bool = False,
     echo: Callable[[str], None] = print,
+    precision: str | None = None,
 ) -> Path:
     """Train, refresh and evaluate all tasks of `run_id` for `seed`; returns the result.json path.
 
     Every input is checked before anything is written under results/; a checkpoint left by an
-    interrupted run is resumed after its last task.
+    interrupted run is resumed after its last task. `precision` (None: the device's default) picks
+    the fp16 GPU path or fp32 (train.precision). A task that diverges stops the run before its
+    checkpoint: the last good checkpoint stays and no result is written.
     """
     cfg = resolve(run_id, profile)
     compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
@@ -305,6 +309,7 @@ def run_seed(
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
         return out
     device = default_device()
+    precision = train_precision(device, precision)
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device)
@@ -331,8 +336,11 @@ def run_seed(
                 learner.head.grow(cfg.classes_per_task)
                 if cfg.imprint and t > 0:
                     imprint(learner, stream, t, cfg.eval_batch_size)
-                module = TaskModule(cfg, learner, teacher, stream, memory.replay_items(), data_gen)
-                fit_task(module, stream.train_items(t), device, progress)
+                module = TaskModule(cfg, learner, teacher, stream, memory.replay_items(), data_gen, precision)
+                stats = fit_task(module, stream.train_items(t), device, progress)
+                if problem := stats.divergence():  # before the checkpoint: the last good one stays
+                    raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({problem}); no result written, "
+                                   f"{checkpoint.kept()}")
                 learner.to(device)  # Lightning hands the module back on the CPU
                 memory.refresh({c: stream.class_items[c] for c in stream.classes(t)}, embed)
                 row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
@@ -343,6 +351,7 @@ def run_seed(
                         "wall_s": round(time.perf_counter() - tic, 3),
                         "active_size": sum(len(a) for a in memory.active.values()),
                         "pool_size": memory.pool_size(),
+                        **stats.record(),
                     }
                 )
                 checkpoint.save(t, learner, memory, [data_gen, memory_gen], record)
@@ -350,7 +359,7 @@ def run_seed(
                     f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
                     f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
                 )
-            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record)
+            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, precision)
             checkpoint.finish(out, result)
         except Interrupted as e:
             raise Interrupted(e.signum, checkpoint.kept()) from None
@@ -368,6 +377,7 @@ def assemble(
     raw: RawData,
     device: torch.device,
     record: dict,
+    precision: str,
 ) -> dict:
     """result.json's content (docs/architecture.md): config, manifest, R, metrics, timings, environment."""
     R = metrics.square(record["rows"])
@@ -382,6 +392,6 @@ def assemble(
         "metrics": {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
-        "environment": environment(device, raw),
+        "environment": environment(device, raw, precision),
         "command": " ".join(sys.argv),
     }

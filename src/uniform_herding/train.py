@@ -8,21 +8,24 @@ Losses (t = task index, C_old = classes seen before task t):
               old-class columns replaced by the teacher's sigmoid outputs.
 Per task a fresh SGD (no schedule), gradient-norm clip, "16-mixed" on GPU and fp32 on CPU.
 
-The GPU path (TaskModule.gpu_path; on whenever the device is CUDA): the paper's fp16 autocast with
-loss scaling, fused SGD, channels_last. A step never waits for the host: images, labels and replay
-draws stay on the device (stream.py); the grad scaler hands the fused SGD `found_inf` as a tensor
-instead of reading it; nothing is logged per step. The CPU keeps fp32 and the reference SGD, so
-reruns are bit-identical; tests switch the GPU path on there to exercise it. UH_COMPILE also compiles
-the backbone, optionally with CUDA graphs (`compile_mode`; a speed setting, not part of Config: it
-changes no result beyond float rounding; recorded in result.json's environment).
+The GPU path (TaskModule.gpu_path; on with precision "16-mixed", the default on CUDA): the paper's fp16
+autocast with loss scaling, fused SGD, channels_last. A step never waits for the host: images, labels
+and replay draws stay on the device (stream.py); the grad scaler hands the fused SGD `found_inf` as a
+tensor instead of reading it; losses and skipped steps are summed on the device and read once per task
+(TaskStats). `--precision 16-mixed` runs the same path on a CPU; there fp32 is the default, with the
+reference SGD, so reruns are bit-identical. selftest.py proves the path equal to Lightning's stock
+"16-mixed" path (`uh doctor`, tests/test_selftest.py). UH_COMPILE also compiles the backbone
+(`compile_mode`; experimental: a speed setting, not part of Config, recorded in result.json).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import warnings
+from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -92,14 +95,20 @@ class TaskModule(L.LightningModule):
         stream: TaskStream,
         replay: Tensor | None,
         generator: torch.Generator,
+        precision: str = "32-true",
     ) -> None:
         super().__init__()
         self.cfg, self.learner = cfg, learner
         # Not a submodule: Lightning would switch the frozen eval-mode snapshot to train mode and move it.
         self.__dict__["teacher"] = teacher
         self.stream, self.replay, self.generator = stream, replay, generator
-        self.gpu_path = precision(stream.device) == "16-mixed"  # + fused SGD, channels_last
+        self.gpu_path = precision == "16-mixed"  # + fused SGD, channels_last
         self.cuda_graphs = self.gpu_path and compile_mode() == "reduce-overhead"
+        self.steps, self.epoch_steps, self.epoch_losses = 0, 0, []  # loss sums stay on the device
+        self.loss_sum = self.last_loss = self.skipped = None
+
+    def on_train_start(self) -> None:
+        self.skipped = torch.zeros((), device=self.device)
 
     def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
         """The batch transform, on the device: b replay draws appended, then crop, flip and normalise."""
@@ -117,17 +126,18 @@ class TaskModule(L.LightningModule):
         if self.teacher is not None:
             with torch.no_grad():
                 teacher_logits = self.teacher(x)[1]
-        return task_loss(self.cfg, logits, y, teacher_logits)
+        loss = task_loss(self.cfg, logits, y, teacher_logits)
+        self.last_loss = loss.detach()
+        self.loss_sum = self.last_loss if self.epoch_steps == 0 else self.loss_sum + self.last_loss
+        self.steps, self.epoch_steps = self.steps + 1, self.epoch_steps + 1
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.epoch_losses.append(self.loss_sum / self.epoch_steps)
+        self.epoch_steps = 0
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        cfg = self.cfg
-        return torch.optim.SGD(
-            self.learner.parameters(),
-            lr=cfg.lr,
-            momentum=cfg.momentum,
-            weight_decay=cfg.weight_decay,
-            fused=self.gpu_path or None,
-        )
+        return sgd(self.cfg, self.learner.parameters(), fused=self.gpu_path)
 
     def configure_gradient_clipping(
         self,
@@ -135,7 +145,7 @@ class TaskModule(L.LightningModule):
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
     ) -> None:
-        """Clip the global gradient norm of the unscaled gradients.
+        """Clip the global gradient norm of the unscaled gradients; count a skipped step.
 
         Lightning unscales before clipping only for unfused optimizers and refuses to clip for fused
         ones, so with fused SGD the unscale happens here. `unscale_` records `found_inf` on the
@@ -144,11 +154,85 @@ class TaskModule(L.LightningModule):
         scaler = getattr(self.trainer.precision_plugin, "scaler", None)
         if self.gpu_path and scaler is not None:
             scaler.unscale_(optimizer)
+            self.skipped += sum(scaler._found_inf_per_device(optimizer).values())  # 1 where the step is skipped
         torch.nn.utils.clip_grad_norm_(self.learner.parameters(), gradient_clip_val)
 
+    def stats(self) -> TaskStats:
+        """The task's record and health, read from the device at once (the loss scale once more)."""
+        finite = torch.stack([p.isfinite().all() for p in self.learner.parameters()]).all()
+        values = torch.cat([torch.stack(self.epoch_losses).float(), torch.stack(
+            [self.skipped.float(), self.last_loss.isfinite().float(), finite.float()])]).tolist()  # fmt: skip
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        return TaskStats(
+            steps=self.steps,
+            skipped_steps=round(values[-3]),
+            loss_scale=scaler.get_scale() if self.gpu_path and scaler is not None else None,
+            epoch_loss=[round(v, 5) for v in values[:-3]],
+            last_loss_finite=values[-2] == 1.0,
+            weights_finite=values[-1] == 1.0,
+        )
 
-def precision(device: torch.device) -> str:
-    """The paper's "16-mixed" on GPU; fp32 on CPU (DESIGN §1), which keeps CPU reruns bit-identical."""
+
+@dataclass(frozen=True)
+class TaskStats:
+    """One task's training record (result.json's `tasks`) and the divergence guard's inputs."""
+
+    steps: int
+    skipped_steps: int  # steps whose scaled gradients overflowed; the fp16 scaler skipped them
+    loss_scale: float | None  # the scale at the task's end (16-mixed), else None
+    epoch_loss: list[float]  # mean training loss of each epoch
+    last_loss_finite: bool
+    weights_finite: bool
+
+    @property
+    def max_skipped(self) -> int:
+        """The most skipped steps a healthy task shows: 16 (the halvings from the fresh scale 2^16 down to 1)
+        plus 1% of its steps (a scale that grows back is probed, and may be halved, every 2,000 steps)."""
+        return 16 + math.ceil(0.01 * self.steps)
+
+    def divergence(self) -> str | None:
+        """Why the task diverged, or None when it is healthy."""
+        if not self.weights_finite:
+            return "weights not finite"
+        if not self.last_loss_finite:
+            return "last training loss not finite"
+        if self.skipped_steps > self.max_skipped:
+            return f"{self.skipped_steps} of {self.steps} steps skipped on fp16 overflow (at most {self.max_skipped})"
+        return None
+
+    def record(self) -> dict:
+        return {"skipped_steps": self.skipped_steps, "loss_scale": self.loss_scale, "epoch_loss": self.epoch_loss}
+
+
+def sgd(cfg: Config, params, fused: bool) -> torch.optim.SGD:
+    """A task's fresh SGD. Fused (GPU path): momentum buffers zero-filled before the first step.
+
+    torch 2.11's fused SGD creates them with `empty_like` on its first step and lets the kernel fill
+    them; when the grad scaler finds an inf on that step the kernel returns early, the buffers stay
+    uninitialised, and the next finite step reads that memory (weights NaN or exploding). With zeros,
+    the first step computes buf = momentum * 0 + grad = grad, bitwise what the first step would, and
+    a skipped step leaves them as a fresh optimizer has them. Chosen over unfused SGD, which makes
+    the scaler read `found_inf` on the host every step (benchmarks/RESULTS.md).
+    """
+    optimizer = torch.optim.SGD(
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None
+    )
+    if fused and cfg.momentum:
+        for p in optimizer.param_groups[0]["params"]:
+            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
+    return optimizer
+
+
+PRECISIONS = ("16-mixed", "32-true")
+
+
+def precision(device: torch.device, requested: str | None = None) -> str:
+    """`requested` (--precision, env UH_PRECISION), else the paper's "16-mixed" on GPU and fp32 on CPU
+    (DESIGN §1), which keeps CPU reruns bit-identical."""
+    if requested:
+        if requested not in PRECISIONS:
+            raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(PRECISIONS)}")
+        return requested
     return "16-mixed" if device.type == "cuda" else "32-true"
 
 
@@ -199,8 +283,8 @@ def compile_backbone(learner: Learner) -> None:
         learner.backbone.compile(mode=mode)
 
 
-def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> None:
-    """One Trainer.fit: cfg.epochs epochs over the task's items."""
+def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> TaskStats:
+    """One Trainer.fit: cfg.epochs epochs over the task's items; the task's stats, read once."""
     cfg = module.cfg
     quiet_lightning()
     module.learner.train()  # Lightning keeps the mode it finds; evaluation left the learner in eval mode
@@ -222,6 +306,7 @@ def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: 
         num_sanity_val_steps=0,
     )
     trainer.fit(module, train_dataloaders=Batches(items, cfg.batch_size, module.generator))
+    return module.stats()
 
 
 def freeze(learner: Learner) -> Learner:

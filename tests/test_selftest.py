@@ -1,0 +1,29 @@
+"""The GPU path equals Lightning's stock "16-mixed" path at the paper's size, on a CPU."""
+
+import torch
+
+from uniform_herding import selftest
+
+
+def test_paper_size_gpu_path_equals_lightnings_stock_path(gpu_like_fp16_conv, uninitialised_memory_is_nan):
+    """Width 64, batch 128 + 64 replayed, KD, clip 1.0, scaler from 2^16, 6 steps with overflows forced at
+    step 1 (the fused optimizer's first step: its momentum buffers are still unfilled) and step 3. Both
+    paths skip the same steps, follow the same scale sequence and end with the same weights up to fp16
+    rounding; our on-device skip counter agrees. Without the zero-filled momentum buffers our weights go
+    NaN here (uninitialised memory is NaN in this test)."""
+    c = selftest.compare(torch.device("cpu"), width=64, steps=6)
+    assert c.failures() == []
+    assert c.ours.skipped == [1, 3] and c.skipped_counted == 2  # at width 64 nothing else overflows at 2^16
+    assert c.ours.scales == [2.0**16, 2.0**15, 2.0**15, 2.0**14, 2.0**14, 2.0**14]
+    assert c.max_update > 0
+
+
+def test_the_comparison_catches_a_path_that_diverges(gpu_like_fp16_conv, uninitialised_memory_is_nan, monkeypatch):
+    """With torch's fused SGD as it is (no zero-filled buffers) the self-test fails: it can fail."""
+    from uniform_herding import train
+
+    cfg = selftest.step_config(8)
+    monkeypatch.setattr(train, "sgd", lambda cfg_, params, fused: torch.optim.SGD(
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None))
+    c = selftest.compare(torch.device("cpu"), width=8, steps=4)
+    assert "weights not finite (ours False, reference True)" in c.failures()
