@@ -11,6 +11,7 @@ from uniform_herding.aggregate import aggregate_command
 from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
+from uniform_herding.doctor import doctor_command
 from uniform_herding.report import report_command
 
 
@@ -106,4 +107,5 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 main.add_command(aggregate_command)
 main.add_command(check_command)
 main.add_command(data_cmd)
+main.add_command(doctor_command)
 main.add_command(report_command)

@@ -9,8 +9,8 @@ task of a run starts:
              gradient clipping (it unscales first), contiguous memory.
 An overflow is forced at step 1 and halfway (an inf written into a scaled gradient, which is what an
 fp16 overflow leaves there), so both must skip those steps (and the same natural overflows, if any),
-halve the scale there, and end with the same weights up to fp16 rounding. Images are random: the step's arithmetic, not its
-accuracy, is under test.
+halve the scale there, and end with the same weights up to fp16 rounding. Images are random: the
+step's arithmetic, not its accuracy, is under test.
 """
 
 from __future__ import annotations

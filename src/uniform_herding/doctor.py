@@ -1,0 +1,233 @@
+"""`uh doctor`: the preflight a reviewer runs first, minutes before 39 GPU-hours.
+
+Three parts, each printed as PASS / WARN / FAIL lines and written to a JSON report:
+  environment  Python, torch, CUDA, cuDNN and Lightning against the paper's pins (App. A), the GPU,
+               the archive (md5), free disk, writable data and results directories;
+  self-test    selftest.compare: the fp16 GPU path against Lightning's stock "16-mixed" path, step by
+               step, overflows forced (paper size on a GPU; width 8 on a CPU, said so);
+  timing       the measured time of a training step at the profile's size and the run's precision, and
+               from it an estimate for every run ID and for `all`, with and without --jobs.
+Exit status 0 when nothing FAILs (WARNs allowed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from uniform_herding.config import PROFILES, RUNS, SEEDS, Config, resolve
+
+PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
+MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
+CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
+
+
+@dataclass
+class Line:
+    status: str  # PASS, WARN or FAIL
+    what: str
+    detail: str
+
+
+def check_environment(data_dir: Path, results_dir: Path, cfg: Config) -> list[Line]:
+    import lightning
+    import torch
+
+    from uniform_herding.archive import DATASETS, DataError, locate_archive
+
+    lines = []
+
+    def pin(what: str, found: str, want: str, matches: bool) -> None:
+        lines.append(Line("PASS" if matches else "WARN", what, f"{found}" + ("" if matches else f" (paper: {want})")))
+
+    pin("python", platform.python_version(), PAPER_PINS["python"], platform.python_version().startswith("3.12"))
+    pin("torch", torch.__version__, PAPER_PINS["torch"], torch.__version__.split("+")[0] == PAPER_PINS["torch"])
+    pin("lightning", lightning.__version__, PAPER_PINS["lightning"], lightning.__version__ == PAPER_PINS["lightning"])
+    if torch.cuda.is_available():
+        pin("cuda", str(torch.version.cuda), PAPER_PINS["cuda"], torch.version.cuda == PAPER_PINS["cuda"])
+        lines.append(Line("PASS", "cudnn", str(torch.backends.cudnn.version())))
+        props = torch.cuda.get_device_properties(0)
+        lines.append(Line("PASS", "gpu", f"{props.name}, {props.total_memory / 2**30:.1f} GiB"))
+    else:
+        lines.append(Line("WARN", "gpu", "none: this is a CPU; the paper's runs need a GPU (docs/reproducing.md)"))
+
+    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
+    spec = DATASETS[dataset]
+    if cfg.dataset == "synthetic":
+        lines.append(Line("PASS", "archive", "synthetic (written by uh on first use)"))
+    elif not (data_dir / spec.filename).exists():
+        lines.append(Line("WARN", "archive", f"{data_dir / spec.filename} absent: `uh run` downloads it; "
+                          f"offline, put the official file (md5 {spec.md5}) there"))  # fmt: skip
+    else:
+        try:
+            path, md5 = locate_archive(dataset, data_dir, download=False)
+            lines.append(Line("PASS", "archive", f"{path}, md5 {md5} verified"))
+        except DataError as e:
+            lines.append(Line("FAIL", "archive", str(e)))
+
+    for what, folder in (("data dir", data_dir), ("results dir", results_dir)):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor-"):
+                pass
+            free = shutil.disk_usage(folder).free / 2**30
+            ok = free >= MIN_FREE_GB
+            lines.append(Line("PASS" if ok else "WARN", what,
+                              f"{folder} writable, {free:.1f} GB free" + ("" if ok else f" (< {MIN_FREE_GB} GB)")))
+        except OSError as e:
+            lines.append(Line("FAIL", what, f"{folder} not writable ({e.strerror or e}); choose another directory"))
+    return lines
+
+
+def check_selftest(device, steps: int) -> tuple[Line, dict]:
+    from uniform_herding import selftest
+
+    width = 64 if device.type == "cuda" else CPU_SELFTEST_WIDTH
+    size = "paper size (width 64)" if width == 64 else f"CPU size (width {width}; the paper's is 64)"
+    c = selftest.compare(device, width=width, steps=steps)
+    failures = c.failures()
+    detail = (f"{steps} steps at {size}, batch 128 + 64 replayed, scale from 2^16, overflows forced at "
+              f"{list(c.overflow_at)}: skipped {c.ours.skipped} (reference {c.reference.skipped}), max weight "
+              f"difference {c.max_weight_diff:.2g} (tolerance {c.tolerance:.2g})")  # fmt: skip
+    report = {"width": width, "steps": steps, "failures": failures, "scales": c.ours.scales,
+              "reference_scales": c.reference.scales, "skipped": c.ours.skipped,
+              "max_weight_diff": c.max_weight_diff, "tolerance": c.tolerance}  # fmt: skip
+    return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
+
+
+def step_seconds(device, precision: str, cfg: Config, steps: int) -> float:
+    """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`: a fit of
+    1 + `steps` steps minus a fit of 1 step, so that the Trainer's start-up cancels out."""
+    import torch
+
+    from uniform_herding.model import Learner
+    from uniform_herding.selftest import random_stream
+    from uniform_herding.train import TaskModule, fit_task, freeze, quiet_lightning
+
+    quiet_lightning()
+    one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
+    stream = random_stream(one_epoch, -(-(steps + 1) * cfg.batch_size // cfg.classes_per_task), device)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.head.grow(cfg.classes_per_task)
+    gen = torch.Generator(device=device).manual_seed(0)
+    module = TaskModule(one_epoch, learner, teacher, stream, stream.train_items(0), gen, precision)
+
+    def fit(n: int) -> float:
+        tic = time.perf_counter()
+        fit_task(module, stream.train_items(1)[: n * cfg.batch_size], device, False)  # reads stats: synchronises
+        return time.perf_counter() - tic
+
+    fit(1)  # warm-up: kernels, allocator
+    return max(fit(1 + steps) - fit(1), 1e-9) / steps
+
+
+def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:
+    """(steps, images per step, teacher?) of each task of a run."""
+    per_class = cfg.train_per_class or (450 if cfg.dataset != "cifar10" else 4950)
+    per_task = math.ceil(per_class * cfg.classes_per_task / cfg.batch_size) * cfg.epochs
+    teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
+    return [(per_task, cfg.batch_size + (cfg.retrieval if t else 0), teacher and t > 0) for t in range(cfg.n_tasks)]
+
+
+def estimates(b3_step_s: float, profile: str, cuda: bool, cores: int) -> dict:
+    """Hours per run ID (one seed) and for all runs x seeds, from B3's measured step time. A step costs in
+    proportion to its images, a teacher adds a forward (1/4 of a forward + backward's 4 units). Training
+    steps only: evaluation, memory refresh and start-up come on top."""
+    b3 = resolve("B3", profile)
+    unit = b3_step_s / ((b3.batch_size + b3.retrieval) * 4)  # seconds per image-unit of a B3 step
+    per_run = {
+        run_id: sum(n * images * (4 if teacher else 3) * unit
+                    for n, images, teacher in run_steps(resolve(run_id, profile))) / 3600
+        for run_id in RUNS
+    }
+    total = sum(per_run.values()) * len(SEEDS)
+    jobs = cores if not cuda else 3
+    return {"per_run_hours": per_run, "all_hours": total, "jobs": jobs, "all_hours_with_jobs": total / jobs}
+
+
+def print_line(line: Line) -> None:
+    click.echo(f"{line.status:4}  {line.what:12} {line.detail}")
+
+
+@click.command("doctor")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True,
+              help="The profile whose archive to check and whose runs to time.")
+@click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,
+              help="Env: UH_DATA_DIR.")
+@click.option("--results-dir", type=click.Path(path_type=Path), envvar="UH_RESULTS_DIR", default="results",
+              show_default=True, help="Env: UH_RESULTS_DIR.")
+@click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
+              help="The runs' precision to time (default: 16-mixed on a GPU, 32-true on a CPU). Env: UH_PRECISION.")
+@click.option("--steps", type=click.IntRange(min=4), default=8, show_default=True, help="Self-test steps.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).")
+def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, steps: int,
+                   json_path: Path | None) -> None:  # fmt: skip
+    """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
+    import torch
+
+    from uniform_herding.results import write_json_atomic
+    from uniform_herding.run import default_device
+    from uniform_herding.train import precision as run_precision
+
+    cfg = resolve("B3", profile)
+    device = default_device()
+    precision = run_precision(device, precision)
+    if device.type == "cpu":
+        click.echo(f"uh doctor on a CPU ({torch.get_num_threads()} thread(s), UH_CPU_THREADS): the self-test runs "
+                   f"at width {CPU_SELFTEST_WIDTH}, not the paper's 64; a CPU cannot run the paper's fp16 path fast")
+    lines = check_environment(data_dir, results_dir, cfg)
+    for line in lines:
+        print_line(line)
+    selftest_line, selftest_report = check_selftest(device, steps)
+    print_line(selftest_line)
+    lines.append(selftest_line)
+
+    step_s = step_seconds(device, precision, cfg, steps=3)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    est = estimates(step_s, profile, device.type == "cuda", cores)
+    timing = (f"{1000 * step_s:.1f} ms per B3 step ({cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, "
+              f"{precision})")
+    lines.append(Line("PASS", "timing", timing))
+    print_line(lines[-1])
+    click.echo(f"      estimate ({profile} profile, training steps only; evaluation and refresh add to it):")
+    for run_id, hours in est["per_run_hours"].items():
+        click.echo(f"      {run_id:3} {hours:8.2f} h per seed")
+    how = (f"--jobs {est['jobs']}, one run per core" if device.type == "cpu" else
+           f"--jobs {est['jobs']}: at best, if one run leaves the GPU under-used; not measured")  # fmt: skip
+    click.echo(f"      all {est['all_hours']:8.2f} h for {len(RUNS)} run IDs x {len(SEEDS)} seeds one at a time; "
+               f"{est['all_hours_with_jobs']:.2f} h with {how}")  # fmt: skip
+
+    failed = [line for line in lines if line.status == "FAIL"]
+    report = {
+        "passed": not failed,
+        "device": str(device),
+        "precision": precision,
+        "profile": profile,
+        "lines": [asdict(line) for line in lines],
+        "selftest": selftest_report,
+        "step_seconds": step_s,
+        "estimates": est,
+        "command": " ".join(sys.argv),
+    }
+    json_path = json_path or results_dir / "doctor.json"
+    try:
+        write_json_atomic(json_path, report)
+    except OSError as e:
+        failed.append(Line("FAIL", "report", f"cannot write {json_path} ({e.strerror or e})"))
+    verdict = "FAIL: " + "; ".join(line.what for line in failed) if failed else "PASS"
+    click.echo(f"uh doctor: {verdict} (report: {json_path})")
+    if failed:
+        click.get_current_context().exit(1)
