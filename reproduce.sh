@@ -5,7 +5,7 @@
 set -euo pipefail
 
 readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)
-readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]}), all, smoke, check, report, test"
+readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]}), all, smoke, doctor, check, report, test"
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly REPO_DIR
 
@@ -14,6 +14,9 @@ usage() {
 Usage: ./reproduce.sh TARGET [OPTIONS]
 
 Targets:
+  doctor    the preflight, first on a new machine (minutes): versions against the paper's pins,
+            the GPU, the archive, disk; a self-test of the fp16 GPU path against Lightning's stock
+            path; a timed step and the estimated hours of every run ID (uh doctor)
   RUN_ID    one run ID, every seed: ${RUN_IDS[*]}
   all       every run ID in turn (finished runs are skipped; a failed run does not stop the
             others and is reported at the end), then check and report
@@ -100,7 +103,7 @@ done
 
 [[ -n "$target" ]] || usage_error "no target given"
 case "$target" in
-    all | smoke | check | report | test) ;;
+    all | smoke | doctor | check | report | test) ;;
     *) is_run_id "$target" || usage_error "unknown target '$target'" ;;
 esac
 for seed in ${seeds[@]+"${seeds[@]}"}; do
@@ -146,6 +149,11 @@ check_args=()
 
 report_args=()
 [[ -z "$results_dir" ]] || report_args+=(--results-dir "$results_dir")
+
+doctor_args=()
+[[ -z "$profile" ]] || doctor_args+=(--profile "$profile")
+[[ -z "$data_dir" ]] || doctor_args+=(--data-dir "$data_dir")
+[[ -z "$results_dir" ]] || doctor_args+=(--results-dir "$results_dir")
 
 run_uh() {
     log "+ uh $*"
@@ -196,6 +204,7 @@ case "$target" in
         check_and_report
         log "smoke results in $results_dir"
         ;;
+    doctor) run_uh doctor ${doctor_args[@]+"${doctor_args[@]}"} ;;
     check) run_uh check ${check_args[@]+"${check_args[@]}"} ;;
     report) run_uh report ${report_args[@]+"${report_args[@]}"} ;;
     test)

@@ -364,6 +364,12 @@ def test_check_and_report_targets(reproduce):
     assert calls == [["report", "--results-dir", "R"]]
 
 
+def test_doctor_target(reproduce):
+    result, calls = reproduce("doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R")
+    assert result.returncode == 0
+    assert calls == [["doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R"]]
+
+
 def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, tmp_path):
     scratch = str(tmp_path / "scratch")
     result, calls = reproduce("smoke", UH_SMOKE_RESULTS_DIR=scratch)
@@ -399,7 +405,7 @@ def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
     assert result.returncode == 2
     assert calls == []
     assert "valid targets" in result.stderr
-    for target in ["all", "smoke", "check", "report", "test", *RUNS]:
+    for target in ["all", "smoke", "doctor", "check", "report", "test", *RUNS]:
         assert re.search(rf"\b{target}\b", result.stderr)
 
 

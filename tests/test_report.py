@@ -221,3 +221,18 @@ def test_paper_readme_maps_every_output(smoke: Path) -> None:
         assert re.search(rf"`{label}`.*`{path}`", readme), f"paper/README.md lacks a row for {label} -> {path}"
     for claim in CLAIMS:
         assert f"| {claim.claim_id} |" in readme
+
+
+def test_training_loss_figure_draws_the_runs_that_record_it(smoke: Path) -> None:
+    """Only the real B3 run records per-epoch losses (the synthetic results do not): one line, T x E points."""
+    from uniform_herding.config import resolve
+    from uniform_herding.figures import training_loss
+
+    runs = load_runs(smoke)
+    assert set(runs.epoch_loss) == {"B3"}
+    fig = training_loss(runs)
+    (line,) = fig.axes[0].get_lines()[:1]
+    cfg = resolve("B3", "smoke")
+    assert len(line.get_xdata()) == cfg.n_tasks * cfg.epochs
+    assert legend_texts(fig) == ["B3 Uniform Herding"]
+    assert (smoke / "report" / "figures" / "fig_training_loss.png").exists()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -75,6 +75,8 @@ class Runs:
     wall_s: pd.DataFrame  # run_id, seed, wall_s: seconds of training, refresh and evaluation
     devices: tuple[str, ...]  # the devices the results were produced on
     paper: pd.DataFrame | None = None  # the paper's per-seed values to overlay, or None
+    # run ID -> seed -> mean training loss of each epoch [T, epochs]; results that record it (result.json tasks)
+    epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
 
     def stack(self, run_id: str) -> np.ndarray | None:
         """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
@@ -351,6 +353,31 @@ class FigureSpec:
     overlay: bool  # whether the paper prints values this figure can overlay
 
 
+def training_loss(runs: Runs) -> Figure:
+    """Mean training loss of every epoch, task after task (mean +/- std over seeds), for the runs present:
+    a diverging or stalling task shows here first. Dotted lines mark the task boundaries."""
+    fig = Figure(figsize=(7.0, 3.0), layout="constrained")
+    ax = fig.subplots()
+    present = [r for r in RUNS if r in runs.epoch_loss]
+    epochs = 0
+    for run_id in present:
+        stack = np.stack([runs.epoch_loss[run_id][s] for s in sorted(runs.epoch_loss[run_id])])  # [seeds, T, E]
+        epochs = stack.shape[2]
+        colour, _, dashes = STYLE[run_id]
+        flat = stack.reshape(len(stack), -1)
+        x = np.arange(flat.shape[1]) + 1
+        ax.plot(x, flat.mean(axis=0), color=colour, linestyle=dashes, label=_label(run_id, runs.profile))
+        ax.fill_between(x, flat.mean(axis=0) - flat.std(axis=0), flat.mean(axis=0) + flat.std(axis=0),
+                        color=colour, alpha=0.15, linewidth=0)  # fmt: skip
+    for t in range(1, runs.n_tasks):
+        ax.axvline(t * epochs + 0.5, color="0.7", linestyle=":", linewidth=0.8)
+    ax.set_xlabel(f"epoch ({epochs} per task, tasks T0-T{runs.n_tasks - 1} in turn)")
+    ax.set_ylabel("mean training loss")
+    _title(ax, "Training loss per epoch" + ("" if present else " (no result records it)"), [])
+    _legend_below(ax, ncols=4)
+    return fig
+
+
 FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy", "Final per-task accuracy",
                ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"), ("C1",), per_task_accuracy, False),
@@ -370,6 +397,8 @@ FIGURES: tuple[FigureSpec, ...] = (
                ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True),
     FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
                tuple(RUNS), ("C1",), accuracy_vs_forgetting, True),
+    FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
+               tuple(RUNS), (), training_loss, False),
 )
 
 

@@ -70,7 +70,11 @@ def load_runs(results_dir: Path) -> Runs:
     wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
                           columns=["run_id", "seed", "wall_s"])
     devices = tuple(sorted({str(r.get("environment", {}).get("device", "unknown device")) for r in results}))
-    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices)
+    epoch_loss: dict[str, dict[int, np.ndarray]] = {}
+    for r in results:  # recorded since the divergence guard; older results lack it
+        if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
+            epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
+    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss)
 
 
 def seed_order(per_seed: pd.DataFrame) -> list[int]:
