@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import torch
 from PIL import Image
@@ -45,7 +46,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
 
-from uniform_herding import train
+from uniform_herding import selftest, train
 from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
 from uniform_herding.config import Config, resolve
 from uniform_herding.model import Learner
@@ -132,6 +133,13 @@ def make_step(
         scaler.update()
 
     return step
+
+
+class Unfused(train.TaskModule):
+    """The GPU path with the other fix for torch 2.11's fused-SGD defect: unfused SGD (selftest's reference)."""
+
+    configure_optimizers = selftest.Reference.configure_optimizers
+    configure_gradient_clipping = L.LightningModule.configure_gradient_clipping
 
 
 def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
@@ -303,10 +311,9 @@ def main() -> None:
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         print(f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
               f"synchronisations and {ops:g} operator dispatches per training step (run here on the CPU)")
-        fused_sgd = train.sgd
-        train.sgd = lambda cfg_, params, fused: fused_sgd(cfg_, params, fused=False)
+        module.__class__ = Unfused  # the stock step: unfused SGD, Lightning's own unscale and clip
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
-        train.sgd = fused_sgd
+        module.__class__ = train.TaskModule
         print(f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
               f"reads found_inf before each step) and {ops:g} operator dispatches per training step")
         module.gpu_path = False
