@@ -8,6 +8,8 @@ import torch
 
 from uniform_herding.archive import RawData
 from uniform_herding.config import Config
+from uniform_herding.memory import Memory, make_memory
+from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
 
 
@@ -26,3 +28,16 @@ def tiny_stream():
         return TaskStream(raw, cfg, torch.device("cpu"))
 
     return build
+
+
+def fresh_state(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Generator]]:
+    """A learner with an empty head, the run's memory policy and its two generators, as at start-up."""
+    torch.manual_seed(seed)
+    gens = [torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)]
+    return Learner(cfg.width, cfg.head, cfg.cos_scale), make_memory(cfg, gens[1]), gens
+
+
+@pytest.fixture
+def fresh():
+    """fresh_state, for tests that build checkpoints by hand."""
+    return fresh_state

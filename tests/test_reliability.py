@@ -26,12 +26,10 @@ import pytest
 import torch
 from click.testing import CliRunner, Result
 
-from uniform_herding import run
+from uniform_herding import durability, run
 from uniform_herding.archive import write_synthetic_archive
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, Config, resolve
-from uniform_herding.memory import Memory, make_memory
-from uniform_herding.model import Learner
+from uniform_herding.config import CONFIG_VERSION, resolve
 from uniform_herding.results import write_bytes_atomic
 
 SEED = 5
@@ -235,47 +233,18 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 # --- checkpoints -----------------------------------------------------------------------------------------
 
 
-def fresh(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Generator]]:
-    """A learner with an empty head, the run's memory policy and its two generators, as at start-up."""
-    torch.manual_seed(seed)
-    gens = [torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)]
-    return Learner(cfg.width, cfg.head, cfg.cos_scale), make_memory(cfg, gens[1]), gens
-
-
-@pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
-def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, tmp_path) -> None:
-    """Whatever Memory.state() holds (pools, iCaRL's ranked lists) comes back, on any policy."""
-    cfg = resolve(run_id, "smoke")
-    learner, memory, gens = fresh(cfg, 0)
-    learner.head.grow(2 * cfg.classes_per_task)
-    for t in range(2):  # two tasks' refreshes on 1-D features
-        new = {c: torch.arange(30 * c, 30 * c + 30) for c in range(2 * t, 2 * t + 2)}
-        memory.refresh(new, lambda items: items.double()[:, None] % 7)
-    torch.randn(3, generator=gens[0])
-    checkpoint = run.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
-    checkpoint.save(1, learner, memory, gens, {"rows": [[50.0], [40.0, 60.0]]})
-    rng = torch.get_rng_state()
-
-    learner2, memory2, gens2 = fresh(cfg, 1)
-    assert checkpoint.load(learner2, memory2, gens2) == {"rows": [[50.0], [40.0, 60.0]]}
-    torch.testing.assert_close(memory2.state(), memory.state(), rtol=0, atol=0)
-    torch.testing.assert_close(learner2.state_dict(), learner.state_dict(), rtol=0, atol=0)
-    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(gens2, gens, strict=True))
-    assert torch.equal(torch.get_rng_state(), rng)
-
-
 @pytest.mark.parametrize(
     "fault, message",
     [("truncated", "unreadable"), ("garbage", "unreadable"), ("another seed", "was written with another seed")],
 )
-def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, tmp_path) -> None:
+def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_path) -> None:
     """Refuse, do not restart: the file may be the only copy of hours of work (--force starts over)."""
     path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     learner, memory, gens = fresh(CFG, 0)
     learner.head.grow(CFG.classes_per_task)
     md5 = run.load_data(CFG, data, None).md5
     seed = SEED + 1 if fault == "another seed" else SEED
-    run.Checkpoint(path, CFG, seed, md5, torch.device("cpu")).save(0, learner, memory, gens, {"rows": [[1.0]]})
+    durability.Checkpoint(path, CFG, seed, md5, torch.device("cpu")).save(0, learner, memory, gens, {"rows": [[1.0]]})
     if fault == "truncated":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif fault == "garbage":

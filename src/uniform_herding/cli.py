@@ -67,7 +67,8 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     (docs/reliability.md).
     """
     from uniform_herding.archive import DataError
-    from uniform_herding.run import Interrupted, RunError, prepare_archive, run_seed, stop_on_signals
+    from uniform_herding.durability import Interrupted, RunError, stop_on_signals
+    from uniform_herding.run import prepare_archive, run_seed
 
     ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
     try:

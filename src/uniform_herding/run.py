@@ -7,17 +7,13 @@ resumes from its last checkpoint by itself, and writes results/<RUN>/seed-<S>/re
 
 from __future__ import annotations
 
-import fcntl
-import io
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -27,29 +23,11 @@ import torch.nn.functional as F
 from uniform_herding import evaluate, metrics
 from uniform_herding.archive import DATASETS, RawData, locate_archive, read_archive, write_synthetic_archive
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
-from uniform_herding.memory import Memory, make_memory, quotas
+from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
+from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
-from uniform_herding.results import write_bytes_atomic, write_json_atomic
 from uniform_herding.stream import TaskStream
 from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze, precision
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or go on as asked (busy, foreign files, a failed write); says what to do."""
-
-
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT; a BaseException, so that no `except Exception` on the way swallows it."""
-
-    def __init__(self, signum: int, detail: str = "") -> None:
-        self.signum = signum
-        super().__init__(
-            f"stopped by {signal.Signals(signum).name}{f'; {detail}' if detail else ''}; "
-            "run the same command again to resume"
-        )
-
-
-START_OVER = "delete it or rerun with --force to start this seed over"
 
 
 def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
@@ -84,41 +62,6 @@ def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[
 
 def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
     return read_archive(*prepare_archive(cfg, data_dir, archive))
-
-
-@contextmanager
-def run_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on one run and seed; the OS releases it when the holder exits, even on SIGKILL."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "w")  # noqa: SIM115 - held open for as long as the lock
-    except OSError as e:
-        raise RunError(f"cannot write to {path.parent} ({e.strerror}); choose a writable --results-dir") from None
-    with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunError(f"{path.parent} is busy: another process is running this run and seed") from None
-        yield
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise Interrupted at once, wherever the run is.
-
-    Safe at any point: every file the run writes is replaced atomically, so the last checkpoint
-    (and any result) survives and only the task in progress is lost.
-    """
-
-    def stop(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def is_done(out: Path, cfg: Config, seed: int) -> bool:
@@ -190,96 +133,6 @@ def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
         for c in classes
     ]
     learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
-
-
-class Checkpoint:
-    """Everything needed to continue after task t exactly as an uninterrupted run would.
-
-    One file per run and seed, replaced atomically after every task: the learner (backbone, head),
-    the memory's whole state (Memory.state(): active sets, candidate pools, iCaRL's ranked lists),
-    every random generator the run draws from, and the record so far (R's rows, per-task sizes). No
-    optimizer state: every task starts a fresh SGD. A checkpoint of another config version, config,
-    seed, archive or device type is refused, never used.
-    """
-
-    def __init__(self, path: Path, cfg: Config, seed: int, data_md5: str, device: torch.device) -> None:
-        self.path, self.cfg, self.device = path, cfg, device
-        self.key = {
-            "config_version": CONFIG_VERSION,
-            "config": cfg.to_dict(),
-            "seed": seed,
-            "data_md5": data_md5,
-            "device": device.type,
-        }
-        self.task = -1  # the last task it holds
-
-    def kept(self) -> str:
-        """What survives an interruption or a failed write, for the error message (tasks from 1, as echoed)."""
-        if self.task < 0:
-            return "no task had finished"
-        return f"{self.path} holds tasks 1-{self.task + 1} of {self.cfg.n_tasks}"
-
-    @contextmanager
-    def writing(self, path: Path) -> Iterator[None]:
-        """A failed write (a full disk, say) becomes one line saying what is kept; the old file stays."""
-        try:
-            yield
-        except OSError as e:
-            raise RunError(
-                f"cannot write {path} ({e.strerror or e}); {self.kept()}; "
-                "make room and run the same command again to resume"
-            ) from None
-
-    def save(self, t: int, learner: Learner, memory: Memory, gens: list[torch.Generator], record: dict) -> None:
-        state = {
-            **self.key,
-            "task": t,
-            "learner": learner.state_dict(),
-            "memory": memory.state(),
-            "generators": [g.get_state() for g in gens],
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "record": record,
-        }
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        with self.writing(self.path):
-            write_bytes_atomic(self.path, buffer.getvalue())
-        self.task = t
-
-    def finish(self, out: Path, result: dict) -> None:
-        """Write the result, then drop the checkpoint: a kill in between leaves both, never neither."""
-        with self.writing(out):
-            write_json_atomic(out, result)
-        self.path.unlink(missing_ok=True)
-
-    def load(self, learner: Learner, memory: Memory, gens: list[torch.Generator]) -> dict | None:
-        """Restore state in place and return the record so far; None without a checkpoint."""
-        if not self.path.exists():
-            return None
-        try:
-            state = torch.load(self.path, map_location=self.device, weights_only=True)
-            key = {k: state[k] for k in self.key}
-        except Exception as e:  # a truncated or foreign file: zip, pickle, EOF or key errors
-            raise RunError(f"checkpoint {self.path} unreadable ({type(e).__name__}); {START_OVER}") from None
-        if key != self.key:
-            differs = ", ".join(k for k in key if key[k] != self.key[k])
-            raise RunError(f"checkpoint {self.path} was written with another {differs}; {START_OVER}")
-        try:
-            learner.head.grow(self.cfg.classes_per_task * (state["task"] + 1))
-            learner.load_state_dict(state["learner"])
-            memory.load_state(state["memory"])
-            for g, s in zip(gens, state["generators"], strict=True):
-                g.set_state(s.cpu())
-            torch.set_rng_state(state["torch_rng"].cpu())
-            if state["cuda_rng"]:
-                torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-        except (KeyError, RuntimeError, ValueError) as e:
-            raise RunError(
-                f"checkpoint {self.path} does not fit this code ({type(e).__name__}); {START_OVER}"
-            ) from None
-        self.task = state["task"]
-        return state["record"]
 
 
 def run_seed(

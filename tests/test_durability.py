@@ -1,0 +1,33 @@
+"""The checkpoint: what it restores, and what it refuses (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from uniform_herding import durability
+from uniform_herding.config import resolve
+
+SEED = 5
+
+
+@pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
+def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, fresh, tmp_path) -> None:
+    """Whatever Memory.state() holds (pools, iCaRL's ranked lists) comes back, on any policy."""
+    cfg = resolve(run_id, "smoke")
+    learner, memory, gens = fresh(cfg, 0)
+    learner.head.grow(2 * cfg.classes_per_task)
+    for t in range(2):  # two tasks' refreshes on 1-D features
+        new = {c: torch.arange(30 * c, 30 * c + 30) for c in range(2 * t, 2 * t + 2)}
+        memory.refresh(new, lambda items: items.double()[:, None] % 7)
+    torch.randn(3, generator=gens[0])
+    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
+    checkpoint.save(1, learner, memory, gens, {"rows": [[50.0], [40.0, 60.0]]})
+    rng = torch.get_rng_state()
+
+    learner2, memory2, gens2 = fresh(cfg, 1)
+    assert checkpoint.load(learner2, memory2, gens2) == {"rows": [[50.0], [40.0, 60.0]]}
+    torch.testing.assert_close(memory2.state(), memory.state(), rtol=0, atol=0)
+    torch.testing.assert_close(learner2.state_dict(), learner.state_dict(), rtol=0, atol=0)
+    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(gens2, gens, strict=True))
+    assert torch.equal(torch.get_rng_state(), rng)
