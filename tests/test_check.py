@@ -19,7 +19,7 @@ from uniform_herding.check import (
     welch_interval,
 )
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.config import CONFIG_VERSION, resolve
 from uniform_herding.results import read_per_seed_csv, write_json_atomic
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
@@ -56,6 +56,7 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
                 "run_id": row.run_id,
                 "seed": int(row.seed),
                 "profile": profile,
+                "config": resolve(row.run_id, profile).to_dict(),
                 "R": [[row.acc]],
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
             },
@@ -228,8 +229,8 @@ def test_profile_smoke_uses_expected_results_smoke(
 ) -> None:
     root = tmp_path / "repo" / "expected_results"
     copy_expected_set(root, paper)
-    copy_expected_set(root / "smoke", paper.assign(acc=paper["acc"] - 20.0), gate=False, profile="smoke")
-    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] - 20.0), profile="smoke")
+    copy_expected_set(root / "smoke", paper.assign(acc=paper["acc"] / 2), gate=False, profile="smoke")
+    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] / 2), profile="smoke")
     monkeypatch.chdir(tmp_path / "repo")
     res = CliRunner().invoke(
         main, ["check", "--results-dir", str(tmp_path / "results"), "--profile", "smoke"]

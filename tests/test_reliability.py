@@ -327,21 +327,24 @@ def test_a_results_dir_that_is_not_writable_is_refused(data, tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
-FINISHED = {"config_version": CONFIG_VERSION, "config": CFG.to_dict(), "seed": SEED}
+def finished(**changes: object) -> dict:
+    """A valid result.json of smoke B3, seed SEED (what `uh run` skips as done)."""
+    R = [[50.0] * (i + 1) + [None] * (CFG.n_tasks - i - 1) for i in range(CFG.n_tasks)]
+    return {
+        "config_version": CONFIG_VERSION, "run_id": "B3", "seed": SEED, "profile": "smoke",
+        "config": CFG.to_dict(), "R": R, "metrics": {"acc": 50.0, "forgetting": 0.0, "bwt": 0.0},
+    } | changes  # fmt: skip
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        (json.dumps(FINISHED | {"config_version": 0}), f"a result of config_version 0 (this code: {CONFIG_VERSION})"),
-        (
-            json.dumps(FINISHED | {"config": CFG.to_dict() | {"epochs": 1}}),
-            "a result of another config (differs in epochs)",
-        ),
-        ('{"config_version": 1, "R": [[', "is unreadable"),
+        (json.dumps(finished(config_version=0)), f"config_version 0, this code is {CONFIG_VERSION}"),
+        (json.dumps(finished(config=CFG.to_dict() | {"epochs": 1})), "config differs from B3's under profile smoke"),
+        (json.dumps({k: v for k, v in finished().items() if k != "metrics"}), "missing key(s) metrics"),
     ],
 )
-def test_a_result_of_another_config_is_refused_not_skipped(text, message, data, tmp_path) -> None:
+def test_a_stale_copy_of_the_run_is_refused_not_skipped(text, message, data, tmp_path) -> None:
     path = run.result_path(tmp_path, "B3", SEED)
     path.parent.mkdir(parents=True)
     path.write_text(text)
@@ -349,13 +352,58 @@ def test_a_result_of_another_config_is_refused_not_skipped(text, message, data, 
     result = smoke_run(data, tmp_path)
     assert result.exit_code == 1
     error = one_error_line(result)
-    assert message in error and "--force" in error, error
+    assert message in error and "stale copy of this run; rerun with --force" in error, error
     assert files(tmp_path) == before
+
+
+def test_an_unreadable_result_is_refused_without_advising_force(data, tmp_path) -> None:
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"config_version": 1, "R": [[')
+    result = smoke_run(data, tmp_path)
+    error = one_error_line(result)
+    assert result.exit_code == 1 and "is unreadable" in error and "--force" not in error, error
 
 
 def test_a_finished_result_is_skipped(data, tmp_path) -> None:
     path = run.result_path(tmp_path, "B3", SEED)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(FINISHED))
+    path.write_text(json.dumps(finished()))
     result = smoke_run(data, tmp_path)
     assert result.exit_code == 0 and "done already" in result.output
+
+
+# --- a results dir holds one profile -------------------------------------------------------------------
+
+
+def paper_result(run_id: str, seed: int) -> dict:
+    return finished(run_id=run_id, seed=seed, profile="paper", config=resolve(run_id).to_dict())
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["recorded", "old dir without profile.json"])
+@pytest.mark.parametrize("run_id", ["B3", "a1"])
+def test_a_results_dir_of_another_profile_is_refused_even_with_force(run_id, marked, data, tmp_path) -> None:
+    """Issue 14.1: --force once replaced a paper result with a smoke one; other run IDs went in unnoticed."""
+    path = run.result_path(tmp_path, "B3", 1993)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(paper_result("B3", 1993)))
+    if marked:
+        (tmp_path / "profile.json").write_text('{"profile": "paper"}')
+    before = files(tmp_path)
+    for extra in ([], ["--force"]):
+        result = uh_run(run_id, "--seed", "1993", "--profile", "smoke", "--data-dir", str(data),
+                        "--results-dir", str(tmp_path), *extra)  # fmt: skip
+        error = one_error_line(result)
+        assert result.exit_code == 1 and "profile 'paper'" in error and "not 'smoke'" in error, error
+        assert "choose another --results-dir" in error and "--force" not in error, error
+        assert files(tmp_path) == before
+
+
+def test_the_first_run_records_the_profile(data, tmp_path) -> None:
+    from uniform_herding.results import claim_dir, dir_profile
+
+    claim_dir(tmp_path / "results", "smoke")
+    assert dir_profile(tmp_path / "results") == "smoke"
+    claim_dir(tmp_path / "results", "smoke")  # the same profile again: fine
+    with pytest.raises(ValueError, match="holds results of profile 'smoke'"):
+        claim_dir(tmp_path / "results", "paper")

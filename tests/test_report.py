@@ -22,7 +22,7 @@ from uniform_herding import metrics as metric
 from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, RUNS
+from uniform_herding.config import CONFIG_VERSION, RUNS, resolve
 from uniform_herding.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
 from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
@@ -41,6 +41,7 @@ def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | No
     metrics = metrics or {"acc": metric.acc(R), "forgetting": metric.forgetting(R), "bwt": metric.bwt(R)}
     return {
         "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
+        "config": resolve(run_id, profile).to_dict(),
         "R": metric.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }

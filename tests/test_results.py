@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
 from uniform_herding.results import (
     PER_SEED_COLUMNS,
     ResultError,
@@ -33,6 +33,7 @@ def result(run_id: str = "B3", seed: int = 1993, profile: str = "smoke", **chang
         "run_id": run_id,
         "seed": seed,
         "profile": profile,
+        "config": resolve(run_id, profile).to_dict() if run_id in RUNS and profile in PROFILES else {},
         "R": [[50.0, None], [40.0, 60.0]],
         "metrics": {"acc": 50.0, "forgetting": 10.0, "bwt": -10.0},
     } | changes
@@ -96,6 +97,10 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
         (result(run_id="B9"), "unknown run ID 'B9'"),
         (result(profile="huge"), "unknown profile 'huge'"),
         (result(seed="1993"), "seed must be an integer"),
+        (result(seed=-1), "seed must be an integer >= 0"),
+        (result(config=resolve("B3", "paper").to_dict()), "config differs from B3's under profile smoke"),
+        ({k: v for k, v in result().items() if k != "config"}, "missing key(s) config"),
+        (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(R="none"), "R must be a list of rows"),
     ],
@@ -145,6 +150,17 @@ def test_per_seed_table_and_profile(tmp_path: Path) -> None:
     assert results_profile(results) == "smoke"
     with pytest.raises(ResultError, match="mix profiles paper, smoke"):
         per_seed_table([*results, result("a1", profile="paper")])
+
+
+def test_a_mixed_results_dir_names_the_files_of_each_profile(tmp_path: Path) -> None:
+    """Issue 14.1: check, report and aggregate named no file; they share load_results."""
+    write_result(tmp_path, result("B3", 1993, profile="paper"))
+    write_result(tmp_path, result("a1", 42, profile="smoke"))
+    with pytest.raises(ResultError, match=r"mixes profiles \(paper: B3/seed-1993/result.json; smoke: a1/seed-42"):
+        load_results(tmp_path)
+    (tmp_path / "profile.json").write_text('{"profile": "paper"}')
+    with pytest.raises(ResultError, match=r"belongs to profile 'paper' .* another profile: a1/seed-42/result.json"):
+        load_results(tmp_path)
 
 
 # --- per-seed CSV ------------------------------------------------------------------------------

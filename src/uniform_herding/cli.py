@@ -12,6 +12,7 @@ from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
 from uniform_herding.report import report_command
+from uniform_herding.results import ResultError, check_dir_profile
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,6 +76,10 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
         configs = [resolve(run_id, profile) for run_id in ids]
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    try:
+        check_dir_profile(results_dir, profile)  # a results dir holds one profile
+    except ResultError as e:
+        raise click.ClickException(str(e)) from None
     pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS]
     if jobs > 1 and len(pairs) > 1:
         from uniform_herding import jobs as parallel

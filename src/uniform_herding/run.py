@@ -7,7 +7,6 @@ resumes from its last checkpoint by itself, and writes results/<RUN>/seed-<S>/re
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -23,15 +22,12 @@ import torch.nn.functional as F
 from uniform_herding import evaluate, metrics
 from uniform_herding.archive import DATASETS, RawData, locate_archive, read_archive, write_synthetic_archive
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
-from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
+from uniform_herding.durability import Checkpoint, Interrupted, run_lock
 from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
+from uniform_herding.results import StaleResult, check_dir_profile, claim_dir, is_finished, result_path
 from uniform_herding.stream import TaskStream
 from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze, precision
-
-
-def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
-    return results_dir / run_id / f"seed-{seed}" / "result.json"
 
 
 def default_device() -> torch.device:
@@ -62,28 +58,6 @@ def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[
 
 def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
     return read_archive(*prepare_archive(cfg, data_dir, archive))
-
-
-def is_done(out: Path, cfg: Config, seed: int) -> bool:
-    """Whether `out` holds this run's result; a result of another config version or config is refused."""
-    if not out.exists():
-        return False
-    try:
-        result = json.loads(out.read_text(encoding="utf-8"))
-        version, config, found_seed = result["config_version"], dict(result["config"]), result["seed"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunError(f"{out} is unreadable ({type(e).__name__}); move it away or rerun with --force") from None
-    expected = cfg.to_dict()
-    if version != CONFIG_VERSION:
-        differs = f"config_version {version!r} (this code: {CONFIG_VERSION})"
-    elif config != expected:
-        fields = sorted(k for k in expected.keys() | config.keys() if config.get(k) != expected.get(k))
-        differs = f"another config (differs in {', '.join(fields)})"
-    elif found_seed != seed:
-        differs = f"seed {found_seed!r}"
-    else:
-        return True
-    raise RunError(f"{out} holds a result of {differs}; move it away or rerun with --force to replace it")
 
 
 def git_revision() -> str:
@@ -154,13 +128,21 @@ def run_seed(
     cfg = resolve(run_id, profile)
     compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
     out = result_path(results_dir, run_id, seed)
-    if not force and is_done(out, cfg, seed):
+    check_dir_profile(results_dir, profile)
+    try:
+        done = is_finished(out, run_id, seed, profile)
+    except StaleResult:
+        if not force:
+            raise
+        done = False
+    if done and not force:
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
         return out
     device = default_device()
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device)
+    claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
         if force:
             checkpoint.path.unlink(missing_ok=True)
