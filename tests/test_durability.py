@@ -31,3 +31,20 @@ def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, fresh,
     torch.testing.assert_close(learner2.state_dict(), learner.state_dict(), rtol=0, atol=0)
     assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(gens2, gens, strict=True))
     assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_a_damaged_payload_is_refused_not_loaded(fresh, tmp_path) -> None:
+    """Issue 14.2: 100 flipped bytes inside the weights loaded silently and changed the result."""
+    cfg = resolve("B3", "smoke")
+    learner, memory, gens = fresh(cfg, 0)
+    learner.head.grow(cfg.classes_per_task)
+    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
+    checkpoint.save(0, learner, memory, gens, {"rows": [[1.0]]})
+    data = bytearray(checkpoint.path.read_bytes())
+    weights = data.index(b"backbone")  # inside the weights: the zip's entries follow their names
+    middle = weights + (len(data) - weights) // 2
+    data[middle : middle + 100] = bytes(b ^ 0xFF for b in data[middle : middle + 100])
+    checkpoint.path.write_bytes(bytes(data))
+    learner2, memory2, gens2 = fresh(cfg, 1)
+    with pytest.raises(durability.RunError, match="is damaged: its payload's sha256 is not the one recorded"):
+        checkpoint.load(learner2, memory2, gens2)

@@ -235,7 +235,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 
 @pytest.mark.parametrize(
     "fault, message",
-    [("truncated", "unreadable"), ("garbage", "unreadable"), ("another seed", "was written with another seed")],
+    [("truncated", "is damaged"), ("garbage", "is damaged"), ("another seed", "was written with another seed")],
 )
 def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_path) -> None:
     """Refuse, do not restart: the file may be the only copy of hours of work (--force starts over)."""

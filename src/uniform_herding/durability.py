@@ -8,6 +8,7 @@ handlers from here before torch loads, so that a signal during start-up is handl
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import signal
 from collections.abc import Iterator
@@ -41,6 +42,22 @@ class Interrupted(BaseException):
 
 
 START_OVER = "delete it or rerun with --force to start this seed over"
+MAGIC = b"uniform-herding checkpoint sha256 "  # then the payload's hex digest, a newline, the payload
+
+
+def seal(payload: bytes) -> bytes:
+    """The payload behind a header holding its sha256, so that a damaged file is refused, not loaded."""
+    return MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def unseal(data: bytes) -> bytes:
+    """The payload of a sealed file; ValueError if the header is missing or the digest does not match."""
+    header, _, payload = data.partition(b"\n")
+    if not header.startswith(MAGIC):
+        raise ValueError("no checkpoint header")
+    if header[len(MAGIC) :].decode("ascii", "replace") != hashlib.sha256(payload).hexdigest():
+        raise ValueError("digest mismatch")
+    return payload
 
 
 @contextmanager
@@ -84,8 +101,9 @@ class Checkpoint:
     One file per run and seed, replaced atomically after every task: the learner (backbone, head),
     the memory's whole state (Memory.state(): active sets, candidate pools, iCaRL's ranked lists),
     every random generator the run draws from, and the record so far (R's rows, per-task sizes). No
-    optimizer state: every task starts a fresh SGD. A checkpoint of another config version, config,
-    seed, archive or device type is refused, never used.
+    optimizer state: every task starts a fresh SGD. The file is sealed with its payload's sha256
+    (torch.load would accept many damaged weights). A damaged checkpoint, or one of another config
+    version, config, seed, archive or device type, is refused, never used.
     """
 
     def __init__(self, path: Path, cfg: Config, seed: int, data_md5: str, device: torch.device) -> None:
@@ -132,7 +150,7 @@ class Checkpoint:
         buffer = io.BytesIO()
         torch.save(state, buffer)
         with self.writing(self.path):
-            write_bytes_atomic(self.path, buffer.getvalue())
+            write_bytes_atomic(self.path, seal(buffer.getvalue()))
         self.task = t
 
     def finish(self, out: Path, result: dict[str, Any]) -> None:
@@ -148,7 +166,12 @@ class Checkpoint:
         if not self.path.exists():
             return None
         try:
-            state = torch.load(self.path, map_location=self.device, weights_only=True)
+            payload = unseal(self.path.read_bytes())
+        except ValueError as e:
+            damage = "its payload's sha256 is not the one recorded" if "digest" in str(e) else "it has no header"
+            raise RunError(f"checkpoint {self.path} is damaged: {damage}; {START_OVER}") from None
+        try:
+            state = torch.load(io.BytesIO(payload), map_location=self.device, weights_only=True)
             key = {k: state[k] for k in self.key}
         except Exception as e:  # a truncated or foreign file: zip, pickle, EOF or key errors
             raise RunError(f"checkpoint {self.path} unreadable ({type(e).__name__}); {START_OVER}") from None
