@@ -9,6 +9,7 @@ from uniform_herding import durability
 from uniform_herding.config import resolve
 
 SEED = 5
+SETTINGS = {"device": "cpu", "cpu_threads": 1, "precision": "32-true", "compile": "off"}
 
 
 @pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
@@ -21,7 +22,7 @@ def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, fresh,
         new = {c: torch.arange(30 * c, 30 * c + 30) for c in range(2 * t, 2 * t + 2)}
         memory.refresh(new, lambda items: items.double()[:, None] % 7)
     torch.randn(3, generator=gens[0])
-    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
+    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"), SETTINGS)
     checkpoint.save(1, learner, memory, gens, {"rows": [[50.0], [40.0, 60.0]]})
     rng = torch.get_rng_state()
 
@@ -38,7 +39,7 @@ def test_a_damaged_payload_is_refused_not_loaded(fresh, tmp_path) -> None:
     cfg = resolve("B3", "smoke")
     learner, memory, gens = fresh(cfg, 0)
     learner.head.grow(cfg.classes_per_task)
-    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
+    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"), SETTINGS)
     checkpoint.save(0, learner, memory, gens, {"rows": [[1.0]]})
     data = bytearray(checkpoint.path.read_bytes())
     weights = data.index(b"backbone")  # inside the weights: the zip's entries follow their names

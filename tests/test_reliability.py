@@ -237,14 +237,17 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
     "fault, message",
     [("truncated", "is damaged"), ("garbage", "is damaged"), ("another seed", "was written with another seed")],
 )
-def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_path) -> None:
+def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_path, one_thread) -> None:
     """Refuse, do not restart: the file may be the only copy of hours of work (--force starts over)."""
     path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     learner, memory, gens = fresh(CFG, 0)
     learner.head.grow(CFG.classes_per_task)
     md5 = run.load_data(CFG, data, None).md5
     seed = SEED + 1 if fault == "another seed" else SEED
-    durability.Checkpoint(path, CFG, seed, md5, torch.device("cpu")).save(0, learner, memory, gens, {"rows": [[1.0]]})
+    with threads(1):
+        settings = run.numeric_settings(torch.device("cpu"))
+    checkpoint = durability.Checkpoint(path, CFG, seed, md5, torch.device("cpu"), settings)
+    checkpoint.save(0, learner, memory, gens, {"rows": [[1.0]]})
     if fault == "truncated":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif fault == "garbage":
@@ -255,6 +258,27 @@ def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_p
     error = one_error_line(result)
     assert f"checkpoint {path} {message}" in error and "--force" in error, error
     assert path.read_bytes() == kept and not run.result_path(tmp_path, "B3", SEED).exists()
+
+
+def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data, fresh, tmp_path, monkeypatch) -> None:
+    """Issue 14.3: a 1-thread start resumed with UH_CPU_THREADS=2 gave a result matching neither run."""
+    path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
+    learner, memory, gens = fresh(CFG, 0)
+    learner.head.grow(CFG.classes_per_task)
+    md5 = run.load_data(CFG, data, None).md5
+    with threads(1):
+        settings = run.numeric_settings(torch.device("cpu"))
+    assert set(settings) == {"device", "cpu_threads", "precision", "compile"}
+    durability.Checkpoint(path, CFG, SEED, md5, torch.device("cpu"), settings).save(0, learner, memory, gens, {})
+    kept = path.read_bytes()
+    for env, hint in [("UH_CPU_THREADS", "UH_CPU_THREADS=1"), ("UH_COMPILE", "UH_COMPILE=0")]:
+        with monkeypatch.context() as m, threads(1):
+            m.setenv(env, "2" if env == "UH_CPU_THREADS" else "1")
+            result = smoke_run(data, tmp_path)
+        error = one_error_line(result)
+        assert result.exit_code == 1 and f"checkpoint {path} was written with" in error, error
+        assert f"to resume it, run with {hint}" in error and "--force to start this seed over" in error, error
+        assert path.read_bytes() == kept
 
 
 # --- bad input: one line, non-zero, nothing written --------------------------------------------------

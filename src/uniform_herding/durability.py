@@ -103,17 +103,21 @@ class Checkpoint:
     every random generator the run draws from, and the record so far (R's rows, per-task sizes). No
     optimizer state: every task starts a fresh SGD. The file is sealed with its payload's sha256
     (torch.load would accept many damaged weights). A damaged checkpoint, or one of another config
-    version, config, seed, archive or device type, is refused, never used.
+    version, config, seed, archive, device type, thread count, precision or compile mode, is refused,
+    never used.
     """
 
-    def __init__(self, path: Path, cfg: Config, seed: int, data_md5: str, device: torch.device) -> None:
-        self.path, self.cfg, self.device = path, cfg, device
+    def __init__(
+        self, path: Path, cfg: Config, seed: int, data_md5: str, device: torch.device, settings: dict[str, Any]
+    ) -> None:
+        """`settings`: what besides the config fixes the numbers (run.numeric_settings); resumed only under the same."""
+        self.path, self.cfg, self.device, self.settings = path, cfg, device, settings
         self.key = {
             "config_version": CONFIG_VERSION,
             "config": cfg.to_dict(),
             "seed": seed,
             "data_md5": data_md5,
-            "device": device.type,
+            "settings": settings,
         }
         self.task = -1  # the last task it holds
 
@@ -153,6 +157,22 @@ class Checkpoint:
             write_bytes_atomic(self.path, seal(buffer.getvalue()))
         self.task = t
 
+    def other_settings(self, theirs: dict[str, Any]) -> str:
+        """One line for a checkpoint written under other numeric settings: how to resume, how to start over."""
+        differs = [k for k in self.settings if theirs.get(k) != self.settings[k]]
+        was = ", ".join(f"{k} {theirs.get(k)}" for k in differs)
+        now = ", ".join(f"{k} {self.settings[k]}" for k in differs)
+        how = {
+            "cpu_threads": f"UH_CPU_THREADS={theirs.get('cpu_threads')}",
+            "compile": f"UH_COMPILE={'0' if theirs.get('compile') == 'off' else theirs.get('compile')}",
+            "precision": f"precision {theirs.get('precision')}",
+            "device": f"a {theirs.get('device')} device",
+        }
+        return (
+            f"checkpoint {self.path} was written with {was} (this process: {now}), which change the numbers; "
+            f"to resume it, run with {' and '.join(how[k] for k in differs)}; {START_OVER}"
+        )
+
     def finish(self, out: Path, result: dict[str, Any]) -> None:
         """Write the result, then drop the checkpoint: a kill in between leaves both, never neither."""
         with self.writing(out):
@@ -175,6 +195,8 @@ class Checkpoint:
             key = {k: state[k] for k in self.key}
         except Exception as e:  # a truncated or foreign file: zip, pickle, EOF or key errors
             raise RunError(f"checkpoint {self.path} unreadable ({type(e).__name__}); {START_OVER}") from None
+        if key["settings"] != self.settings and all(key[k] == self.key[k] for k in self.key if k != "settings"):
+            raise RunError(self.other_settings(key["settings"]))
         if key != self.key:
             differs = ", ".join(k for k in key if key[k] != self.key[k])
             raise RunError(f"checkpoint {self.path} was written with another {differs}; {START_OVER}")

@@ -73,6 +73,19 @@ def git_revision() -> str:
         return "unknown"
 
 
+def numeric_settings(device: torch.device) -> dict:
+    """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
+
+    The thread count splits CPU reductions differently; precision and compile mode change rounding.
+    """
+    return {
+        "device": device.type,
+        "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "precision": precision(device),
+        "compile": compile_mode() or "off",
+    }
+
+
 def environment(device: torch.device, raw: RawData) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     return {
@@ -141,7 +154,7 @@ def run_seed(
     device = default_device()
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
-    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device)
+    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, numeric_settings(device))
     claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
         if force:
