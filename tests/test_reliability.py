@@ -310,6 +310,27 @@ def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
     assert files(tmp_path) == before
 
 
+def test_the_smoke_archive_advice_regenerates_what_the_profile_needs(tmp_path) -> None:
+    """Issue 14.4: `uh data synth` as advised wrote the default 500x100 archive, which the smoke run took."""
+    data = tmp_path / "data"
+    archive = run.prepare_archive(CFG, data, None)[1]
+    made = archive.read_bytes()
+    archive.write_bytes(made[:-1] + bytes([made[-1] ^ 1]))  # damaged
+    result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    command = error[error.index("`uh data synth") + 1 : error.rindex("`")]
+    assert result.exit_code == 1 and "--train-per-class 150 --test-per-class 20" in command, error
+
+    assert CliRunner().invoke(main, ["data", "synth", "--out", str(archive.parent)]).exit_code == 0  # the default
+    result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    assert result.exit_code == 1 and "holds 500 training and 100 test images per class" in error, error
+    assert command in error and not (tmp_path / "results").exists()
+
+    assert CliRunner().invoke(main, command.split()[1:]).exit_code == 0  # the advice, followed
+    assert archive.read_bytes() == made
+
+
 def deny_writes(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     """Creating anything under `folder` fails with EACCES, as on a read-only mount.
 

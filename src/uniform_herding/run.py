@@ -16,11 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from uniform_herding import evaluate, metrics
-from uniform_herding.archive import DATASETS, RawData, locate_archive, read_archive, write_synthetic_archive
+from uniform_herding.archive import (
+    DATASETS,
+    DataError,
+    RawData,
+    locate_archive,
+    read_archive,
+    write_synthetic_archive,
+)
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
 from uniform_herding.durability import Checkpoint, Interrupted, run_lock
 from uniform_herding.memory import make_memory, quotas
@@ -42,22 +50,47 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def synthetic_sizes(cfg: Config) -> tuple[int, int]:
+    """Training (probe and validation included) and test images per class of a synthetic profile's archive."""
+    return cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450), cfg.test_per_class or 100
+
+
 def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[str, Path]:
     """The run's dataset and verified archive (downloaded if need be); the smoke profile's synthetic
     archive is written on first use."""
+    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
+    fix = ""
     if cfg.dataset == "synthetic" and archive is None:
-        n_train = cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450)
-        n_test = cfg.test_per_class or 100
+        n_train, n_test = synthetic_sizes(cfg)
         folder = data_dir / f"synthetic-{n_train}x{n_test}"
         archive = folder / DATASETS["cifar100"].filename
+        fix = f"regenerate it with `{synth_command(cfg, folder)}`"
         if not archive.exists():
             write_synthetic_archive("cifar100", folder, train_per_class=n_train, test_per_class=n_test)
-    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
-    return dataset, locate_archive(dataset, data_dir, archive)[0]
+    return dataset, locate_archive(dataset, data_dir, archive, fix=fix)[0]
+
+
+def synth_command(cfg: Config, folder: Path) -> str:
+    """The command that writes exactly the synthetic archive `cfg` uses into `folder`."""
+    n_train, n_test = synthetic_sizes(cfg)
+    return f"uh data synth --out {folder} --train-per-class {n_train} --test-per-class {n_test}"
 
 
 def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
-    return read_archive(*prepare_archive(cfg, data_dir, archive))
+    """The run's archive, read; a synthetic profile checks that it got the sizes it needs."""
+    dataset, path = prepare_archive(cfg, data_dir, archive)
+    raw = read_archive(dataset, path)
+    if cfg.dataset == "synthetic":
+        need = synthetic_sizes(cfg)
+        got = np.bincount(raw.train_y).tolist(), np.bincount(raw.test_y).tolist()
+        if {*got[0]} != {need[0]} or {*got[1]} != {need[1]}:
+            holds = f"{min(got[0])}-{max(got[0])}" if min(got[0]) != max(got[0]) else f"{got[0][0]}"
+            tests = f"{min(got[1])}-{max(got[1])}" if min(got[1]) != max(got[1]) else f"{got[1][0]}"
+            raise DataError(
+                f"{path} holds {holds} training and {tests} test images per class, but the profile needs "
+                f"{need[0]} and {need[1]}; regenerate it with `{synth_command(cfg, path.parent)}`"
+            )
+    return raw
 
 
 def git_revision() -> str:
