@@ -418,6 +418,24 @@ def test_a_finished_result_is_skipped(data, tmp_path) -> None:
     assert result.exit_code == 0 and "done already" in result.output
 
 
+def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_redone(data, tmp_path, monkeypatch) -> None:
+    """Issue 14.5: a process past the "done?" check took the lock after another finished, and retrained."""
+    out = run.result_path(tmp_path, "B3", SEED)
+    real_lock = run.run_lock
+
+    @contextmanager
+    def lock_after_another_finished(path: Path) -> Iterator[None]:
+        with real_lock(path):
+            out.write_text(json.dumps(finished()))  # the other process's result, written just before
+            yield
+
+    monkeypatch.setattr(run, "run_lock", lock_after_another_finished)
+    monkeypatch.setattr(run, "fit_task", lambda *args: pytest.fail("trained a finished run again"))
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 0 and "done already" in result.output, result.output
+    assert json.loads(out.read_text()) == finished()
+
+
 # --- a results dir holds one profile -------------------------------------------------------------------
 
 

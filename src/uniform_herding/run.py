@@ -155,6 +155,16 @@ def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
     learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
 
 
+def done_already(out: Path, run_id: str, seed: int, profile: str, force: bool) -> bool:
+    """Whether to skip the run: its valid result exists and --force is not given (results.is_finished)."""
+    try:
+        return is_finished(out, run_id, seed, profile) and not force
+    except StaleResult:
+        if force:  # --force replaces a stale copy of this run, nothing else
+            return False
+        raise
+
+
 def run_seed(
     run_id: str,
     seed: int,
@@ -175,13 +185,7 @@ def run_seed(
     compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
-    try:
-        done = is_finished(out, run_id, seed, profile)
-    except StaleResult:
-        if not force:
-            raise
-        done = False
-    if done and not force:
+    if done_already(out, run_id, seed, profile, force):
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
         return out
     device = default_device()
@@ -190,6 +194,9 @@ def run_seed(
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, numeric_settings(device))
     claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
+        if done_already(out, run_id, seed, profile, force):  # another process finished it meanwhile
+            echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+            return out
         if force:
             checkpoint.path.unlink(missing_ok=True)
         L.seed_everything(seed, verbose=False)
