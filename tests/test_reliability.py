@@ -418,7 +418,9 @@ def test_a_finished_result_is_skipped(data, tmp_path) -> None:
     assert result.exit_code == 0 and "done already" in result.output
 
 
-def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_redone(data, tmp_path, monkeypatch) -> None:
+def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_redone(
+    data, tmp_path, monkeypatch
+) -> None:
     """Issue 14.5: a process past the "done?" check took the lock after another finished, and retrained."""
     out = run.result_path(tmp_path, "B3", SEED)
     real_lock = run.run_lock
