@@ -224,6 +224,36 @@ def test_results_dir_writes_the_report_beside_the_results(tmp_path: Path, paper:
     assert report["profile"] == "paper" and len(report["metrics"]) == 36
 
 
+def test_check_reads_uh_results_dir_like_run_and_report(
+    tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14.6: `uh check` ignored UH_RESULTS_DIR, so ./reproduce.sh check read ./results."""
+    write_results(tmp_path / "elsewhere", paper, profile="paper")
+    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] / 2), profile="paper")  # old results
+    monkeypatch.chdir(tmp_path)
+    env = {"UH_RESULTS_DIR": str(tmp_path / "elsewhere")}
+    res = CliRunner().invoke(main, ["check", "--expected", str(EXPECTED)], env=env)
+    assert res.exit_code == 0 and f"--results-dir {tmp_path / 'elsewhere'}" in res.output, res.output
+    assert (tmp_path / "elsewhere" / "check_report.json").exists()
+    res = CliRunner().invoke(main, ["aggregate"], env=env)
+    assert res.exit_code == 0 and "44.00 +/- 0.51" in res.output, res.output
+    csv = tmp_path / "rerun.csv"
+    paper.to_csv(csv, index=False)  # --per-seed wins over the variable
+    res = CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)], env=env)
+    assert res.exit_code == 0, res.output
+
+
+def test_every_command_states_the_variables_it_reads() -> None:
+    for command, variables in [
+        ("run", ["UH_RESULTS_DIR", "UH_DATA_DIR", "UH_JOBS", "UH_CPU_THREADS", "UH_COMPILE"]),
+        ("check", ["UH_RESULTS_DIR"]),
+        ("aggregate", ["UH_RESULTS_DIR"]),
+        ("report", ["UH_RESULTS_DIR"]),
+    ]:
+        help_text = CliRunner().invoke(main, [command, "--help"]).output
+        assert all(v in help_text for v in variables), (command, help_text)
+
+
 def test_profile_smoke_uses_expected_results_smoke(
     tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,7 +44,9 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
     click.echo(f"{budget:<6} " + " ".join(f"{c:<8}" for c in cells))
 
 
-@main.command("run")
+@main.command("run", epilog="Environment: UH_RESULTS_DIR, UH_DATA_DIR, UH_JOBS (as the options above); "
+              "UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
+              "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")
 @click.argument("run_ids", nargs=-1, required=True)
 @click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
               help="Seed, 0..2^32-1 (repeatable). Default: 1993 2023 42.")
