@@ -193,6 +193,47 @@ def test_sigint_before_any_task_writes_nothing(data, tmp_path, monkeypatch) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+SIGNAL_AT_IMPORT = """
+import builtins, os, signal, sys
+real, sent = builtins.__import__, []
+def at_import(name, *args, **kwargs):
+    if name.split(".")[0] == sys.argv[1] and not sent:
+        sent.append(os.kill(os.getpid(), getattr(signal, sys.argv[2])))
+    return real(name, *args, **kwargs)
+builtins.__import__ = at_import
+from uniform_herding.cli import main
+main(sys.argv[3:])
+"""
+
+
+@pytest.mark.parametrize("module, signame", [("pandas", "SIGINT"), ("torch", "SIGTERM"), ("lightning", "SIGINT")])
+def test_a_signal_during_start_up_exits_like_one_during_a_task(module, signame, data, tmp_path) -> None:
+    """Issue 14.8: Ctrl-C in the first seconds exited 1 ("Aborted!"), SIGTERM 143 with no message."""
+    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AT_IMPORT, module, signame, *args],
+                          env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    signum = getattr(signal, signame)
+    assert done.returncode == 128 + signum, (done.returncode, done.stderr[-2000:])
+    errors = [e for e in done.stderr.splitlines() if e.strip()]
+    assert errors == [f"Error: stopped by {signame}; run the same command again to resume"], done.stderr[-2000:]
+
+
+def test_a_finished_run_is_found_done_without_importing_torch(data, tmp_path) -> None:
+    """Issue 14.8: a run found done spent 7-9 s importing Lightning before saying so."""
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(finished()))
+    code = (
+        "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    print('exit', e.code, sorted({'torch', 'lightning'} & set(sys.modules)))"
+    )
+    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, *args], env=ENV, capture_output=True, text=True, timeout=300)
+    assert "done already" in done.stdout and done.stdout.splitlines()[-1] == "exit 0 []", done.stdout + done.stderr
+
+
 def test_a_full_disk_or_sigterm_costs_no_finished_task(reference, data, tmp_path, monkeypatch, one_thread) -> None:
     checkpoint = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     with monkeypatch.context() as m:  # the disk fills up while the checkpoint after task 2 is written

@@ -1,8 +1,9 @@
 """What makes a run survive kills, signals and full disks: its checkpoint, its lock, signal handling
 and the atomic finish (docs/reliability.md). run.py holds the task loop; this module holds the rest.
 
-torch is imported where a checkpoint is written or read, not at the top: `uh run` installs its signal
-handlers from here before torch loads, so that a signal during start-up is handled like a later one.
+torch (and results.py, with pandas) is imported where a checkpoint is written or read, not at the
+top: `uh run` installs its signal handlers from here before they load, so that a signal during
+start-up is handled like a later one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uniform_herding.config import CONFIG_VERSION, Config
-from uniform_herding.results import write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     import torch
@@ -33,11 +33,12 @@ class RunError(RuntimeError):
 class Interrupted(BaseException):
     """SIGTERM or SIGINT; a BaseException, so that no `except Exception` on the way swallows it."""
 
-    def __init__(self, signum: int, detail: str = "") -> None:
-        self.signum = signum
+    def __init__(self, signum: int, detail: str = "", where: str = "") -> None:
+        """`detail`: what is kept; `where`: the run ID and seed, once known."""
+        self.signum, self.detail = signum, detail
         super().__init__(
-            f"stopped by {signal.Signals(signum).name}{f'; {detail}' if detail else ''}; "
-            "run the same command again to resume"
+            f"{f'{where} ' if where else ''}stopped by {signal.Signals(signum).name}"
+            f"{f'; {detail}' if detail else ''}; run the same command again to resume"
         )
 
 
@@ -151,6 +152,8 @@ class Checkpoint:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "record": record,
         }
+        from uniform_herding.results import write_bytes_atomic
+
         buffer = io.BytesIO()
         torch.save(state, buffer)
         with self.writing(self.path):
@@ -175,6 +178,8 @@ class Checkpoint:
 
     def finish(self, out: Path, result: dict[str, Any]) -> None:
         """Write the result, then drop the checkpoint: a kill in between leaves both, never neither."""
+        from uniform_herding.results import write_json_atomic
+
         with self.writing(out):
             write_json_atomic(out, result)
         self.path.unlink(missing_ok=True)
