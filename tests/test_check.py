@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -241,6 +243,28 @@ def test_check_reads_uh_results_dir_like_run_and_report(
     paper.to_csv(csv, index=False)  # --per-seed wins over the variable
     res = CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)], env=env)
     assert res.exit_code == 0, res.output
+
+
+def test_an_unwritable_report_is_one_line_and_exit_2(
+    tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14.9: a read-only or full results dir gave a 40-line traceback, and the check's exit code was lost."""
+    write_results(tmp_path / "results", paper, profile="paper")
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if ".check_report.json." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results"), "--expected", str(EXPECTED)])
+    errors = [e for e in res.output.splitlines() if e.startswith("Error")]
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.exit_code == 2 and len(errors) == 1 and "Read-only file system" in errors[0], res.output
+    assert "-> exit 0" in res.output and "--json-out" in errors[0]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["B0", "B1", "B2", "B3", "a1", "a2", "a3",
+                                                                          "a4", "s1", "s2", "s3", "s4"]
 
 
 def test_every_command_states_the_variables_it_reads() -> None:

@@ -9,7 +9,9 @@ file fast. B2 is left out on purpose: it is the missing run whose gaps the tests
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
 import re
 from pathlib import Path
 
@@ -222,3 +224,31 @@ def test_paper_readme_maps_every_output(smoke: Path) -> None:
         assert re.search(rf"`{label}`.*`{path}`", readme), f"paper/README.md lacks a row for {label} -> {path}"
     for claim in CLAIMS:
         assert f"| {claim.claim_id} |" in readme
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_full_disk_leaves_no_partial_report(existed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14.9: a full disk gave a 50-line traceback and left a partial report/."""
+    results = tmp_path / "results"
+    for run_id, seed in [("B3", 1993), ("a1", 1993)]:
+        write(results, fake_result(run_id, seed, "smoke", 5))
+    out = results / "report"
+    if existed:
+        out.mkdir()
+        (out / "summary.md").write_text("the old report")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real, calls = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 9:  # a few tables written, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(results)])
+    errors = [e for e in res.output.splitlines() if e.startswith("Error")]
+    assert res.exit_code == 1 and len(errors) == 1 and "No space left on device" in errors[0], res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert out.exists() == existed and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in results.iterdir()) == ["B3", "a1", *(["report"] if existed else [])]
