@@ -13,6 +13,7 @@ from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
 from uniform_herding.results import (
     PER_SEED_COLUMNS,
     ResultError,
+    is_finished,
     load_result,
     load_results,
     per_seed_table,
@@ -200,3 +201,25 @@ def test_write_per_seed_csv_round_trips(tmp_path: Path) -> None:
     out = tmp_path / "out" / "per_seed.csv"
     write_per_seed_csv(out, table)
     pd.testing.assert_frame_equal(read_per_seed_csv(out), table)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"config": resolve("B3", "paper").to_dict()},  # another config
+        {"config": None},
+        {"metrics": None},
+        {"metrics": {"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}},
+        {"config_version": CONFIG_VERSION + 1},
+    ],
+)
+def test_run_check_report_and_aggregate_share_one_definition_of_a_valid_result(tmp_path: Path, changes) -> None:
+    """Issue 14.10: `uh run` skipped a result without metrics as done; `uh check` took another config's."""
+    body = result("B3", 1993) | changes
+    path = write_result(tmp_path, body)
+    with pytest.raises(ResultError, match="rerun with --force"):
+        is_finished(path, "B3", 1993, "smoke")
+    with pytest.raises(ResultError, match=str(path)):
+        load_results(tmp_path)
+    write_result(tmp_path, result("B3", 1993))
+    assert is_finished(path, "B3", 1993, "smoke") and len(load_results(tmp_path)) == 1
