@@ -19,6 +19,7 @@ from uniform_herding.results import (
     per_seed_table,
     read_per_seed_csv,
     results_profile,
+    write_bytes_atomic,
     write_json_atomic,
     write_per_seed_csv,
     write_text_atomic,
@@ -223,3 +224,15 @@ def test_run_check_report_and_aggregate_share_one_definition_of_a_valid_result(t
         load_results(tmp_path)
     write_result(tmp_path, result("B3", 1993))
     assert is_finished(path, "B3", 1993, "smoke") and len(load_results(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    """Issue 14.11: result, checkpoint and report files were 0600 whatever the umask."""
+    before = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "result.json", {"a": 1})
+        write_bytes_atomic(tmp_path / "profile.json", b"{}", replace=False)
+    finally:
+        os.umask(before)
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {oct(mode)}

@@ -32,18 +32,27 @@ class StaleResult(ResultError):
     """A result of this very run (run ID, seed, profile) that is no longer valid: --force may replace it."""
 
 
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: set it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> None:
     """Write `data` so that `path` holds either its old content or all of the new one, never part.
 
     The temp file is unique per process and fsynced before the rename, and the folder after it, so
     a kill, a crash or a full disk (ENOSPC at write or fsync) leaves the old file and no temp file.
     With replace=False an existing `path` is kept and FileExistsError raised (a hard link, not a rename).
+    The file gets the mode a plain open() would give it (0666 less the umask), not mkstemp's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())  # mkstemp makes 0600; others may need to read
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
