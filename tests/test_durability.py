@@ -49,3 +49,15 @@ def test_a_damaged_payload_is_refused_not_loaded(fresh, tmp_path) -> None:
     learner2, memory2, gens2 = fresh(cfg, 1)
     with pytest.raises(durability.RunError, match="is damaged: its payload's sha256 is not the one recorded"):
         checkpoint.load(learner2, memory2, gens2)
+
+
+def test_the_lock_holder_removes_temp_files_a_killed_writer_left(tmp_path) -> None:
+    """Issue 14.12: a SIGKILL during an atomic write left its temp file behind for good."""
+    folder = tmp_path / "B3" / "seed-1"
+    folder.mkdir(parents=True)
+    left = [folder / ".checkpoint.pt.k2j4_x.tmp", folder / ".result.json.abc.tmp"]
+    kept = [folder / "checkpoint.pt", folder / "notes.tmp"]
+    for path in left + kept:
+        path.write_bytes(b"x")
+    with durability.run_lock(folder / ".lock"):
+        assert sorted(p.name for p in folder.iterdir()) == sorted([".lock", *(p.name for p in kept)])

@@ -61,9 +61,15 @@ def unseal(data: bytes) -> bytes:
     return payload
 
 
+WRITTEN = ("checkpoint.pt", "result.json")  # the files a run writes into its folder, atomically
+
+
 @contextmanager
 def run_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on one run and seed; the OS releases it when the holder exits, even on SIGKILL."""
+    """An exclusive lock on one run and seed; the OS releases it when the holder exits, even on SIGKILL.
+
+    Once held, the temp files of atomic writes that a kill interrupted are removed (results.write_bytes_atomic).
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         f = open(path, "w")  # noqa: SIM115 - held open for as long as the lock
@@ -74,6 +80,9 @@ def run_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunError(f"{path.parent} is busy: another process is running this run and seed") from None
+        for name in WRITTEN:  # left by a writer killed mid-write; only the lock holder writes here
+            for tmp in path.parent.glob(f".{name}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         yield
 
 
