@@ -340,6 +340,17 @@ def test_bad_arguments_exit_2(args, message, tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_a_bad_thread_count_is_one_line_naming_the_variable(value, data, tmp_path, monkeypatch) -> None:
+    """Issue 14.14: UH_CPU_THREADS=0, -1 or abc gave a traceback or a line that did not name it."""
+    monkeypatch.setenv("UH_CPU_THREADS", value)
+    with threads(1):
+        result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    assert result.exit_code == 1 and f"UH_CPU_THREADS={value!r} is not a thread count" in error, error
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("fault", ["truncated", "wrong checksum"])
 def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
     archive = write_synthetic_archive("cifar100", tmp_path / "archive", train_per_class=8, test_per_class=3)

@@ -186,6 +186,9 @@ def test_read_per_seed_csv_reads_the_papers_table() -> None:
         ("run_id,seed,acc,forgetting,bwt\nX1,1993,1,2,3\n", "unknown run ID(s) X1"),
         ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2,3\nB3,1993,1,2,3\n", "duplicate row for B3 seed 1993"),
         ("run_id,seed,acc,forgetting,bwt\n", "no rows"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,150,2,3\n", "acc 150.0 out of range 0..100 (line 2)"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,50,-2,3\n", "forgetting -2.0 out of range 0..100"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,-4,50,2,3\n", "seed -4 out of range 0..4294967295"),
         ("", "cannot read CSV"),
     ],
 )

@@ -318,6 +318,12 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
     if not (df["seed"] == df["seed"].round()).all():
         raise ResultError(f"{path}: seeds must be integers")
     df["seed"] = df["seed"].astype(int)
+    for column, (low, high) in {"seed": (0, 2**32 - 1), **RANGES}.items():
+        bad = df.loc[~df[column].between(low, high), column]
+        if not bad.empty:
+            raise ResultError(
+                f"{path}: {column} {bad.iloc[0]} out of range {low:.10g}..{high:.10g} (line {bad.index[0] + 2})"
+            )
     duplicated = df[df.duplicated(["run_id", "seed"])]
     if not duplicated.empty:
         run_id, seed = duplicated.iloc[0][["run_id", "seed"]]

@@ -46,8 +46,16 @@ def default_device() -> torch.device:
     """
     if torch.cuda.is_available():
         return torch.device("cuda")
-    torch.set_num_threads(int(os.environ.get("UH_CPU_THREADS", "1")))
+    torch.set_num_threads(cpu_threads())
     return torch.device("cpu")
+
+
+def cpu_threads() -> int:
+    """UH_CPU_THREADS (default 1), checked: a bad value fails before anything is read or written."""
+    value = os.environ.get("UH_CPU_THREADS", "1")
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"UH_CPU_THREADS={value!r} is not a thread count; set an integer >= 1 (default 1)")
+    return int(value)
 
 
 def synthetic_sizes(cfg: Config) -> tuple[int, int]:
@@ -182,7 +190,7 @@ def run_seed(
     interrupted run is resumed after its last task.
     """
     cfg = resolve(run_id, profile)
-    compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
+    compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
     if done_already(out, run_id, seed, profile, force):
