@@ -61,3 +61,21 @@ def test_the_lock_holder_removes_temp_files_a_killed_writer_left(tmp_path) -> No
         path.write_bytes(b"x")
     with durability.run_lock(folder / ".lock"):
         assert sorted(p.name for p in folder.iterdir()) == sorted([".lock", *(p.name for p in kept)])
+
+
+def test_a_checkpoint_that_no_longer_fits_the_code_is_refused(fresh, tmp_path) -> None:
+    """A sealed checkpoint of this key whose weights no longer match the model (e.g. a renamed parameter)."""
+    import io
+
+    cfg = resolve("B3", "smoke")
+    learner, memory, gens = fresh(cfg, 0)
+    learner.head.grow(cfg.classes_per_task)
+    checkpoint = durability.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"), SETTINGS)
+    checkpoint.save(0, learner, memory, gens, {})
+    state = torch.load(io.BytesIO(durability.unseal(checkpoint.path.read_bytes())), weights_only=True)
+    state["learner"] = {f"renamed.{k}": v for k, v in state["learner"].items()}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    checkpoint.path.write_bytes(durability.seal(buffer.getvalue()))
+    with pytest.raises(durability.RunError, match="does not fit this code"):
+        checkpoint.load(*fresh(cfg, 1))
