@@ -29,8 +29,9 @@ Targets:
 Options:
   --seeds "S1 S2 ..."  seeds (default: uh's, 1993 2023 42); also --seed S, repeated
   --profile P          paper (default) or smoke
-  --data-dir D         CIFAR-100 directory (default: \$UH_DATA_DIR, else ./data)
-  --results-dir R      results directory (default: \$UH_RESULTS_DIR, else ./results;
+  --data-dir D         CIFAR-100 directory (default: \$UH_DATA_DIR, else the repo's ./data);
+                       relative paths are taken from the current directory
+  --results-dir R      results directory (default: \$UH_RESULTS_DIR, else the repo's ./results;
                        for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
   --force              run again even if a result exists
   --jobs N             run N (run ID, seed) pairs at once, one process each (default: \$UH_JOBS,
@@ -115,6 +116,12 @@ if [[ "$target" == smoke ]]; then
     profile=smoke
     results_dir=${results_dir:-${UH_SMOKE_RESULTS_DIR:-$REPO_DIR/results-smoke}}
 fi
+# Relative directories (options or UH_* variables) are the caller's, not the repo's (we cd there below).
+data_dir=${data_dir:-${UH_DATA_DIR:-}}
+results_dir=${results_dir:-${UH_RESULTS_DIR:-}}
+absolute() { if [[ -z "$1" || "$1" == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$PWD" "$1"; fi; }
+data_dir=$(absolute "$data_dir")
+results_dir=$(absolute "$results_dir")
 
 # --- the environment: the image's, a given UH, or ./.venv ------------------------------------------------
 cd "$REPO_DIR"  # repo-relative paths (expected_results/, ./data, ./results) resolve from here

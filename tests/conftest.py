@@ -8,6 +8,8 @@ import torch
 
 from uniform_herding.archive import RawData
 from uniform_herding.config import Config
+from uniform_herding.memory import Memory, make_memory
+from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
 
 
@@ -45,7 +47,7 @@ def uninitialised_memory_is_nan(monkeypatch):
 def gpu_like_fp16_conv(monkeypatch):
     """Under fp16 autocast on a CPU, convolutions computed as a GPU's are: fp16 operands, fp32 accumulation,
     fp16 result (and likewise in the backward, through the casts). This CPU has no fast fp16 convolution:
-    torch falls back to `_slow_conv2d`, 60-300 s per paper-size step, against ~5 s in fp32. Every other
+    torch falls back to `_slow_conv2d`, over ten times slower than fp32 (README, Testing). Every other
     op of the fp16 path, the scaler and the optimizer run unchanged."""
     original = torch.nn.Conv2d._conv_forward
 
@@ -57,3 +59,16 @@ def gpu_like_fp16_conv(monkeypatch):
         return out.half()
 
     monkeypatch.setattr(torch.nn.Conv2d, "_conv_forward", conv)
+
+
+def fresh_state(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Generator]]:
+    """A learner with an empty head, the run's memory policy and its two generators, as at start-up."""
+    torch.manual_seed(seed)
+    gens = [torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)]
+    return Learner(cfg.width, cfg.head, cfg.cos_scale), make_memory(cfg, gens[1]), gens
+
+
+@pytest.fixture
+def fresh():
+    """fresh_state, for tests that build checkpoints by hand."""
+    return fresh_state

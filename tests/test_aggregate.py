@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, RUNS
+from uniform_herding.config import CONFIG_VERSION, RUNS, resolve
 from uniform_herding.results import read_per_seed_csv, write_json_atomic
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
@@ -117,6 +117,7 @@ def test_uh_aggregate_from_a_results_dir(tmp_path: Path) -> None:
                 "run_id": "B3",
                 "seed": seed,
                 "profile": "smoke",
+                "config": resolve("B3", "smoke").to_dict(),
                 "R": [[acc]],
                 "metrics": {"acc": acc, "forgetting": 1.0, "bwt": -1.0},
             },

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from uniform_herding.check import (
     welch_interval,
 )
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.config import CONFIG_VERSION, resolve
 from uniform_herding.results import read_per_seed_csv, write_json_atomic
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
@@ -56,6 +58,7 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
                 "run_id": row.run_id,
                 "seed": int(row.seed),
                 "profile": profile,
+                "config": resolve(row.run_id, profile).to_dict(),
                 "R": [[row.acc]],
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
             },
@@ -223,13 +226,65 @@ def test_results_dir_writes_the_report_beside_the_results(tmp_path: Path, paper:
     assert report["profile"] == "paper" and len(report["metrics"]) == 36
 
 
+def test_check_reads_uh_results_dir_like_run_and_report(
+    tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14.6: `uh check` ignored UH_RESULTS_DIR, so ./reproduce.sh check read ./results."""
+    write_results(tmp_path / "elsewhere", paper, profile="paper")
+    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] / 2), profile="paper")  # old results
+    monkeypatch.chdir(tmp_path)
+    env = {"UH_RESULTS_DIR": str(tmp_path / "elsewhere")}
+    res = CliRunner().invoke(main, ["check", "--expected", str(EXPECTED)], env=env)
+    assert res.exit_code == 0 and f"--results-dir {tmp_path / 'elsewhere'}" in res.output, res.output
+    assert (tmp_path / "elsewhere" / "check_report.json").exists()
+    res = CliRunner().invoke(main, ["aggregate"], env=env)
+    assert res.exit_code == 0 and "44.00 +/- 0.51" in res.output, res.output
+    csv = tmp_path / "rerun.csv"
+    paper.to_csv(csv, index=False)  # --per-seed wins over the variable
+    res = CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)], env=env)
+    assert res.exit_code == 0, res.output
+
+
+def test_an_unwritable_report_is_one_line_and_exit_2(
+    tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14.9: a read-only or full results dir gave a 40-line traceback, and the check's exit code was lost."""
+    write_results(tmp_path / "results", paper, profile="paper")
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if ".check_report.json." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results"), "--expected", str(EXPECTED)])
+    errors = [e for e in res.output.splitlines() if e.startswith("Error")]
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.exit_code == 2 and len(errors) == 1 and "Read-only file system" in errors[0], res.output
+    assert "-> exit 0" in res.output and "--json-out" in errors[0]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["B0", "B1", "B2", "B3", "a1", "a2", "a3",
+                                                                          "a4", "s1", "s2", "s3", "s4"]
+
+
+def test_every_command_states_the_variables_it_reads() -> None:
+    for command, variables in [
+        ("run", ["UH_RESULTS_DIR", "UH_DATA_DIR", "UH_JOBS", "UH_CPU_THREADS", "UH_COMPILE"]),
+        ("check", ["UH_RESULTS_DIR"]),
+        ("aggregate", ["UH_RESULTS_DIR"]),
+        ("report", ["UH_RESULTS_DIR"]),
+    ]:
+        help_text = CliRunner().invoke(main, [command, "--help"]).output
+        assert all(v in help_text for v in variables), (command, help_text)
+
+
 def test_profile_smoke_uses_expected_results_smoke(
     tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "repo" / "expected_results"
     copy_expected_set(root, paper)
-    copy_expected_set(root / "smoke", paper.assign(acc=paper["acc"] - 20.0), gate=False, profile="smoke")
-    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] - 20.0), profile="smoke")
+    copy_expected_set(root / "smoke", paper.assign(acc=paper["acc"] / 2), gate=False, profile="smoke")
+    write_results(tmp_path / "results", paper.assign(acc=paper["acc"] / 2), profile="smoke")
     monkeypatch.chdir(tmp_path / "repo")
     res = CliRunner().invoke(
         main, ["check", "--results-dir", str(tmp_path / "results"), "--profile", "smoke"]

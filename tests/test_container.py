@@ -278,7 +278,7 @@ def reproduce(tmp_path):
     fake.chmod(0o755)
     log = tmp_path / "uh.log"
 
-    def run(*args: str, in_container: bool = False, **env: str):
+    def run(*args: str, in_container: bool = False, cwd: Path | None = None, **env: str):
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("UH", "FAKE_UH"))}
         if in_container:  # as in the image: no UH, `uh` found on PATH
             environ.update(UH_IN_CONTAINER="1", PATH=f"{tmp_path}{os.pathsep}{environ['PATH']}")
@@ -287,7 +287,7 @@ def reproduce(tmp_path):
         environ.update(FAKE_UH_LOG=str(log), **env)
         log.write_text("")
         result = subprocess.run(
-            [str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60
+            [str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60, cwd=cwd
         )
         return result, [json.loads(line) for line in log.read_text().splitlines()]
 
@@ -355,13 +355,27 @@ def test_a_failed_run_id_fails_the_script(reproduce):
     assert calls == [["run", "B1"]]
 
 
-def test_check_and_report_targets(reproduce):
-    result, calls = reproduce("check", "--results-dir", "R", "--profile", "smoke")
+def test_check_and_report_targets(reproduce, tmp_path):
+    result, calls = reproduce("check", "--results-dir", "R", "--profile", "smoke", cwd=tmp_path)
     assert result.returncode == 0
-    assert calls == [["check", "--results-dir", "R", "--profile", "smoke"]]
-    result, calls = reproduce("report", "--results-dir", "R")
+    assert calls == [["check", "--results-dir", str(tmp_path / "R"), "--profile", "smoke"]]
+    result, calls = reproduce("report", "--results-dir", "R", cwd=tmp_path)
     assert result.returncode == 0
-    assert calls == [["report", "--results-dir", "R"]]
+    assert calls == [["report", "--results-dir", str(tmp_path / "R")]]
+
+
+def test_relative_dirs_are_the_callers(reproduce, tmp_path):
+    """Issue 14.7: relative --results-dir and --data-dir (and UH_* dirs) resolved against the repo."""
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    result, calls = reproduce("B3", "--results-dir", "r", "--data-dir", "../d", cwd=caller)
+    assert result.returncode == 0, result.stderr
+    assert calls == [["run", "B3", "--data-dir", str(caller / "../d"), "--results-dir", str(caller / "r")]]
+    result, calls = reproduce("check", cwd=caller, UH_RESULTS_DIR="env-r", UH_DATA_DIR="env-d")
+    assert result.returncode == 0, result.stderr
+    assert calls == [["check", "--results-dir", str(caller / "env-r")]]
+    _, calls = reproduce("smoke", cwd=caller, UH_SMOKE_RESULTS_DIR="s")
+    assert calls[0][-2:] == ["--results-dir", str(caller / "s")]
 
 
 def test_doctor_target(reproduce):
@@ -381,8 +395,8 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
     ]
     _, calls = reproduce("smoke")
     assert calls[0] == ["run", "all", "--profile", "smoke", "--results-dir", str(ROOT / "results-smoke")]
-    _, calls = reproduce("smoke", "--results-dir", "elsewhere")
-    assert calls[0][-2:] == ["--results-dir", "elsewhere"]
+    _, calls = reproduce("smoke", "--results-dir", "elsewhere", cwd=tmp_path)
+    assert calls[0][-2:] == ["--results-dir", str(tmp_path / "elsewhere")]
 
 
 @pytest.mark.parametrize(

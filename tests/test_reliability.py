@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -26,12 +27,10 @@ import pytest
 import torch
 from click.testing import CliRunner, Result
 
-from uniform_herding import run
+from uniform_herding import durability, run
 from uniform_herding.archive import write_synthetic_archive
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, Config, resolve
-from uniform_herding.memory import Memory, make_memory
-from uniform_herding.model import Learner
+from uniform_herding.config import CONFIG_VERSION, resolve
 from uniform_herding.results import write_bytes_atomic
 
 SEED = 5
@@ -195,6 +194,47 @@ def test_sigint_before_any_task_writes_nothing(data, tmp_path, monkeypatch) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+SIGNAL_AT_IMPORT = """
+import builtins, os, signal, sys
+real, sent = builtins.__import__, []
+def at_import(name, *args, **kwargs):
+    if name.split(".")[0] == sys.argv[1] and not sent:
+        sent.append(os.kill(os.getpid(), getattr(signal, sys.argv[2])))
+    return real(name, *args, **kwargs)
+builtins.__import__ = at_import
+from uniform_herding.cli import main
+main(sys.argv[3:])
+"""
+
+
+@pytest.mark.parametrize("module, signame", [("pandas", "SIGINT"), ("torch", "SIGTERM"), ("lightning", "SIGINT")])
+def test_a_signal_during_start_up_exits_like_one_during_a_task(module, signame, data, tmp_path) -> None:
+    """Issue 14.8: Ctrl-C in the first seconds exited 1 ("Aborted!"), SIGTERM 143 with no message."""
+    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AT_IMPORT, module, signame, *args],
+                          env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    signum = getattr(signal, signame)
+    assert done.returncode == 128 + signum, (done.returncode, done.stderr[-2000:])
+    errors = [e for e in done.stderr.splitlines() if e.strip()]
+    assert errors == [f"Error: stopped by {signame}; run the same command again to resume"], done.stderr[-2000:]
+
+
+def test_a_finished_run_is_found_done_without_importing_torch(data, tmp_path) -> None:
+    """Issue 14.8: a run found done spent 7-9 s importing Lightning before saying so."""
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(finished()))
+    code = (
+        "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    print('exit', e.code, sorted({'torch', 'lightning'} & set(sys.modules)))"
+    )
+    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, *args], env=ENV, capture_output=True, text=True, timeout=300)
+    assert "done already" in done.stdout and done.stdout.splitlines()[-1] == "exit 0 []", done.stdout + done.stderr
+
+
 def test_a_full_disk_or_sigterm_costs_no_finished_task(reference, data, tmp_path, monkeypatch, one_thread) -> None:
     checkpoint = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     with monkeypatch.context() as m:  # the disk fills up while the checkpoint after task 2 is written
@@ -235,47 +275,21 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 # --- checkpoints -----------------------------------------------------------------------------------------
 
 
-def fresh(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Generator]]:
-    """A learner with an empty head, the run's memory policy and its two generators, as at start-up."""
-    torch.manual_seed(seed)
-    gens = [torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)]
-    return Learner(cfg.width, cfg.head, cfg.cos_scale), make_memory(cfg, gens[1]), gens
-
-
-@pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
-def test_a_checkpoint_restores_learner_memory_and_every_generator(run_id, tmp_path) -> None:
-    """Whatever Memory.state() holds (pools, iCaRL's ranked lists) comes back, on any policy."""
-    cfg = resolve(run_id, "smoke")
-    learner, memory, gens = fresh(cfg, 0)
-    learner.head.grow(2 * cfg.classes_per_task)
-    for t in range(2):  # two tasks' refreshes on 1-D features
-        new = {c: torch.arange(30 * c, 30 * c + 30) for c in range(2 * t, 2 * t + 2)}
-        memory.refresh(new, lambda items: items.double()[:, None] % 7)
-    torch.randn(3, generator=gens[0])
-    checkpoint = run.Checkpoint(tmp_path / "checkpoint.pt", cfg, SEED, "md5", torch.device("cpu"))
-    checkpoint.save(1, learner, memory, gens, {"rows": [[50.0], [40.0, 60.0]]})
-    rng = torch.get_rng_state()
-
-    learner2, memory2, gens2 = fresh(cfg, 1)
-    assert checkpoint.load(learner2, memory2, gens2) == {"rows": [[50.0], [40.0, 60.0]]}
-    torch.testing.assert_close(memory2.state(), memory.state(), rtol=0, atol=0)
-    torch.testing.assert_close(learner2.state_dict(), learner.state_dict(), rtol=0, atol=0)
-    assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(gens2, gens, strict=True))
-    assert torch.equal(torch.get_rng_state(), rng)
-
-
 @pytest.mark.parametrize(
     "fault, message",
-    [("truncated", "unreadable"), ("garbage", "unreadable"), ("another seed", "was written with another seed")],
+    [("truncated", "is damaged"), ("garbage", "is damaged"), ("another seed", "was written with another seed")],
 )
-def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, tmp_path) -> None:
+def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_path, one_thread) -> None:
     """Refuse, do not restart: the file may be the only copy of hours of work (--force starts over)."""
     path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     learner, memory, gens = fresh(CFG, 0)
     learner.head.grow(CFG.classes_per_task)
     md5 = run.load_data(CFG, data, None).md5
     seed = SEED + 1 if fault == "another seed" else SEED
-    run.Checkpoint(path, CFG, seed, md5, torch.device("cpu")).save(0, learner, memory, gens, {"rows": [[1.0]]})
+    with threads(1):
+        settings = run.numeric_settings(torch.device("cpu"))
+    checkpoint = durability.Checkpoint(path, CFG, seed, md5, torch.device("cpu"), settings)
+    checkpoint.save(0, learner, memory, gens, {"rows": [[1.0]]})
     if fault == "truncated":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif fault == "garbage":
@@ -286,6 +300,27 @@ def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, tmp_path) ->
     error = one_error_line(result)
     assert f"checkpoint {path} {message}" in error and "--force" in error, error
     assert path.read_bytes() == kept and not run.result_path(tmp_path, "B3", SEED).exists()
+
+
+def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data, fresh, tmp_path, monkeypatch) -> None:
+    """Issue 14.3: a 1-thread start resumed with UH_CPU_THREADS=2 gave a result matching neither run."""
+    path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
+    learner, memory, gens = fresh(CFG, 0)
+    learner.head.grow(CFG.classes_per_task)
+    md5 = run.load_data(CFG, data, None).md5
+    with threads(1):
+        settings = run.numeric_settings(torch.device("cpu"))
+    assert set(settings) == {"device", "cpu_threads", "precision", "compile"}
+    durability.Checkpoint(path, CFG, SEED, md5, torch.device("cpu"), settings).save(0, learner, memory, gens, {})
+    kept = path.read_bytes()
+    for env, hint in [("UH_CPU_THREADS", "UH_CPU_THREADS=1"), ("UH_COMPILE", "UH_COMPILE=0")]:
+        with monkeypatch.context() as m, threads(1):
+            m.setenv(env, "2" if env == "UH_CPU_THREADS" else "1")
+            result = smoke_run(data, tmp_path)
+        error = one_error_line(result)
+        assert result.exit_code == 1 and f"checkpoint {path} was written with" in error, error
+        assert f"to resume it, run with {hint}" in error and "--force to start this seed over" in error, error
+        assert path.read_bytes() == kept
 
 
 # --- bad input: one line, non-zero, nothing written --------------------------------------------------
@@ -306,6 +341,17 @@ def test_bad_arguments_exit_2(args, message, tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_a_bad_thread_count_is_one_line_naming_the_variable(value, data, tmp_path, monkeypatch) -> None:
+    """Issue 14.14: UH_CPU_THREADS=0, -1 or abc gave a traceback or a line that did not name it."""
+    monkeypatch.setenv("UH_CPU_THREADS", value)
+    with threads(1):
+        result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    assert result.exit_code == 1 and f"UH_CPU_THREADS={value!r} is not a thread count" in error, error
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("fault", ["truncated", "wrong checksum"])
 def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
     archive = write_synthetic_archive("cifar100", tmp_path / "archive", train_per_class=8, test_per_class=3)
@@ -315,6 +361,27 @@ def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
     result = smoke_run(tmp_path / "data", tmp_path / "results", "--archive", str(archive))
     assert result.exit_code == 1 and "it is corrupt, truncated or not CIFAR-100" in one_error_line(result)
     assert files(tmp_path) == before
+
+
+def test_the_smoke_archive_advice_regenerates_what_the_profile_needs(tmp_path) -> None:
+    """Issue 14.4: `uh data synth` as advised wrote the default 500x100 archive, which the smoke run took."""
+    data = tmp_path / "data"
+    archive = run.prepare_archive(CFG, data, None)[1]
+    made = archive.read_bytes()
+    archive.write_bytes(made[:-1] + bytes([made[-1] ^ 1]))  # damaged
+    result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    command = error[error.index("`uh data synth") + 1 : error.rindex("`")]
+    assert result.exit_code == 1 and "--train-per-class 150 --test-per-class 20" in command, error
+
+    assert CliRunner().invoke(main, ["data", "synth", "--out", str(archive.parent)]).exit_code == 0  # the default
+    result = smoke_run(data, tmp_path / "results")
+    error = one_error_line(result)
+    assert result.exit_code == 1 and "holds 500 training and 100 test images per class" in error, error
+    assert command in error and not (tmp_path / "results").exists()
+
+    assert CliRunner().invoke(main, command.split()[1:]).exit_code == 0  # the advice, followed
+    assert archive.read_bytes() == made
 
 
 def deny_writes(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
@@ -358,21 +425,24 @@ def test_a_results_dir_that_is_not_writable_is_refused(data, tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
-FINISHED = {"config_version": CONFIG_VERSION, "config": CFG.to_dict(), "seed": SEED}
+def finished(**changes: object) -> dict:
+    """A valid result.json of smoke B3, seed SEED (what `uh run` skips as done)."""
+    R = [[50.0] * (i + 1) + [None] * (CFG.n_tasks - i - 1) for i in range(CFG.n_tasks)]
+    return {
+        "config_version": CONFIG_VERSION, "run_id": "B3", "seed": SEED, "profile": "smoke",
+        "config": CFG.to_dict(), "R": R, "metrics": {"acc": 50.0, "forgetting": 0.0, "bwt": 0.0},
+    } | changes  # fmt: skip
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        (json.dumps(FINISHED | {"config_version": 0}), f"a result of config_version 0 (this code: {CONFIG_VERSION})"),
-        (
-            json.dumps(FINISHED | {"config": CFG.to_dict() | {"epochs": 1}}),
-            "a result of another config (differs in epochs)",
-        ),
-        ('{"config_version": 1, "R": [[', "is unreadable"),
+        (json.dumps(finished(config_version=0)), f"config_version 0, this code is {CONFIG_VERSION}"),
+        (json.dumps(finished(config=CFG.to_dict() | {"epochs": 1})), "config differs from B3's under profile smoke"),
+        (json.dumps({k: v for k, v in finished().items() if k != "metrics"}), "missing key(s) metrics"),
     ],
 )
-def test_a_result_of_another_config_is_refused_not_skipped(text, message, data, tmp_path) -> None:
+def test_a_stale_copy_of_the_run_is_refused_not_skipped(text, message, data, tmp_path) -> None:
     path = run.result_path(tmp_path, "B3", SEED)
     path.parent.mkdir(parents=True)
     path.write_text(text)
@@ -380,13 +450,112 @@ def test_a_result_of_another_config_is_refused_not_skipped(text, message, data, 
     result = smoke_run(data, tmp_path)
     assert result.exit_code == 1
     error = one_error_line(result)
-    assert message in error and "--force" in error, error
+    assert message in error and "stale copy of this run; rerun with --force" in error, error
     assert files(tmp_path) == before
+
+
+def test_an_unreadable_result_is_refused_without_advising_force(data, tmp_path) -> None:
+    path = run.result_path(tmp_path, "B3", SEED)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"config_version": 1, "R": [[')
+    result = smoke_run(data, tmp_path)
+    error = one_error_line(result)
+    assert result.exit_code == 1 and "is unreadable" in error and "--force" not in error, error
 
 
 def test_a_finished_result_is_skipped(data, tmp_path) -> None:
     path = run.result_path(tmp_path, "B3", SEED)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(FINISHED))
+    path.write_text(json.dumps(finished()))
     result = smoke_run(data, tmp_path)
     assert result.exit_code == 0 and "done already" in result.output
+
+
+def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_redone(
+    data, tmp_path, monkeypatch
+) -> None:
+    """Issue 14.5: a process past the "done?" check took the lock after another finished, and retrained."""
+    out = run.result_path(tmp_path, "B3", SEED)
+    real_lock = run.run_lock
+
+    @contextmanager
+    def lock_after_another_finished(path: Path) -> Iterator[None]:
+        with real_lock(path):
+            out.write_text(json.dumps(finished()))  # the other process's result, written just before
+            yield
+
+    monkeypatch.setattr(run, "run_lock", lock_after_another_finished)
+    monkeypatch.setattr(run, "fit_task", lambda *args: pytest.fail("trained a finished run again"))
+    result = smoke_run(data, tmp_path)
+    assert result.exit_code == 0 and "done already" in result.output, result.output
+    assert json.loads(out.read_text()) == finished()
+
+
+# --- a results dir holds one profile -------------------------------------------------------------------
+
+
+def paper_result(run_id: str, seed: int) -> dict:
+    return finished(run_id=run_id, seed=seed, profile="paper", config=resolve(run_id).to_dict())
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["recorded", "old dir without profile.json"])
+@pytest.mark.parametrize("run_id", ["B3", "a1"])
+def test_a_results_dir_of_another_profile_is_refused_even_with_force(run_id, marked, data, tmp_path) -> None:
+    """Issue 14.1: --force once replaced a paper result with a smoke one; other run IDs went in unnoticed."""
+    path = run.result_path(tmp_path, "B3", 1993)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(paper_result("B3", 1993)))
+    if marked:
+        (tmp_path / "profile.json").write_text('{"profile": "paper"}')
+    before = files(tmp_path)
+    for extra in ([], ["--force"]):
+        result = uh_run(run_id, "--seed", "1993", "--profile", "smoke", "--data-dir", str(data),
+                        "--results-dir", str(tmp_path), *extra)  # fmt: skip
+        error = one_error_line(result)
+        assert result.exit_code == 1 and "profile 'paper'" in error and "not 'smoke'" in error, error
+        assert "choose another --results-dir" in error and "--force" not in error, error
+        assert files(tmp_path) == before
+
+
+def test_the_first_run_records_the_profile(data, tmp_path) -> None:
+    from uniform_herding.results import claim_dir, dir_profile
+
+    claim_dir(tmp_path / "results", "smoke")
+    assert dir_profile(tmp_path / "results") == "smoke"
+    claim_dir(tmp_path / "results", "smoke")  # the same profile again: fine
+    with pytest.raises(ValueError, match="holds results of profile 'smoke'"):
+        claim_dir(tmp_path / "results", "paper")
+
+
+# --- the fault table and what the docs promise -----------------------------------------------------------
+
+DOC = Path(__file__).parents[1] / "docs" / "reliability.md"
+
+
+def test_every_row_of_the_fault_table_names_a_test_that_exists() -> None:
+    """Issue 14, done when: the fault table lists each fault with the test that shows it."""
+    rows = [r for r in DOC.read_text().split("## Fault table")[1].split("\n\n")[2].splitlines() if r.startswith("|")]
+    assert len(rows) > 30
+    for row in rows[2:]:
+        cell = row.rstrip(" |").rsplit("|", 1)[1]
+        tokens = re.findall(r"`([^`]+)`", cell)  # test, ::test, tests/file.py, tests/file.py::test
+        assert tokens or cell.strip() == "same test", row
+        module = "test_reliability.py"
+        for token in tokens:
+            file, _, name = token.removeprefix("tests/").rpartition("::") if "::" in token else ("", "", token)
+            if token.startswith("tests/") and "::" not in token:
+                file, name = token.removeprefix("tests/"), ""
+            module = file or module
+            source = (Path(__file__).parent / module).read_text()
+            assert not name or f"def {name}(" in source, (module, name)
+
+
+def test_uh_cpu_threads_not_omp_num_threads_fixes_the_count() -> None:
+    """Issue 14.15: the docs said OMP_NUM_THREADS pins the count; UH_CPU_THREADS (default 1) overrides it."""
+    code = "import torch, uniform_herding.run as r; r.default_device(); print(torch.get_num_threads())"
+    env = {**ENV, "OMP_NUM_THREADS": "2"}
+    env.pop("UH_CPU_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "1"
+    text = " ".join(DOC.read_text().split())
+    assert "which overrides `OMP_NUM_THREADS`" in text and "to pin it across machines" not in text

@@ -9,7 +9,9 @@ file fast. B2 is left out on purpose: it is the missing run whose gaps the tests
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
 import re
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from uniform_herding import metrics as metric
 from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, RUNS
+from uniform_herding.config import CONFIG_VERSION, RUNS, resolve
 from uniform_herding.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
 from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
@@ -41,6 +43,7 @@ def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | No
     metrics = metrics or {"acc": metric.acc(R), "forgetting": metric.forgetting(R), "bwt": metric.bwt(R)}
     return {
         "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
+        "config": resolve(run_id, profile).to_dict(),
         "R": metric.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }
@@ -236,3 +239,31 @@ def test_training_loss_figure_draws_the_runs_that_record_it(smoke: Path) -> None
     assert len(line.get_xdata()) == cfg.n_tasks * cfg.epochs
     assert legend_texts(fig) == ["B3 Uniform Herding"]
     assert (smoke / "report" / "figures" / "fig_training_loss.png").exists()
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_full_disk_leaves_no_partial_report(existed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14.9: a full disk gave a 50-line traceback and left a partial report/."""
+    results = tmp_path / "results"
+    for run_id, seed in [("B3", 1993), ("a1", 1993)]:
+        write(results, fake_result(run_id, seed, "smoke", 5))
+    out = results / "report"
+    if existed:
+        out.mkdir()
+        (out / "summary.md").write_text("the old report")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real, calls = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 9:  # a few tables written, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(results)])
+    errors = [e for e in res.output.splitlines() if e.startswith("Error")]
+    assert res.exit_code == 1 and len(errors) == 1 and "No space left on device" in errors[0], res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert out.exists() == existed and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in results.iterdir()) == ["B3", "a1", *(["report"] if existed else [])]

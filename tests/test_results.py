@@ -9,15 +9,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from uniform_herding.config import CONFIG_VERSION
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
 from uniform_herding.results import (
     PER_SEED_COLUMNS,
     ResultError,
+    is_finished,
     load_result,
     load_results,
     per_seed_table,
     read_per_seed_csv,
     results_profile,
+    write_bytes_atomic,
     write_json_atomic,
     write_per_seed_csv,
     write_text_atomic,
@@ -33,6 +35,7 @@ def result(run_id: str = "B3", seed: int = 1993, profile: str = "smoke", **chang
         "run_id": run_id,
         "seed": seed,
         "profile": profile,
+        "config": resolve(run_id, profile).to_dict() if run_id in RUNS and profile in PROFILES else {},
         "R": [[50.0, None], [40.0, 60.0]],
         "metrics": {"acc": 50.0, "forgetting": 10.0, "bwt": -10.0},
     } | changes
@@ -96,6 +99,10 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
         (result(run_id="B9"), "unknown run ID 'B9'"),
         (result(profile="huge"), "unknown profile 'huge'"),
         (result(seed="1993"), "seed must be an integer"),
+        (result(seed=-1), "seed must be an integer >= 0"),
+        (result(config=resolve("B3", "paper").to_dict()), "config differs from B3's under profile smoke"),
+        ({k: v for k, v in result().items() if k != "config"}, "missing key(s) config"),
+        (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(R="none"), "R must be a list of rows"),
     ],
@@ -147,6 +154,17 @@ def test_per_seed_table_and_profile(tmp_path: Path) -> None:
         per_seed_table([*results, result("a1", profile="paper")])
 
 
+def test_a_mixed_results_dir_names_the_files_of_each_profile(tmp_path: Path) -> None:
+    """Issue 14.1: check, report and aggregate named no file; they share load_results."""
+    write_result(tmp_path, result("B3", 1993, profile="paper"))
+    write_result(tmp_path, result("a1", 42, profile="smoke"))
+    with pytest.raises(ResultError, match=r"mixes profiles \(paper: B3/seed-1993/result.json; smoke: a1/seed-42"):
+        load_results(tmp_path)
+    (tmp_path / "profile.json").write_text('{"profile": "paper"}')
+    with pytest.raises(ResultError, match=r"belongs to profile 'paper' .* another profile: a1/seed-42/result.json"):
+        load_results(tmp_path)
+
+
 # --- per-seed CSV ------------------------------------------------------------------------------
 
 
@@ -168,6 +186,9 @@ def test_read_per_seed_csv_reads_the_papers_table() -> None:
         ("run_id,seed,acc,forgetting,bwt\nX1,1993,1,2,3\n", "unknown run ID(s) X1"),
         ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2,3\nB3,1993,1,2,3\n", "duplicate row for B3 seed 1993"),
         ("run_id,seed,acc,forgetting,bwt\n", "no rows"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,150,2,3\n", "acc 150.0 out of range 0..100 (line 2)"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,1993,50,-2,3\n", "forgetting -2.0 out of range 0..100"),
+        ("run_id,seed,acc,forgetting,bwt\nB3,-4,50,2,3\n", "seed -4 out of range 0..4294967295"),
         ("", "cannot read CSV"),
     ],
 )
@@ -184,3 +205,37 @@ def test_write_per_seed_csv_round_trips(tmp_path: Path) -> None:
     out = tmp_path / "out" / "per_seed.csv"
     write_per_seed_csv(out, table)
     pd.testing.assert_frame_equal(read_per_seed_csv(out), table)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"config": resolve("B3", "paper").to_dict()},  # another config
+        {"config": None},
+        {"metrics": None},
+        {"metrics": {"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}},
+        {"config_version": CONFIG_VERSION + 1},
+    ],
+)
+def test_run_check_report_and_aggregate_share_one_definition_of_a_valid_result(tmp_path: Path, changes) -> None:
+    """Issue 14.10: `uh run` skipped a result without metrics as done; `uh check` took another config's."""
+    body = result("B3", 1993) | changes
+    path = write_result(tmp_path, body)
+    with pytest.raises(ResultError, match="rerun with --force"):
+        is_finished(path, "B3", 1993, "smoke")
+    with pytest.raises(ResultError, match=str(path)):
+        load_results(tmp_path)
+    write_result(tmp_path, result("B3", 1993))
+    assert is_finished(path, "B3", 1993, "smoke") and len(load_results(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    """Issue 14.11: result, checkpoint and report files were 0600 whatever the umask."""
+    before = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "result.json", {"a": 1})
+        write_bytes_atomic(tmp_path / "profile.json", b"{}", replace=False)
+    finally:
+        os.umask(before)
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {oct(mode)}

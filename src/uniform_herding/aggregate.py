@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 import pandas as pd
+from click.core import ParameterSource
 
 from uniform_herding.config import RUNS, SEEDS, run_name
 from uniform_herding.results import (
@@ -99,12 +100,16 @@ def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--results-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="Directory holding <RUN>/seed-<SEED>/result.json [default: results].",
+        envvar="UH_RESULTS_DIR",
+        help="Directory holding <RUN>/seed-<SEED>/result.json [default: results]. Env: UH_RESULTS_DIR.",
     )(command)
 
 
 def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.DataFrame, str | None]:
     """The per-seed table and its profile (None for a CSV, which does not record one)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source("results_dir") == ParameterSource.ENVIRONMENT and per_seed:
+        results_dir = None  # an explicit --per-seed wins over UH_RESULTS_DIR
     if results_dir is not None and per_seed is not None:
         raise click.UsageError("give --results-dir or --per-seed, not both")
     try:

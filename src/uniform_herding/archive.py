@@ -119,16 +119,17 @@ class RawData:
 
 
 def locate_archive(
-    dataset: str, data_dir: Path, archive: Path | None = None, download: bool = True
+    dataset: str, data_dir: Path, archive: Path | None = None, download: bool = True, fix: str = ""
 ) -> tuple[Path, str]:
     """The verified archive and its md5: `archive` if named, else data_dir's copy, else a download.
 
     A named archive must carry the official md5 or the one in its `.md5` sidecar; the data dir's copy
-    must carry the official md5. A verified copy is never downloaded again.
+    must carry the official md5. A verified copy is never downloaded again. `fix`: what to advise for
+    a named archive that fails (the exact command that regenerates it, where one does).
     """
     spec = DATASETS[dataset]
     if archive is not None:
-        return archive, _verify_named(spec, archive)
+        return archive, _verify_named(spec, archive, fix)
     path = data_dir / spec.filename
     if not path.exists():
         if not download:
@@ -148,7 +149,7 @@ def _sidecar(archive: Path) -> Path:
     return archive.with_name(archive.name + ".md5")
 
 
-def _verify_named(spec: DatasetSpec, archive: Path) -> str:
+def _verify_named(spec: DatasetSpec, archive: Path, fix: str = "") -> str:
     """md5 of an explicitly named archive, which must be the official one or its sidecar's."""
     if not archive.is_file():
         raise DataError(f"archive {archive} not found; check the path")
@@ -159,7 +160,7 @@ def _verify_named(spec: DatasetSpec, archive: Path) -> str:
         raise DataError(
             f"{archive} has md5 {md5}, neither the official {spec.name} md5 {spec.md5} nor the one in "
             f"{sidecar.name} ({recorded or 'no sidecar'}): it is corrupt, truncated or not {spec.name}; "
-            "regenerate it with `uh data synth` or use the official archive"
+            f"{fix or 'regenerate it with `uh data synth` or use the official archive'}"
         )
     return md5
 

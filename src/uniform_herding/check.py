@@ -31,9 +31,15 @@ SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "CLAIM NOT SUPPORTED"
 EXIT_POLICY = (
     "Exit code: 0 when no metric is NOT REPRODUCED (WITHIN NOISE passes) and, where the expected "
     "set's tolerances.toml says [claims] gate_exit_code = true (paper: yes, smoke: no), no claim is "
-    "CLAIM NOT SUPPORTED; 1 otherwise; 2 for unusable or mismatched inputs. Claims NOT CHECKED "
-    "(runs missing) never fail and never pass."
+    "CLAIM NOT SUPPORTED; 1 otherwise; 2 for unusable or mismatched inputs, or a JSON report that "
+    "cannot be written (read-only or full disk). Claims NOT CHECKED (runs missing) never fail and never pass."
 )
+
+
+class UnwritableReport(click.ClickException):
+    """The JSON report cannot be written: exit 2, as the check did not complete (EXIT_POLICY)."""
+
+    exit_code = 2
 
 
 class ExpectedError(ValueError):
@@ -405,6 +411,12 @@ def check_command(
         "counts": counts | n_claims,
         "exit_code": code,
     }
-    write_json_atomic(json_out, report)
+    try:
+        write_json_atomic(json_out, report)
+    except OSError as e:
+        raise UnwritableReport(
+            f"cannot write {json_out} ({e.strerror or e}); the verdicts above stand (exit {code}) but are not "
+            "saved; pass a writable --json-out"
+        ) from None
     click.echo(f"wrote {json_out}")
     click.get_current_context().exit(code)

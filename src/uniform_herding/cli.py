@@ -1,21 +1,44 @@
-"""The `uh` command: run IDs, data, quotas, aggregation, checking and reporting."""
+"""The `uh` command: run IDs, data, quotas, aggregation, checking and reporting.
+
+Only click and the config load with this module: the commands of other modules (aggregate, check,
+report, data) are imported when named, so that `uh run` installs its signal handlers within a
+fraction of a second and decides "done already" without pandas' plotting stack or torch.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
 import click
 
-from uniform_herding.aggregate import aggregate_command
-from uniform_herding.archive import data_cmd
-from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
-from uniform_herding.doctor import doctor_command
-from uniform_herding.report import report_command
+
+# Commands contributed by other modules, imported on first use: name -> "module:attribute".
+LAZY_COMMANDS = {
+    "aggregate": "uniform_herding.aggregate:aggregate_command",
+    "check": "uniform_herding.check:check_command",
+    "data": "uniform_herding.archive:data_cmd",
+    "doctor": "uniform_herding.doctor:doctor_command",
+    "report": "uniform_herding.report:report_command",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose LAZY_COMMANDS are imported when they are named (or listed by --help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS:
+            module, attribute = LAZY_COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Reproduce 'Uniform Herding: Exemplar Replay with Representation Refresh'."""
 
@@ -44,7 +67,9 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
     click.echo(f"{budget:<6} " + " ".join(f"{c:<8}" for c in cells))
 
 
-@main.command("run")
+@main.command("run", epilog="Environment: UH_RESULTS_DIR, UH_DATA_DIR, UH_JOBS (as the options above); "
+              "UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
+              "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")
 @click.argument("run_ids", nargs=-1, required=True)
 @click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
               help="Seed, 0..2^32-1 (repeatable). Default: 1993 2023 42.")
@@ -68,19 +93,51 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
-    (docs/reliability.md).
+    (docs/reliability.md), from the first moment on.
     """
-    from uniform_herding.archive import DataError
-    from uniform_herding.run import Interrupted, RunError, prepare_archive, run_seed, stop_on_signals
+    from uniform_herding.durability import Interrupted, stop_on_signals
+
+    with stop_on_signals():
+        try:
+            run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, jobs)
+        except Interrupted as e:
+            click.echo(f"Error: {e}", err=True)
+            click.get_current_context().exit(128 + e.signum)
+
+
+def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
+              results_dir: Path, archive: Path | None, force: bool, precision: str | None, jobs: int) -> None:
+    """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported."""
+    from uniform_herding.durability import Interrupted, RunError
+    from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
 
     ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
     try:
         configs = [resolve(run_id, profile) for run_id in ids]
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
-    pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS]
+    pairs = []
+    try:
+        check_dir_profile(results_dir, profile)  # a results dir holds one profile
+        for run_id, seed in ((run_id, seed) for run_id in ids for seed in seeds or SEEDS):
+            out = result_path(results_dir, run_id, seed)
+            try:
+                if not force and is_finished(out, run_id, seed, profile):
+                    click.echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+                    continue
+            except StaleResult:
+                if not force:
+                    raise
+            pairs.append((run_id, seed))
+    except ResultError as e:
+        raise click.ClickException(str(e)) from None
+    if not pairs:
+        return
+    from uniform_herding.archive import DataError
+
     if jobs > 1 and len(pairs) > 1:
         from uniform_herding import jobs as parallel
+        from uniform_herding.run import prepare_archive
 
         try:
             prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per child
@@ -91,21 +148,14 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
         options += ["--precision", precision] if precision else []
         commands = [parallel.child_command(run_id, seed, options) for run_id, seed in pairs]
         click.get_current_context().exit(parallel.run_all(commands, jobs, click.echo))
+    from uniform_herding.run import run_seed
+
     progress = profile == "paper" and sys.stderr.isatty()
-    with stop_on_signals():
-        for run_id, seed in pairs:
-            try:
-                run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo, precision)
-            except (DataError, RunError, ValueError) as e:
-                raise click.ClickException(f"{run_id} seed {seed}: {e}") from None
-            except Interrupted as e:
-                click.echo(f"Error: {run_id} seed {seed} {e}", err=True)
-                click.get_current_context().exit(128 + e.signum)
-
-
-# --- commands contributed by other modules (one line each) ---------------------------------------
-main.add_command(aggregate_command)
-main.add_command(check_command)
-main.add_command(data_cmd)
-main.add_command(doctor_command)
-main.add_command(report_command)
+    for run_id, seed in pairs:
+        try:
+            run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo,
+                     precision)
+        except (DataError, RunError, ValueError) as e:
+            raise click.ClickException(f"{run_id} seed {seed}: {e}") from None
+        except Interrupted as e:
+            raise Interrupted(e.signum, e.detail, where=f"{run_id} seed {seed}") from None

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import os
 import re
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -431,21 +434,35 @@ def published_values(runs: Runs, wanted: bool | None, echo: Callable[[str], None
 
 def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
                  echo: Callable[[str], None] = print) -> list[Path]:
-    """Every table, figure and the summary under `out`; returns the files written."""
+    """Every table, figure and the summary under `out`; returns the files written.
+
+    All of it is written into a staging folder beside `out` first and moved in only when complete,
+    so a full or read-only disk leaves `out` as it was (or absent), never a partial report. Files
+    are moved one by one, not `out` swapped whole: `out` may be a folder with other files (paper/).
+    """
     runs = load_runs(results_dir)
     runs = dataclasses.replace(runs, paper=published_values(runs, overlay, echo))
     tables = [build(runs) for build in TABLES]
-    written = []
-    for table in tables:
-        for ext, text in (("tex", table.latex()), ("md", table.markdown())):
-            written.append(out / "tables" / f"{table.stem}.{ext}")
-            write_text_atomic(written[-1], text)
-    for spec in FIGURES:
-        written += save(spec, runs, out / "figures")
-    blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
-    for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
-        written.append(out / name)
-        write_text_atomic(written[-1], text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        staged = []
+        for table in tables:
+            for ext, text in (("tex", table.latex()), ("md", table.markdown())):
+                staged.append(staging / "tables" / f"{table.stem}.{ext}")
+                write_text_atomic(staged[-1], text)
+        for spec in FIGURES:
+            staged += save(spec, runs, staging / "figures")
+        blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
+        for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
+            staged.append(staging / name)
+            write_text_atomic(staged[-1], text)
+        written = [out / path.relative_to(staging) for path in staged]
+        for path, target in zip(staged, written, strict=True):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     missing = [r for r in RUNS if r not in runs.R]
     echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
     return written
@@ -465,5 +482,9 @@ def report_command(results_dir: Path, out: Path | None, paper_values: bool | Non
         written = write_report(results_dir, out, paper_values, click.echo)
     except ResultError as e:
         raise InputError(str(e)) from None
+    except OSError as e:
+        raise click.ClickException(
+            f"cannot write {e.filename or out} ({e.strerror or e}); {out} is as it was; choose a writable --out"
+        ) from None
     click.echo(f"wrote {len(written)} files under {out} (open {out / 'summary.html'})")
 

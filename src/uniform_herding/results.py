@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
 
 METRICS: tuple[str, ...] = ("acc", "forgetting", "bwt")
+# Percent: an accuracy is in [0, 100], so forgetting (max minus last) in [0, 100] and BWT in [-100, 100].
+RANGES: dict[str, tuple[float, float]] = {"acc": (0.0, 100.0), "forgetting": (0.0, 100.0), "bwt": (-100.0, 100.0)}
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 
 
@@ -26,21 +28,39 @@ class ResultError(ValueError):
     """A result file or per-seed table that cannot be used; the message names the file."""
 
 
-def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+class StaleResult(ResultError):
+    """A result of this very run (run ID, seed, profile) that is no longer valid: --force may replace it."""
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it: set it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> None:
     """Write `data` so that `path` holds either its old content or all of the new one, never part.
 
     The temp file is unique per process and fsynced before the rename, and the folder after it, so
     a kill, a crash or a full disk (ENOSPC at write or fsync) leaves the old file and no temp file.
+    With replace=False an existing `path` is kept and FileExistsError raised (a hard link, not a rename).
+    The file gets the mode a plain open() would give it (0666 less the umask), not mkstemp's 0600.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~current_umask())  # mkstemp makes 0600; others may need to read
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            Path(tmp).unlink()
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -51,41 +71,52 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> None:
         os.close(folder)
 
 
-def write_text_atomic(path: Path | str, text: str) -> None:
+def write_text_atomic(path: Path | str, text: str, replace: bool = True) -> None:
     """Atomic, durable write of UTF-8 text (see write_bytes_atomic)."""
-    write_bytes_atomic(path, text.encode("utf-8"))
+    write_bytes_atomic(path, text.encode("utf-8"), replace)
 
 
-def write_json_atomic(path: Path | str, obj: Any) -> None:
+def write_json_atomic(path: Path | str, obj: Any, replace: bool = True) -> None:
     """Serialise first, then write atomically: an unserialisable object leaves `path` untouched."""
-    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False) + "\n")
+    write_text_atomic(path, json.dumps(obj, indent=2, allow_nan=False) + "\n", replace)
 
 
 def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def load_result(path: Path | str) -> dict[str, Any]:
-    """Read one result.json and check the keys that aggregation and the check rely on."""
-    path = Path(path)
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultError(f"{path}: cannot read JSON ({e})") from None
+def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
+    return results_dir / run_id / f"seed-{seed}" / "result.json"
+
+
+def validate_result(result: Any, path: Path) -> dict[str, Any]:
+    """The one definition of a valid result, shared by run (is it done?), aggregate, check and report.
+
+    A valid result names a known run ID, seed and profile, was written by this config version with
+    exactly the config that run ID has under that profile, and holds finite metrics in range and R.
+    """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
-    missing = [k for k in ("run_id", "seed", "profile", "config_version", "metrics", "R") if k not in result]
+    missing = [k for k in ("run_id", "seed", "profile", "config_version", "config", "metrics", "R") if k not in result]
     if missing:
         raise ResultError(f"{path}: missing key(s) {', '.join(missing)}")
     if result["run_id"] not in RUNS:
         raise ResultError(f"{path}: unknown run ID {result['run_id']!r}; known: {', '.join(RUNS)}")
-    if not isinstance(result["seed"], int) or isinstance(result["seed"], bool):
-        raise ResultError(f"{path}: seed must be an integer, got {result['seed']!r}")
+    if not isinstance(result["seed"], int) or isinstance(result["seed"], bool) or result["seed"] < 0:
+        raise ResultError(f"{path}: seed must be an integer >= 0, got {result['seed']!r}")
     if result["profile"] not in PROFILES:
         raise ResultError(f"{path}: unknown profile {result['profile']!r}; known: {', '.join(PROFILES)}")
     if result["config_version"] != CONFIG_VERSION:
         raise ResultError(
             f"{path}: config_version {result['config_version']!r}, this code is {CONFIG_VERSION}; re-run it"
+        )
+    expected = resolve(result["run_id"], result["profile"]).to_dict()
+    config = result["config"]
+    if not isinstance(config, dict) or config != expected:
+        differs = sorted(k for k in expected if not isinstance(config, dict) or config.get(k) != expected[k])
+        raise ResultError(
+            f"{path}: config differs from {result['run_id']}'s under profile {result['profile']} "
+            f"(in {', '.join(differs) or 'extra keys'}); re-run it"
         )
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
@@ -96,16 +127,145 @@ def load_result(path: Path | str) -> dict[str, Any]:
     bad = [m for m in METRICS if not _is_number(metrics[m])]
     if bad:
         raise ResultError(f"{path}: metric(s) {', '.join(bad)} not a finite number")
+    out_of_range = [f"{m} {metrics[m]}" for m in METRICS if not RANGES[m][0] <= metrics[m] <= RANGES[m][1]]
+    if out_of_range:
+        raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
     if not isinstance(result["R"], list) or not all(isinstance(row, list) for row in result["R"]):
         raise ResultError(f"{path}: R must be a list of rows")
     return result
 
 
+def load_result(path: Path | str) -> dict[str, Any]:
+    """Read one result.json and validate it (validate_result)."""
+    path = Path(path)
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultError(f"{path}: cannot read JSON ({e})") from None
+    return validate_result(result, path)
+
+
+def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
+    """Whether `out` holds the valid result of this run ID, seed and profile (`uh run` skips it).
+
+    Anything else at that path is refused, never skipped and never silently replaced: --force is
+    offered only for a stale copy of this very run (same run ID, seed and profile; old config,
+    damaged metrics).
+    """
+    if not out.exists():
+        return False
+    try:
+        found = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultError(f"{out} is unreadable ({type(e).__name__}); move it away and run again") from None
+    same_run = isinstance(found, dict) and (found.get("run_id"), found.get("seed"), found.get("profile")) == (
+        run_id, seed, profile,
+    )  # fmt: skip
+    if not same_run:
+        names = ("run_id", "seed", "profile")
+        holds = ", ".join(f"{k} {found.get(k)!r}" for k in names) if isinstance(found, dict) else "no object"
+        raise ResultError(
+            f"{out} holds a result of another run ({holds}), not {run_id} seed {seed} of profile "
+            f"{profile}; move it away, or choose another --results-dir"
+        )
+    try:
+        validate_result(found, out)
+    except ResultError as e:
+        raise StaleResult(f"{e}: a stale copy of this run; rerun with --force to replace it") from None
+    return True
+
+
+# --- a results dir belongs to one profile ------------------------------------------------------
+
+PROFILE_FILE = "profile.json"
+
+
+def dir_profile(results_dir: Path) -> str | None:
+    """The profile recorded in `results_dir/profile.json`; None when there is none (a new or old dir)."""
+    marker = results_dir / PROFILE_FILE
+    try:
+        profile = json.loads(marker.read_text(encoding="utf-8"))["profile"]
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ResultError(f"{marker}: cannot read the results dir's profile ({type(e).__name__}); restore it") from None
+    if profile not in PROFILES:
+        raise ResultError(f"{marker}: unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    return profile
+
+
+def _profiles_found(results_dir: Path) -> dict[str, list[Path]]:
+    """result.json files under `results_dir` by the profile they name (unreadable ones left out)."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(results_dir.glob("*/seed-*/result.json")):
+        try:
+            profile = json.loads(path.read_text(encoding="utf-8"))["profile"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            continue
+        found.setdefault(str(profile), []).append(path)
+    return found
+
+
+def _names(results_dir: Path, paths: list[Path], most: int = 4) -> str:
+    shown = ", ".join(str(p.relative_to(results_dir)) for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+def _mismatch(results_dir: Path, found: str, profile: str, where: str) -> ResultError:
+    return ResultError(
+        f"{results_dir} holds results of profile {found!r} ({where}), not {profile!r}: a results dir "
+        f"holds one profile; choose another --results-dir for profile {profile!r}"
+    )
+
+
+def check_dir_profile(results_dir: Path, profile: str) -> bool:
+    """Refuse a results dir of another profile, before anything is written; True if it is recorded."""
+    found = dir_profile(results_dir)
+    if found is None:
+        others = {p: paths for p, paths in _profiles_found(results_dir).items() if p != profile}
+        if others:
+            p, paths = next(iter(others.items()))
+            raise _mismatch(results_dir, p, profile, _names(results_dir, paths))
+        return False
+    if found != profile:
+        raise _mismatch(results_dir, found, profile, f"recorded in {results_dir / PROFILE_FILE}")
+    return True
+
+
+def claim_dir(results_dir: Path, profile: str) -> None:
+    """Record `profile` as the results dir's (first run), or refuse a dir of another profile.
+
+    The marker is created exclusively, so of two first runs with different profiles one is refused.
+    """
+    if check_dir_profile(results_dir, profile):
+        return
+    try:
+        write_json_atomic(results_dir / PROFILE_FILE, {"profile": profile}, replace=False)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise ResultError(f"cannot write to {results_dir} ({e.strerror}); choose a writable --results-dir") from None
+    check_dir_profile(results_dir, profile)
+
+
 def load_results(results_dir: Path | str) -> list[dict[str, Any]]:
-    """Every `<RUN>/seed-<SEED>/result.json` under `results_dir`, checked against its location."""
+    """Every `<RUN>/seed-<SEED>/result.json` under `results_dir`, all of one profile, each validated."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
         raise ResultError(f"{results_dir}: no such results directory")
+    recorded = dir_profile(results_dir)
+    by_profile = _profiles_found(results_dir)
+    if recorded is not None and set(by_profile) - {recorded}:
+        foreign = [p for name, paths in by_profile.items() if name != recorded for p in paths]
+        raise ResultError(
+            f"{results_dir} belongs to profile {recorded!r} ({PROFILE_FILE}) but holds results of another "
+            f"profile: {_names(results_dir, foreign)}; move them to a results dir of their own"
+        )
+    if len(by_profile) > 1:
+        listed = "; ".join(f"{p}: {_names(results_dir, paths)}" for p, paths in sorted(by_profile.items()))
+        raise ResultError(
+            f"{results_dir} mixes profiles ({listed}); move one profile's results to another results dir"
+        )
     results = []
     for path in sorted(results_dir.glob("*/seed-*/result.json")):
         result = load_result(path)
@@ -158,6 +318,12 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
     if not (df["seed"] == df["seed"].round()).all():
         raise ResultError(f"{path}: seeds must be integers")
     df["seed"] = df["seed"].astype(int)
+    for column, (low, high) in {"seed": (0, 2**32 - 1), **RANGES}.items():
+        bad = df.loc[~df[column].between(low, high), column]
+        if not bad.empty:
+            raise ResultError(
+                f"{path}: {column} {bad.iloc[0]} out of range {low:.10g}..{high:.10g} (line {bad.index[0] + 2})"
+            )
     duplicated = df[df.duplicated(["run_id", "seed"])]
     if not duplicated.empty:
         run_id, seed = duplicated.iloc[0][["run_id", "seed"]]

@@ -7,54 +7,36 @@ resumes from its last checkpoint by itself, and writes results/<RUN>/seed-<S>/re
 
 from __future__ import annotations
 
-import fcntl
-import io
-import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from uniform_herding import evaluate, metrics
-from uniform_herding.archive import DATASETS, RawData, locate_archive, read_archive, write_synthetic_archive
+from uniform_herding.archive import (
+    DATASETS,
+    DataError,
+    RawData,
+    locate_archive,
+    read_archive,
+    write_synthetic_archive,
+)
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
-from uniform_herding.memory import Memory, make_memory, quotas
+from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
+from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
-from uniform_herding.results import write_bytes_atomic, write_json_atomic
+from uniform_herding.results import StaleResult, check_dir_profile, claim_dir, is_finished, result_path
 from uniform_herding.stream import TaskStream
 from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze
 from uniform_herding.train import precision as train_precision
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or go on as asked (busy, foreign files, a failed write); says what to do."""
-
-
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT; a BaseException, so that no `except Exception` on the way swallows it."""
-
-    def __init__(self, signum: int, detail: str = "") -> None:
-        self.signum = signum
-        super().__init__(
-            f"stopped by {signal.Signals(signum).name}{f'; {detail}' if detail else ''}; "
-            "run the same command again to resume"
-        )
-
-
-START_OVER = "delete it or rerun with --force to start this seed over"
-
-
-def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
-    return results_dir / run_id / f"seed-{seed}" / "result.json"
 
 
 def default_device() -> torch.device:
@@ -65,83 +47,59 @@ def default_device() -> torch.device:
     """
     if torch.cuda.is_available():
         return torch.device("cuda")
-    torch.set_num_threads(int(os.environ.get("UH_CPU_THREADS", "1")))
+    torch.set_num_threads(cpu_threads())
     return torch.device("cpu")
+
+
+def cpu_threads() -> int:
+    """UH_CPU_THREADS (default 1), checked: a bad value fails before anything is read or written."""
+    value = os.environ.get("UH_CPU_THREADS", "1")
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"UH_CPU_THREADS={value!r} is not a thread count; set an integer >= 1 (default 1)")
+    return int(value)
+
+
+def synthetic_sizes(cfg: Config) -> tuple[int, int]:
+    """Training (probe and validation included) and test images per class of a synthetic profile's archive."""
+    return cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450), cfg.test_per_class or 100
 
 
 def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[str, Path]:
     """The run's dataset and verified archive (downloaded if need be); the smoke profile's synthetic
     archive is written on first use."""
+    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
+    fix = ""
     if cfg.dataset == "synthetic" and archive is None:
-        n_train = cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450)
-        n_test = cfg.test_per_class or 100
+        n_train, n_test = synthetic_sizes(cfg)
         folder = data_dir / f"synthetic-{n_train}x{n_test}"
         archive = folder / DATASETS["cifar100"].filename
+        fix = f"regenerate it with `{synth_command(cfg, folder)}`"
         if not archive.exists():
             write_synthetic_archive("cifar100", folder, train_per_class=n_train, test_per_class=n_test)
-    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
-    return dataset, locate_archive(dataset, data_dir, archive)[0]
+    return dataset, locate_archive(dataset, data_dir, archive, fix=fix)[0]
+
+
+def synth_command(cfg: Config, folder: Path) -> str:
+    """The command that writes exactly the synthetic archive `cfg` uses into `folder`."""
+    n_train, n_test = synthetic_sizes(cfg)
+    return f"uh data synth --out {folder} --train-per-class {n_train} --test-per-class {n_test}"
 
 
 def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
-    return read_archive(*prepare_archive(cfg, data_dir, archive))
-
-
-@contextmanager
-def run_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on one run and seed; the OS releases it when the holder exits, even on SIGKILL."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "w")  # noqa: SIM115 - held open for as long as the lock
-    except OSError as e:
-        raise RunError(f"cannot write to {path.parent} ({e.strerror}); choose a writable --results-dir") from None
-    with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunError(f"{path.parent} is busy: another process is running this run and seed") from None
-        yield
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise Interrupted at once, wherever the run is.
-
-    Safe at any point: every file the run writes is replaced atomically, so the last checkpoint
-    (and any result) survives and only the task in progress is lost.
-    """
-
-    def stop(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def is_done(out: Path, cfg: Config, seed: int) -> bool:
-    """Whether `out` holds this run's result; a result of another config version or config is refused."""
-    if not out.exists():
-        return False
-    try:
-        result = json.loads(out.read_text(encoding="utf-8"))
-        version, config, found_seed = result["config_version"], dict(result["config"]), result["seed"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunError(f"{out} is unreadable ({type(e).__name__}); move it away or rerun with --force") from None
-    expected = cfg.to_dict()
-    if version != CONFIG_VERSION:
-        differs = f"config_version {version!r} (this code: {CONFIG_VERSION})"
-    elif config != expected:
-        fields = sorted(k for k in expected.keys() | config.keys() if config.get(k) != expected.get(k))
-        differs = f"another config (differs in {', '.join(fields)})"
-    elif found_seed != seed:
-        differs = f"seed {found_seed!r}"
-    else:
-        return True
-    raise RunError(f"{out} holds a result of {differs}; move it away or rerun with --force to replace it")
+    """The run's archive, read; a synthetic profile checks that it got the sizes it needs."""
+    dataset, path = prepare_archive(cfg, data_dir, archive)
+    raw = read_archive(dataset, path)
+    if cfg.dataset == "synthetic":
+        need = synthetic_sizes(cfg)
+        got = np.bincount(raw.train_y).tolist(), np.bincount(raw.test_y).tolist()
+        if {*got[0]} != {need[0]} or {*got[1]} != {need[1]}:
+            holds = f"{min(got[0])}-{max(got[0])}" if min(got[0]) != max(got[0]) else f"{got[0][0]}"
+            tests = f"{min(got[1])}-{max(got[1])}" if min(got[1]) != max(got[1]) else f"{got[1][0]}"
+            raise DataError(
+                f"{path} holds {holds} training and {tests} test images per class, but the profile needs "
+                f"{need[0]} and {need[1]}; regenerate it with `{synth_command(cfg, path.parent)}`"
+            )
+    return raw
 
 
 def git_revision() -> str:
@@ -155,6 +113,19 @@ def git_revision() -> str:
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+def numeric_settings(device: torch.device, precision: str) -> dict:
+    """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
+
+    The thread count splits CPU reductions differently; precision and compile mode change rounding.
+    """
+    return {
+        "device": device.type,
+        "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "precision": precision,
+        "compile": compile_mode() or "off",
+    }
 
 
 def environment(device: torch.device, raw: RawData, precision: str) -> dict:
@@ -193,94 +164,14 @@ def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
     learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
 
 
-class Checkpoint:
-    """Everything needed to continue after task t exactly as an uninterrupted run would.
-
-    One file per run and seed, replaced atomically after every task: the learner (backbone, head),
-    the memory's whole state (Memory.state(): active sets, candidate pools, iCaRL's ranked lists),
-    every random generator the run draws from, and the record so far (R's rows, per-task sizes). No
-    optimizer state: every task starts a fresh SGD. A checkpoint of another config version, config,
-    seed, archive or device type is refused, never used.
-    """
-
-    def __init__(self, path: Path, cfg: Config, seed: int, data_md5: str, device: torch.device) -> None:
-        self.path, self.cfg, self.device = path, cfg, device
-        self.key = {
-            "config_version": CONFIG_VERSION,
-            "config": cfg.to_dict(),
-            "seed": seed,
-            "data_md5": data_md5,
-            "device": device.type,
-        }
-        self.task = -1  # the last task it holds
-
-    def kept(self) -> str:
-        """What survives an interruption or a failed write, for the error message (tasks from 1, as echoed)."""
-        if self.task < 0:
-            return "no task had finished"
-        return f"{self.path} holds tasks 1-{self.task + 1} of {self.cfg.n_tasks}"
-
-    @contextmanager
-    def writing(self, path: Path) -> Iterator[None]:
-        """A failed write (a full disk, say) becomes one line saying what is kept; the old file stays."""
-        try:
-            yield
-        except OSError as e:
-            raise RunError(
-                f"cannot write {path} ({e.strerror or e}); {self.kept()}; "
-                "make room and run the same command again to resume"
-            ) from None
-
-    def save(self, t: int, learner: Learner, memory: Memory, gens: list[torch.Generator], record: dict) -> None:
-        state = {
-            **self.key,
-            "task": t,
-            "learner": learner.state_dict(),
-            "memory": memory.state(),
-            "generators": [g.get_state() for g in gens],
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "record": record,
-        }
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        with self.writing(self.path):
-            write_bytes_atomic(self.path, buffer.getvalue())
-        self.task = t
-
-    def finish(self, out: Path, result: dict) -> None:
-        """Write the result, then drop the checkpoint: a kill in between leaves both, never neither."""
-        with self.writing(out):
-            write_json_atomic(out, result)
-        self.path.unlink(missing_ok=True)
-
-    def load(self, learner: Learner, memory: Memory, gens: list[torch.Generator]) -> dict | None:
-        """Restore state in place and return the record so far; None without a checkpoint."""
-        if not self.path.exists():
-            return None
-        try:
-            state = torch.load(self.path, map_location=self.device, weights_only=True)
-            key = {k: state[k] for k in self.key}
-        except Exception as e:  # a truncated or foreign file: zip, pickle, EOF or key errors
-            raise RunError(f"checkpoint {self.path} unreadable ({type(e).__name__}); {START_OVER}") from None
-        if key != self.key:
-            differs = ", ".join(k for k in key if key[k] != self.key[k])
-            raise RunError(f"checkpoint {self.path} was written with another {differs}; {START_OVER}")
-        try:
-            learner.head.grow(self.cfg.classes_per_task * (state["task"] + 1))
-            learner.load_state_dict(state["learner"])
-            memory.load_state(state["memory"])
-            for g, s in zip(gens, state["generators"], strict=True):
-                g.set_state(s.cpu())
-            torch.set_rng_state(state["torch_rng"].cpu())
-            if state["cuda_rng"]:
-                torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-        except (KeyError, RuntimeError, ValueError) as e:
-            raise RunError(
-                f"checkpoint {self.path} does not fit this code ({type(e).__name__}); {START_OVER}"
-            ) from None
-        self.task = state["task"]
-        return state["record"]
+def done_already(out: Path, run_id: str, seed: int, profile: str, force: bool) -> bool:
+    """Whether to skip the run: its valid result exists and --force is not given (results.is_finished)."""
+    try:
+        return is_finished(out, run_id, seed, profile) and not force
+    except StaleResult:
+        if force:  # --force replaces a stale copy of this run, nothing else
+            return False
+        raise
 
 
 def run_seed(
@@ -303,17 +194,23 @@ def run_seed(
     checkpoint: the last good checkpoint stays and no result is written.
     """
     cfg = resolve(run_id, profile)
-    compile_mode()  # a bad UH_COMPILE fails here, before anything is read or written
+    compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
     out = result_path(results_dir, run_id, seed)
-    if not force and is_done(out, cfg, seed):
+    check_dir_profile(results_dir, profile)
+    if done_already(out, run_id, seed, profile, force):
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
         return out
     device = default_device()
     precision = train_precision(device, precision)
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
-    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device)
+    settings = numeric_settings(device, precision)
+    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
+    claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
+        if done_already(out, run_id, seed, profile, force):  # another process finished it meanwhile
+            echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+            return out
         if force:
             checkpoint.path.unlink(missing_ok=True)
         L.seed_everything(seed, verbose=False)
