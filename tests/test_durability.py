@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 import torch
+from click.testing import CliRunner
 
 from uniform_herding import durability
 from uniform_herding.config import resolve
@@ -83,25 +88,17 @@ def test_a_checkpoint_that_no_longer_fits_the_code_is_refused(fresh, tmp_path) -
 
 def test_a_checkpoint_of_another_precision_is_refused_with_how_to_resume(tmp_path):
     """--precision 16-mixed after a 32-true start would mix rounding regimes in one result."""
-    from click.testing import CliRunner
-
     from uniform_herding.cli import main
 
     args = ["run", "B0", "--profile", "smoke", "--seed", "3", "--data-dir", str(tmp_path / "d"),
             "--results-dir", str(tmp_path / "r")]  # fmt: skip
     folder = tmp_path / "r" / "B0" / "seed-3"
-    import signal
-    import subprocess
-    import sys
-    import time
-
     child = subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], stdout=subprocess.PIPE, text=True)
     for line in child.stdout:  # stop once task 1 is checkpointed
         if "task 1/5" in line:
             child.send_signal(signal.SIGTERM)
             break
     child.wait(timeout=120)
-    time.sleep(0.1)
     assert (folder / "checkpoint.pt").exists()
     before = (folder / "checkpoint.pt").read_bytes()
     res = CliRunner().invoke(main, [*args, "--precision", "16-mixed"])
