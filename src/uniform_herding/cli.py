@@ -10,7 +10,7 @@ import click
 from uniform_herding.aggregate import aggregate_command
 from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
-from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
+from uniform_herding.config import PROFILES, RUN_GROUPS, RUNS, SEEDS, ConfigError, differences, expand_run_ids, resolve
 from uniform_herding.report import report_command
 
 
@@ -21,10 +21,15 @@ def main() -> None:
 
 @main.command("list")
 def list_runs() -> None:
-    """Print every run ID with what it changes."""
+    """Print every run ID with what it changes, then the groups `uh run` accepts."""
     for spec in RUNS.values():
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
+        if spec.beyond_paper:
+            vs_base = ", ".join(f"{k}={v}" for k, v in differences(spec.run_id, spec.base).items())
+            changes = f"vs {spec.base}: {vs_base}] [beyond the paper: no paper value"
         click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]")
+    for group, ids in RUN_GROUPS.items():
+        click.echo(f"group {group}: {' '.join(ids)}")
 
 
 @main.command("quotas")
@@ -60,7 +65,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
               "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, jobs: int) -> None:
-    """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
+    """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
+    IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`).
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
@@ -69,7 +75,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     from uniform_herding.archive import DataError
     from uniform_herding.run import Interrupted, RunError, prepare_archive, run_seed, stop_on_signals
 
-    ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
+    ids = expand_run_ids(run_ids)
     try:
         configs = [resolve(run_id, profile) for run_id in ids]
     except ConfigError as e:
