@@ -358,8 +358,10 @@ def refresh_isolation(runs: Runs) -> Figure:
         _per_task(ax, runs, REFRESH_RUNS, of)
         _title(ax, title, runs.missing(REFRESH_RUNS))
         ax.set_ylabel(label)
-        _legend_below(ax)
     panels[0].set_ylim(0, 100)
+    handles, labels = panels[0].get_legend_handles_labels()  # the same runs in both panels: one legend
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
     return fig
 
 
