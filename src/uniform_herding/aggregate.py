@@ -75,12 +75,13 @@ def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.Data
 
 def format_table(summary: pd.DataFrame, deltas: pd.DataFrame, profile: str = "paper") -> str:
     """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps."""
+    width = max([20, *(len(run_name(r, profile)) for r in summary.index)])  # r2's name is longer
     lines = [
-        f"{'run':3} {'name':20} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
+        f"{'run':3} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
     ]
     for run_id, row in summary.iterrows():
         cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
-        line = f"{run_id:3} {run_name(run_id, profile):20} {int(row['n']):>2}  "
+        line = f"{run_id:3} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
         if run_id[0] in "as":
             if run_id in deltas.index:
