@@ -24,10 +24,11 @@ def list_runs() -> None:
     """Print every run ID with what it changes, then the groups `uh run` accepts."""
     for spec in RUNS.values():
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
-        if spec.beyond_paper:
-            vs_base = ", ".join(f"{k}={v}" for k, v in differences(spec.run_id, spec.base).items())
-            changes = f"vs {spec.base}: {vs_base}] [beyond the paper: no paper value"
-        click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]")
+        mark = ""
+        if spec.beyond_paper:  # what it changes against the run it is compared with
+            changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in differences(spec.run_id, spec.base).items())
+            mark = "  [beyond the paper: no paper value]"
+        click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]{mark}")
     for group, ids in RUN_GROUPS.items():
         click.echo(f"group {group}: {' '.join(ids)}")
 
