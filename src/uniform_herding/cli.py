@@ -26,7 +26,8 @@ def list_runs() -> None:
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
         mark = ""
         if spec.beyond_paper:  # what it changes against the run it is compared with
-            changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in differences(spec.run_id, spec.base).items())
+            vs_base = differences(spec.run_id, spec.base)
+            changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in vs_base.items())
             mark = "  [beyond the paper: no paper value]"
         click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]{mark}")
     for group, ids in RUN_GROUPS.items():
