@@ -65,6 +65,10 @@ def test_uh_list_marks_the_runs_beyond_the_paper():
     assert "group refresh: B1 B3 r1 r2 r3" in out
 
 
+def test_the_long_cpu_profile_only_trains_longer():
+    assert {**PROFILES["cifar10-cpu"], "epochs": 12} == PROFILES["cifar10-cpu-long"]
+
+
 def test_the_paper_protocol_sizes():
     cfg = resolve("B3")
     sizes = (cfg.budget, cfg.retrieval, cfg.rho, cfg.n_tasks, cfg.classes_per_task, cfg.width)
