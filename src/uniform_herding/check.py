@@ -377,9 +377,10 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
 
 def format_claims(checks: list[ClaimCheck]) -> list[str]:
     lines = ["claims, from the re-run alone (paired by seed):"]
+    findings_header = "findings beyond the paper (no paper value; they never change the exit code):"
     for c in checks:
-        if c.finding and c.claim_id == next(x.claim_id for x in checks if x.finding):
-            lines.append("findings beyond the paper (no paper value; they never change the exit code):")
+        if c.finding and findings_header not in lines:
+            lines.append(findings_header)
         lines.append(f"{c.claim_id} {c.verdict}: {c.statement}")
         lines.extend(f"     {e}" for e in c.evidence)
     return lines
