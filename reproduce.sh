@@ -2,10 +2,13 @@
 # Reproduce "Uniform Herding" (class-incremental CIFAR-100, 12 run IDs x 3 seeds): the one entry point
 # for reviewers, on the host and as the Docker image's entrypoint. It only calls the `uh` command;
 # `./reproduce.sh --help` lists the targets. docs/reproducing.md has the hardware and time estimates.
+# The run ID lists mirror src/uniform_herding/config.py (tests/test_container.py checks that).
 set -euo pipefail
 
-readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)
-readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]}), all, smoke, doctor, check, report, test"
+readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)  # the paper's twelve (PAPER_RUNS): `all`
+readonly BEYOND_PAPER_IDS=(r1 r2 r3)                     # beyond the paper (BEYOND_PAPER)
+readonly REFRESH_IDS=(B1 B3 r1 r2 r3)                    # `refresh` (RUN_GROUPS["refresh"])
+readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]} ${BEYOND_PAPER_IDS[*]}), all, refresh, smoke, doctor, check, report, test"
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly REPO_DIR
 
@@ -17,11 +20,14 @@ Targets:
   doctor    the preflight, first on a new machine (minutes): versions against the paper's pins,
             the GPU, the archive, disk; a self-test of the fp16 GPU path against Lightning's stock
             path; a timed step and the estimated hours of every run ID (uh doctor)
-  RUN_ID    one run ID, every seed: ${RUN_IDS[*]}
-  all       every run ID in turn (finished runs are skipped; a failed run does not stop the
-            others and is reported at the end), then check and report
-  smoke     the kick-the-tires run: every run ID under the tiny synthetic 'smoke' profile (CPU,
-            minutes, no download) into a scratch results directory, then check and report
+  RUN_ID    one run ID, every seed: ${RUN_IDS[*]}; beyond the paper: ${BEYOND_PAPER_IDS[*]}
+  all       the paper's twelve run IDs in turn (finished runs are skipped; a failed run does not
+            stop the others and is reported at the end), then check and report
+  refresh   beyond the paper: the refresh-isolation study, ${REFRESH_IDS[*]} (r1-r3 and the
+            runs they are compared with), in turn as 'all' does, then check and report
+  smoke     the kick-the-tires run: the paper's twelve run IDs under the tiny synthetic 'smoke'
+            profile (CPU, minutes, no download) into a scratch results directory, then check and
+            report (r1-r3 too: ./reproduce.sh refresh --profile smoke --results-dir results-smoke)
   check     compare the results with expected_results/ (verdicts per run ID and claim)
   report    tables and figures from the results
   test      the project's test suite (python -m pytest -q)
@@ -47,6 +53,7 @@ Examples:
   ./reproduce.sh B3 --seeds "1993 2023"
   ./reproduce.sh all --jobs 3
   ./reproduce.sh all
+  ./reproduce.sh refresh
 EOF
 }
 
@@ -60,7 +67,7 @@ usage_error() {
 
 is_run_id() {
     local id
-    for id in "${RUN_IDS[@]}"; do
+    for id in "${RUN_IDS[@]}" "${BEYOND_PAPER_IDS[@]}"; do
         [[ "$1" == "$id" ]] && return 0
     done
     return 1
@@ -104,7 +111,7 @@ done
 
 [[ -n "$target" ]] || usage_error "no target given"
 case "$target" in
-    all | smoke | doctor | check | report | test) ;;
+    all | refresh | smoke | doctor | check | report | test) ;;
     *) is_run_id "$target" || usage_error "unknown target '$target'" ;;
 esac
 for seed in ${seeds[@]+"${seeds[@]}"}; do
@@ -179,33 +186,37 @@ check_and_report() {
     return "$rc"
 }
 
+# each given run ID in turn, then check and report; a failed run does not stop the others, a signal does.
+run_each() {
+    local id start status rc failed=()
+    for id in "$@"; do
+        start=$SECONDS
+        if run_uh run "$id" ${run_args[@]+"${run_args[@]}"}; then
+            log "$id done ($((SECONDS - start)) s)"
+        else
+            status=$?
+            if [[ $status -eq 130 || $status -eq 143 ]]; then  # SIGINT / SIGTERM: stop everything
+                log "$id interrupted (exit $status); its last finished task is kept, re-run to resume"
+                exit "$status"
+            fi
+            log "$id FAILED (exit $status after $((SECONDS - start)) s); going on with the others"
+            failed+=("$id")
+        fi
+    done
+    rc=0
+    check_and_report || rc=$?
+    if [[ ${#failed[@]} -gt 0 ]]; then
+        log "FAILED run IDs: ${failed[*]} (re-run one with: ./reproduce.sh ID)"
+        exit 1
+    fi
+    log "all $# run IDs done"
+    exit "$rc"
+}
+
 # --- targets -----------------------------------------------------------------------------------------
 case "$target" in
-    all)
-        failed=()
-        for id in "${RUN_IDS[@]}"; do
-            start=$SECONDS
-            if run_uh run "$id" ${run_args[@]+"${run_args[@]}"}; then
-                log "$id done ($((SECONDS - start)) s)"
-            else
-                status=$?
-                if [[ $status -eq 130 || $status -eq 143 ]]; then  # SIGINT / SIGTERM: stop everything
-                    log "$id interrupted (exit $status); its last finished task is kept, re-run to resume"
-                    exit "$status"
-                fi
-                log "$id FAILED (exit $status after $((SECONDS - start)) s); going on with the others"
-                failed+=("$id")
-            fi
-        done
-        rc=0
-        check_and_report || rc=$?
-        if [[ ${#failed[@]} -gt 0 ]]; then
-            log "FAILED run IDs: ${failed[*]} (re-run one with: ./reproduce.sh ID)"
-            exit 1
-        fi
-        log "all ${#RUN_IDS[@]} run IDs done"
-        exit "$rc"
-        ;;
+    all) run_each "${RUN_IDS[@]}" ;;
+    refresh) run_each "${REFRESH_IDS[@]}" ;;
     smoke)
         run_uh run all ${run_args[@]+"${run_args[@]}"}
         check_and_report

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from scipy import stats
 
 from uniform_herding.check import (
+    NO_PAPER_VALUE,
     ExpectedError,
     expected_dir_for,
     find_expected_root,
@@ -88,7 +89,8 @@ def test_the_papers_values_reproduce_every_metric_and_claim(tmp_path: Path, pape
     res, report = check(tmp_path, paper)
     assert res.exit_code == 0, res.output
     assert len(report["metrics"]) == 36 and set(verdicts(report).values()) == {"REPRODUCED"}
-    assert claims(report) == dict.fromkeys(["C1", "C2", "C3", "C4", "C5"], "SUPPORTED")
+    assert claims(report) == dict.fromkeys(["C1", "C2", "C3", "C4", "C5"], "SUPPORTED") | {
+        "C6": "NOT CHECKED (missing: r2, r1)", "C7": "NOT CHECKED (missing: r2)", "C8": "NOT CHECKED (missing: r3)"}
     assert "B3-a2 acc: 1993 +9.55, 2023 +11.38, 42 +10.45; mean +10.46" in res.output
     assert report["exit_code"] == 0
 
@@ -102,7 +104,7 @@ def test_a_shift_past_the_tolerance_is_not_reproduced(tmp_path: Path, paper: pd.
         line.startswith("B3  acc") and line.endswith("NOT REPRODUCED") for line in res.output.splitlines()
     )
     assert verdicts(report)[("B3", "forgetting")] == "REPRODUCED"
-    assert set(claims(report).values()) == {"SUPPORTED"}  # paired deltas are unchanged by a common shift
+    assert {claims(report)[c] for c in ("C1", "C2", "C3", "C4", "C5")} == {"SUPPORTED"}  # paired deltas unchanged
 
 
 def test_a_shift_inside_the_tolerance_is_reproduced(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -407,3 +409,61 @@ def test_run_ids_without_expected_values_are_reported_not_judged(tmp_path: Path,
     assert_refused(
         CliRunner().invoke(main, [*base, "--per-seed", str(csv)]), "no run ID of the re-run has expected"
     )
+
+
+# --- findings beyond the paper (C6-C8, run IDs r1-r3) ---------------------------------------------
+
+T_975_2DF = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2), checked below
+
+
+def with_refresh_runs(paper: pd.DataFrame, acc: dict[str, list[float]], forgetting: dict[str, list[float]]):
+    """The paper's table plus hand-made r1-r3 rows (seeds 1993, 2023, 42)."""
+    rows = [{"run_id": r, "seed": s, "acc": a, "forgetting": f, "bwt": -f}
+            for r in acc for s, a, f in zip((1993, 2023, 42), acc[r], forgetting[r], strict=True)]
+    return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_findings_print_paired_means_and_t_intervals_computed_by_hand(tmp_path: Path, paper: pd.DataFrame) -> None:
+    assert stats.t.ppf(0.975, 2) == pytest.approx(T_975_2DF)
+    # paper B3 acc by seed: 43.64, 44.72, 43.65; B1: 40.88, 43.82, 42.29
+    table = with_refresh_runs(
+        paper,
+        acc={"r1": [40.0, 41.0, 42.0], "r2": [41.0, 43.0, 45.0], "r3": [40.88, 43.82, 42.29]},
+        forgetting={"r1": [20.0, 20.0, 20.0], "r2": [19.0, 18.0, 20.5], "r3": [25.0, 25.0, 25.0]},
+    )
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 0, res.output  # the paper's claims hold; findings never gate
+    assert claims(report)["C6"] == "SUPPORTED" and claims(report)["C7"] == "SUPPORTED"
+    assert claims(report)["C8"] == "CLAIM NOT SUPPORTED"  # r3 = B1 on every seed: a tie is not "helps"
+    # C6: r2 - r1 acc = +1, +2, +3: mean 2, sample sd 1, half-width t * 1 / sqrt(3)
+    half = T_975_2DF / 3**0.5
+    assert (f"r2-r1 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00 (needs > 0); "
+            f"95% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df)") in res.output
+    # C6 forgetting: -1, -2, +0.5: mean -0.83, sd sqrt(((-1+5/6)^2 + (-2+5/6)^2 + (0.5+5/6)^2) / 2)
+    sd = float(np.std([-1.0, -2.0, 0.5], ddof=1))
+    lo, hi = -5 / 6 - T_975_2DF * sd / 3**0.5, -5 / 6 + T_975_2DF * sd / 3**0.5
+    assert ("r2-r1 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83 (needs < 0); "
+            f"95% t-interval [{lo:+.2f}, {hi:+.2f}]") in res.output
+    # C7: B3 - r2 acc = 2.64, 1.72, -1.35
+    assert "B3-r2 acc: 1993 +2.64, 2023 +1.72, 42 -1.35; mean +1.00 (needs > 0)" in res.output
+    assert "findings beyond the paper: 2 supported, 1 not supported, 0 not checked (never gate) -> exit 0" in res.output
+    assert [c["finding"] for c in report["claims"]] == [False] * 5 + [True] * 3
+
+
+def test_r_runs_get_no_reproduced_line_under_the_paper_profile(tmp_path: Path, paper: pd.DataFrame) -> None:
+    table = with_refresh_runs(paper[paper["run_id"] == "B1"], acc={"r3": [1.0, 2.0, 3.0]}, forgetting={"r3": [1, 1, 1]})
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 0, res.output
+    assert {v for (r, _), v in verdicts(report).items() if r == "r3"} == {NO_PAPER_VALUE}
+    assert NO_PAPER_VALUE == "NOT CHECKED (no paper value: beyond the paper)"
+    assert not any(line.startswith("r3") and "REPRODUCED" in line for line in res.output.splitlines())
+    # a re-run of r-runs alone is checked (findings), not refused for lacking paper values
+    res, report = check(tmp_path, table[table["run_id"] == "r3"])
+    assert res.exit_code == 0 and claims(report)["C8"] == "NOT CHECKED (missing: B1)"
+
+
+def test_findings_need_two_seeds_for_an_interval(tmp_path: Path, paper: pd.DataFrame) -> None:
+    table = with_refresh_runs(paper, acc={"r1": [40.0, 41.0, 42.0], "r2": [41.0, 43.0, 45.0]},
+                              forgetting={"r1": [20.0] * 3, "r2": [19.0] * 3})
+    res, _ = check(tmp_path, table[table["seed"] == 42])
+    assert "r2-r1 acc: 42 +3.00; mean +3.00 (needs > 0); 95% t-interval undefined (fewer than 2 seeds)" in res.output

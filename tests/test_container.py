@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from uniform_herding.config import RUNS
+from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, RUN_GROUPS, RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -251,9 +251,12 @@ def test_shellcheck_passes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_reproduce_sh_knows_the_run_ids_of_the_config():
-    match = re.search(r"^readonly RUN_IDS=\(([^)]*)\)", REPRODUCE.read_text(), re.MULTILINE)
-    assert match and match.group(1).split() == list(RUNS)
+@pytest.mark.parametrize(("name", "ids"), [("RUN_IDS", PAPER_RUNS), ("BEYOND_PAPER_IDS", BEYOND_PAPER),
+                                           ("REFRESH_IDS", RUN_GROUPS["refresh"])])
+def test_reproduce_sh_knows_the_run_ids_of_the_config(name, ids):
+    match = re.search(rf"^readonly {name}=\(([^)]*)\)", REPRODUCE.read_text(), re.MULTILINE)
+    assert match and match.group(1).split() == list(ids)
+    assert RUN_GROUPS["all"] == PAPER_RUNS and set(PAPER_RUNS) | set(BEYOND_PAPER) == set(RUNS)
 
 
 FAKE_UH = """\
@@ -297,7 +300,7 @@ def reproduce(tmp_path):
 def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
     result, calls = reproduce("all", FAKE_UH_FAIL="a2")
     assert result.returncode != 0
-    assert calls == [["run", run_id] for run_id in RUNS] + [["check"], ["report"]]
+    assert calls == [["run", run_id] for run_id in PAPER_RUNS] + [["check"], ["report"]]
     last = result.stderr.strip().splitlines()[-1]
     assert "FAILED" in last and "a2" in last and "B3" not in last
 
@@ -314,7 +317,16 @@ def test_all_stops_when_a_run_is_interrupted(reproduce, status):
 def test_all_succeeds_when_every_run_succeeds(reproduce):
     result, calls = reproduce("all", "--seed", "7")
     assert result.returncode == 0, result.stderr
-    assert calls == [["run", run_id, "--seed", "7"] for run_id in RUNS] + [["check"], ["report"]]
+    assert calls == [["run", run_id, "--seed", "7"] for run_id in PAPER_RUNS] + [["check"], ["report"]]
+
+
+def test_refresh_runs_the_refresh_isolation_study_then_checks_and_reports(reproduce):
+    result, calls = reproduce("refresh", "--seed", "7", FAKE_UH_FAIL="r2")
+    assert result.returncode == 1
+    assert calls == [["run", r, "--seed", "7"] for r in ("B1", "B3", "r1", "r2", "r3")] + [["check"], ["report"]]
+    assert "FAILED run IDs: r2" in result.stderr
+    result, calls = reproduce("r3")
+    assert result.returncode == 0 and calls == [["run", "r3"]]
 
 
 def test_all_fails_when_check_fails_but_still_reports(reproduce):
@@ -419,7 +431,7 @@ def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
     assert result.returncode == 2
     assert calls == []
     assert "valid targets" in result.stderr
-    for target in ["all", "smoke", "doctor", "check", "report", "test", *RUNS]:
+    for target in ["all", "refresh", "smoke", "doctor", "check", "report", "test", *RUNS]:
         assert re.search(rf"\b{target}\b", result.stderr)
 
 
@@ -428,5 +440,5 @@ def test_help_lists_the_targets(reproduce):
         result, calls = reproduce(flag)
         assert result.returncode == 0
         assert calls == []
-        for target in ["all", "smoke", "check", "report", "test", "--seeds", "--profile", "--jobs", *RUNS]:
+        for target in ["all", "refresh", "smoke", "check", "report", "test", "--seeds", "--profile", "--jobs", *RUNS]:
             assert target in result.stdout

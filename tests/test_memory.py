@@ -8,7 +8,8 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.memory import ICaRL, Memory, StaticBank, UniformHerding, herd, quotas
+from uniform_herding.config import resolve
+from uniform_herding.memory import ICaRL, Memory, StaticBank, UniformHerding, herd, make_memory, quotas
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {
@@ -146,3 +147,66 @@ def test_no_item_shared_between_classes_in_any_policy():
         for _ in run_policy(memory):  # after every task, not only the last
             for a, b in itertools.combinations(memory.active, 2):
                 assert not set(memory.active[a].tolist()) & set(memory.active[b].tolist())
+
+
+# --- the runs beyond the paper (issue 17), each built from its config as a run builds it -------------
+
+
+def drifting_stream(memory: Memory, n_tasks: int = 4, per_task: int = 3, per_class: int = 40, d: int = 5):
+    """Like run_policy, but the representation changes after every task (new random features), as a
+    trained backbone's does; yields (t, C, items, the features used at this boundary)."""
+    gen = torch.Generator().manual_seed(0)
+    items = torch.arange(n_tasks * per_task * per_class).split(per_class)
+    for t in range(n_tasks):
+        feats = torch.randn(n_tasks * per_task * per_class, d, generator=gen)
+        memory.refresh({c: items[c] for c in range(t * per_task, (t + 1) * per_task)}, embed_fn(feats))
+        yield t, (t + 1) * per_task, items, feats
+
+
+def test_r1_keeps_prefixes_of_the_ranking_herded_once_from_the_full_stream_on_arrival():
+    cfg = resolve("r1", "smoke")
+    memory = make_memory(cfg, torch.Generator().manual_seed(1))
+    assert isinstance(memory, ICaRL)
+    arrival: dict[int, list[int]] = {}
+    for _, C, items, feats in drifting_stream(memory):
+        q = quotas(cfg.budget, C)
+        for c in range(C):
+            if c not in arrival:  # herded once, on arrival, over the class's whole stream
+                arrival[c] = items[c][herd(feats[items[c]], q[c])].tolist()
+            assert memory.active[c].tolist() == arrival[c][: q[c]]  # later: only the prefix
+        assert memory.pool_size() == 0 and memory.replay_items().numel() == cfg.budget
+
+
+def test_r2_stores_exactly_the_quotas_and_re_herds_each_class_among_its_own_exemplars():
+    cfg = resolve("r2", "smoke")
+    memory = make_memory(cfg, torch.Generator().manual_seed(1))
+    assert isinstance(memory, UniformHerding) and memory.rho == 1
+    previous: dict[int, torch.Tensor] = {}
+    for _, C, _, feats in drifting_stream(memory):
+        q = quotas(cfg.budget, C)
+        for c in range(C):
+            assert torch.equal(memory.pool[c], memory.active[c]) and len(memory.active[c]) == q[c]  # no extra pool
+            if c in previous:  # re-herded in the current representation among the exemplars it kept
+                assert memory.active[c].tolist() == previous[c][herd(feats[previous[c]], q[c])].tolist()
+        assert memory.pool_size() == memory.replay_items().numel() == cfg.budget  # stores M, as r1
+        previous = {c: a.clone() for c, a in memory.active.items()}
+    # re-herding is not prefix truncation: some class's set differs from its r1 prefix
+    r1 = make_memory(resolve("r1", "smoke"), torch.Generator().manual_seed(1))
+    for _ in drifting_stream(r1):
+        pass
+    assert any(set(r1.active[c].tolist()) != set(memory.active[c].tolist()) for c in memory.active)
+
+
+def test_r3_refreshes_from_pools_of_at_most_rho_q():
+    cfg = resolve("r3", "smoke")
+    memory = make_memory(cfg, torch.Generator().manual_seed(1))
+    assert isinstance(memory, UniformHerding) and (memory.rho, memory.selection) == (3, "herding")
+    largest = 0
+    for _, C, items, _ in drifting_stream(memory):
+        q = quotas(cfg.budget, C)
+        for c in range(C):
+            pool = memory.pool[c].tolist()
+            assert len(pool) <= cfg.rho * q[c] and set(memory.active[c].tolist()) <= set(pool) <= set(items[c].tolist())
+            largest = max(largest, len(pool) - q[c])
+        assert memory.replay_items().numel() == cfg.budget
+    assert largest > 0  # r3 does keep candidates beyond its active sets (unlike r1 and r2)

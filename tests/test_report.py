@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 from uniform_herding import metrics as metric
-from uniform_herding.aggregate import paired_deltas, summarize
+from uniform_herding.aggregate import paired, paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, RUNS, resolve
+from uniform_herding.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
 from uniform_herding.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
 from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
@@ -106,7 +106,8 @@ def legend_texts(fig: object) -> list[str]:
 
 def test_every_table_and_figure_is_written(smoke: Path) -> None:
     out = smoke / "report"
-    expected = {"t1_main", "t2_ablations", "t3_resource_sensitivity", "per_seed", "compute", "quotas"}
+    expected = {"t1_main", "t2_ablations", "t3_resource_sensitivity", "t4_refresh_isolation", "per_seed", "compute",
+                "quotas"}
     assert {table.stem for table in tables_of(smoke)} == expected
     written = sorted(p.name for p in (out / "tables").iterdir())
     assert written == sorted(f"{stem}.{ext}" for stem in expected for ext in ("md", "tex"))
@@ -267,3 +268,59 @@ def test_a_full_disk_leaves_no_partial_report(existed: bool, tmp_path: Path, mon
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert out.exists() == existed and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in results.iterdir()) == ["B3", "a1", *(["report"] if existed else [])]
+
+
+# --- beyond the paper: T4 and the refresh-isolation figure ------------------------------------------
+
+REFRESH = {  # hand-made final metrics (acc, forgetting) per run ID and seed 1993, 2023, 42
+    "B1": [(30.0, 20.0), (31.0, 21.0), (29.0, 22.0)],
+    "B3": [(33.0, 18.0), (35.0, 17.0), (31.0, 19.0)],
+    "r1": [(31.0, 24.0), (32.0, 22.0), (30.0, 23.0)],
+    "r2": [(32.0, 21.0), (34.0, 20.0), (30.0, 22.0)],
+    "r3": [(30.5, 19.0)],  # one seed only: its interval is a gap
+}
+
+
+@pytest.fixture(scope="module")
+def refresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    results = tmp_path_factory.mktemp("refresh") / "results"
+    for run_id, values in REFRESH.items():
+        for seed, (acc, forgetting) in zip((1993, 2023, 42), values, strict=False):
+            write(results, fake_result(run_id, seed, "smoke", 5, {"acc": acc, "forgetting": forgetting,
+                                                                  "bwt": -forgetting}))
+    write_report(results, results / "report", echo=lambda _: None)
+    return results
+
+
+def test_t4_prints_the_four_pairs_with_paired_means_and_t_intervals(refresh: Path) -> None:
+    rows = md_rows(refresh / "report" / "tables" / "t4_refresh_isolation.md")
+    assert [row[0] for row in rows] == ["r2 - r1", "B3 - r2", "B3 - r1", "r3 - B1"]
+    # r2 - r1: acc +1, +2, 0 (mean +1.00, sd 1, half 4.3027/sqrt(3) = 2.48); F -3, -2, -1 (mean -2, sd 1)
+    assert rows[0][2:] == ["3", "+1.00", "[-1.48, +3.48]", "-2.00", "[-4.48, +0.48]"]
+    # B3 - r2: acc +1, +1, +1 (sd 0: the interval is the point)
+    assert rows[1][2:5] == ["3", "+1.00", "[+1.00, +1.00]"]
+    runs = load_runs(refresh)
+    assert rows[2][3] == f"{paired(runs.per_seed, 'B3', 'r1', 'acc').mean():+.2f}"
+    assert rows[3][2:] == ["1", "+0.50", "—", "-1.00", "—"]  # one shared seed: no interval
+    assert "Beyond the paper" in (refresh / "report" / "tables" / "t4_refresh_isolation.tex").read_text()
+
+
+def test_the_refresh_figure_draws_the_five_runs_in_both_panels(refresh: Path) -> None:
+    spec = next(s for s in FIGURES if s.stem == "fig_refresh_isolation")
+    fig = spec.draw(load_runs(refresh))
+    assert [label.split()[0] for label in legend_texts(fig)] == ["B1", "r3", "r1", "r2", "B3"]
+    for ax in fig.axes:  # both panels draw all five runs (one error-bar container each)
+        assert [c.get_label().split()[0] for c in ax.containers] == ["B1", "r3", "r1", "r2", "B3"]
+        assert "missing" not in ax.get_title()
+    assert (refresh / "report" / "figures" / "fig_refresh_isolation.png").is_file()
+
+
+def test_r_runs_are_shown_when_present_and_say_no_paper_value(refresh: Path, smoke: Path) -> None:
+    summary = (refresh / "report" / "summary.md").read_text()
+    assert "| r1 | Uniform Herding without refresh | 1993, 2023, 42 |" in summary
+    assert re.search(r"\| C6 \| SUPPORTED \| Beyond the paper", summary)
+    per_seed = {row[0] for row in md_rows(refresh / "report" / "tables" / "per_seed.md")}
+    assert per_seed == set(PAPER_RUNS) | {"r1", "r2", "r3"}
+    # a reproduction of the paper without them lists the paper's twelve and no r-run gap
+    assert {row[0] for row in md_rows(smoke / "report" / "tables" / "per_seed.md")} == set(PAPER_RUNS)
+    assert "r1" not in (smoke / "report" / "tables" / "compute.md").read_text()

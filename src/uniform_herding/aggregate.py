@@ -46,6 +46,18 @@ def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> 
     return (a[common] - b[common]).rename(metric)
 
 
+def paired_t_interval(deltas: pd.Series, level: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean paired delta (n - 1 degrees of freedom, sample std); None for
+    fewer than 2 seeds, where no variance can be estimated. Used for the findings beyond the paper."""
+    from scipy import stats  # here: `uh aggregate` itself does not need scipy
+
+    n = len(deltas)
+    if n < 2:
+        return None
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * deltas.std(ddof=1) / n**0.5)
+    return float(deltas.mean()) - half, float(deltas.mean()) + half
+
+
 def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
     """Per run ID other than `reference`: n paired seeds and the mean paired delta of each metric.
 
@@ -64,12 +76,13 @@ def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.Data
 
 def format_table(summary: pd.DataFrame, deltas: pd.DataFrame, profile: str = "paper") -> str:
     """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps."""
+    width = max([20, *(len(run_name(r, profile)) for r in summary.index)])  # r2's name is longer
     lines = [
-        f"{'run':3} {'name':20} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
+        f"{'run':3} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
     ]
     for run_id, row in summary.iterrows():
         cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
-        line = f"{run_id:3} {run_name(run_id, profile):20} {int(row['n']):>2}  "
+        line = f"{run_id:3} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
         if run_id[0] in "as":
             if run_id in deltas.index:

@@ -3,7 +3,9 @@
 A metric is REPRODUCED when the re-run's mean is within the stated tolerance of the expected mean;
 WITHIN NOISE when it is not, but the Welch 95% interval of the difference of means still contains 0
 (the seeds cannot tell them apart); NOT REPRODUCED otherwise. The paper's qualitative claims are
-decided from the re-run alone, on means of values paired by seed.
+decided from the re-run alone, on means of values paired by seed. Findings C6-C8 (the refresh
+isolation, run IDs r1-r3, beyond the paper) are decided the same way and printed with a 95% t-interval
+of the paired mean; the paper has no value for them, so they never change the exit code.
 """
 
 from __future__ import annotations
@@ -20,19 +22,21 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uniform_herding.aggregate import InputError, input_options, load_input, paired
+from uniform_herding.aggregate import InputError, input_options, load_input, paired, paired_t_interval
 from uniform_herding.config import PROFILES, RUNS
 from uniform_herding.results import METRICS, ResultError, read_per_seed_csv, write_json_atomic
 
 REPRODUCED, WITHIN_NOISE, NOT_REPRODUCED = "REPRODUCED", "WITHIN NOISE", "NOT REPRODUCED"
 NO_EXPECTATION = "NOT CHECKED (no expected values)"
+NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
 SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "CLAIM NOT SUPPORTED"
 
 EXIT_POLICY = (
     "Exit code: 0 when no metric is NOT REPRODUCED (WITHIN NOISE passes) and, where the expected "
     "set's tolerances.toml says [claims] gate_exit_code = true (paper: yes, smoke: no), no claim is "
     "CLAIM NOT SUPPORTED; 1 otherwise; 2 for unusable or mismatched inputs, or a JSON report that "
-    "cannot be written (read-only or full disk). Claims NOT CHECKED (runs missing) never fail and never pass."
+    "cannot be written (read-only or full disk). Claims NOT CHECKED (runs missing) never fail and never pass. "
+    "Findings C6-C8 (beyond the paper) never change it."
 )
 
 
@@ -154,7 +158,7 @@ class MetricCheck:
     @property
     def verdict(self) -> str:
         if self.difference is None:
-            return NO_EXPECTATION
+            return NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else NO_EXPECTATION
         if abs(self.difference) <= self.tolerance:
             return REPRODUCED
         if self.welch95 is not None and self.welch95[0] <= 0 <= self.welch95[1]:
@@ -190,12 +194,14 @@ def compare(expected: Expected, observed: pd.DataFrame) -> list[MetricCheck]:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper, decided on the seeds that all of its runs share."""
+    """A claim of the paper, decided on the seeds that all of its runs share. A finding is a claim
+    beyond the paper (no paper value): decided and printed alike, it never gates the exit code."""
 
     claim_id: str
     statement: str
     runs: tuple[str, ...]
     decide: Callable[[pd.DataFrame], tuple[bool, list[str]]]
+    finding: bool = False
 
 
 def _seeds(values: pd.Series, fmt: str) -> str:
@@ -217,6 +223,27 @@ def _paired_signs(
                 f"(needs {'>' if sign > 0 else '<'} 0)"
             )
         return all(holds), evidence
+
+    return decide
+
+
+def _interval(deltas: pd.Series) -> str:
+    ci = paired_t_interval(deltas)
+    if ci is None:
+        return "95% t-interval undefined (fewer than 2 seeds)"
+    return f"95% t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({len(deltas) - 1} df)"
+
+
+def _paired_findings(
+    *comparisons: tuple[str, str, str, int],
+) -> Callable[[pd.DataFrame], tuple[bool, list[str]]]:
+    """As _paired_signs (the mean paired delta decides), each delta also with its 95% t-interval."""
+    signs = _paired_signs(*comparisons)
+
+    def decide(table: pd.DataFrame) -> tuple[bool, list[str]]:
+        holds, evidence = signs(table)
+        intervals = [_interval(paired(table, run_id, other, metric)) for run_id, other, metric, _ in comparisons]
+        return holds, [f"{line}; {ci}" for line, ci in zip(evidence, intervals, strict=True)]
 
     return decide
 
@@ -272,6 +299,28 @@ CLAIMS: tuple[Claim, ...] = (
         ("s1", "B3", "s2", "s3", "s4"),
         _sweep_ranges,
     ),
+    # Beyond the paper (issue 17): the matched experiment that isolates refresh. No paper value.
+    Claim(
+        "C6",
+        "Refresh helps at matched storage M: r2 (rho = 1) beats r1 (no refresh) in ACC and forgets less",
+        ("r2", "r1"),
+        _paired_findings(("r2", "r1", "acc", +1), ("r2", "r1", "forgetting", -1)),
+        finding=True,
+    ),
+    Claim(
+        "C7",
+        "Extra candidates help: B3 (rho = 3) beats r2 (rho = 1) in ACC",
+        ("B3", "r2"),
+        _paired_findings(("B3", "r2", "acc", +1)),
+        finding=True,
+    ),
+    Claim(
+        "C8",
+        "Refresh helps under iCaRL's objective: r3 beats B1 in ACC",
+        ("r3", "B1"),
+        _paired_findings(("r3", "B1", "acc", +1)),
+        finding=True,
+    ),
 )
 
 
@@ -283,6 +332,7 @@ class ClaimCheck:
     statement: str
     verdict: str
     evidence: list[str]
+    finding: bool = False
 
 
 def check_claims(observed: pd.DataFrame) -> list[ClaimCheck]:
@@ -299,14 +349,14 @@ def check_claims(observed: pd.DataFrame) -> list[ClaimCheck]:
         else:
             holds, evidence = claim.decide(table[table["seed"].isin(shared)])
             verdict = SUPPORTED if holds else NOT_SUPPORTED
-        checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, evidence))
+        checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding))
     return checks
 
 
 def exit_code(metrics: list[MetricCheck], claims: list[ClaimCheck], gate_claims: bool) -> int:
     """0 when the re-run passes (see EXIT_POLICY), 1 otherwise."""
     failed = any(m.verdict == NOT_REPRODUCED for m in metrics)
-    failed |= gate_claims and any(c.verdict == NOT_SUPPORTED for c in claims)
+    failed |= gate_claims and any(c.verdict == NOT_SUPPORTED and not c.finding for c in claims)
     return int(failed)
 
 
@@ -334,7 +384,10 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
 
 def format_claims(checks: list[ClaimCheck]) -> list[str]:
     lines = ["claims, from the re-run alone (paired by seed):"]
+    findings_header = "findings beyond the paper (no paper value; they never change the exit code):"
     for c in checks:
+        if c.finding and findings_header not in lines:
+            lines.append(findings_header)
         lines.append(f"{c.claim_id} {c.verdict}: {c.statement}")
         lines.extend(f"     {e}" for e in c.evidence)
     return lines
@@ -365,7 +418,8 @@ def check_command(
     profile: str | None,
     json_out: Path | None,
 ) -> None:
-    """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5."""
+    """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
+    and the findings C6-C8 beyond the paper (r1-r3; reported, never gating)."""
     observed, run_profile = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
@@ -387,14 +441,17 @@ def check_command(
 
     source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
     counts = {v: sum(m.verdict == v for m in metrics) for v in (REPRODUCED, WITHIN_NOISE, NOT_REPRODUCED)}
-    n_claims = {v: sum(c.verdict == v for c in claims) for v in (SUPPORTED, NOT_SUPPORTED)}
+    n_claims = {v: sum(c.verdict == v for c in claims if not c.finding) for v in (SUPPORTED, NOT_SUPPORTED)}
+    n_findings = {v: sum(c.verdict == v for c in claims if c.finding) for v in (SUPPORTED, NOT_SUPPORTED)}
     click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected_dir}")
     click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), ""]))
     click.echo(
         f"metrics: {', '.join(f'{n} {v}' for v, n in counts.items())}; "
         f"claims: {n_claims[SUPPORTED]} supported, {n_claims[NOT_SUPPORTED]} not supported, "
-        f"{len(claims) - sum(n_claims.values())} not checked "
-        f"(claims {'gate' if expected.gate_claims else 'do not gate'} the exit code) -> exit {code}"
+        f"{sum(not c.finding for c in claims) - sum(n_claims.values())} not checked "
+        f"(claims {'gate' if expected.gate_claims else 'do not gate'} the exit code); "
+        f"findings beyond the paper: {n_findings[SUPPORTED]} supported, {n_findings[NOT_SUPPORTED]} not supported, "
+        f"{sum(c.finding for c in claims) - sum(n_findings.values())} not checked (never gate) -> exit {code}"
     )
 
     json_out = json_out or (
@@ -409,6 +466,7 @@ def check_command(
         "metrics": [asdict(m) | {"difference": m.difference, "verdict": m.verdict} for m in metrics],
         "claims": [asdict(c) for c in claims],
         "counts": counts | n_claims,
+        "finding_counts": n_findings,
         "exit_code": code,
     }
     try:

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
+from uniform_herding.config import (
+    PROFILES,
+    RUN_GROUPS,
+    RUNS,
+    SEEDS,
+    ConfigError,
+    differences,
+    expand_run_ids,
+    resolve,
+)
 
 # Commands contributed by other modules, imported on first use: name -> "module:attribute".
 LAZY_COMMANDS = {
@@ -45,10 +54,17 @@ def main() -> None:
 
 @main.command("list")
 def list_runs() -> None:
-    """Print every run ID with what it changes."""
+    """Print every run ID with what it changes, then the groups `uh run` accepts."""
     for spec in RUNS.values():
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
-        click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]")
+        mark = ""
+        if spec.beyond_paper:  # what it changes against the run it is compared with
+            vs_base = differences(spec.run_id, spec.base)
+            changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in vs_base.items())
+            mark = "  [beyond the paper: no paper value]"
+        click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]{mark}")
+    for group, ids in RUN_GROUPS.items():
+        click.echo(f"group {group}: {' '.join(ids)}")
 
 
 @main.command("quotas")
@@ -89,7 +105,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
               "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, precision: str | None, jobs: int) -> None:
-    """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
+    """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
+    IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`).
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
@@ -111,7 +128,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     from uniform_herding.durability import Interrupted, RunError
     from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
 
-    ids = list(RUNS) if run_ids == ("all",) else list(run_ids)
+    ids = expand_run_ids(run_ids)
     try:
         configs = [resolve(run_id, profile) for run_id in ids]
     except ConfigError as e:

@@ -1,10 +1,13 @@
-"""Run ID -> config: the paper's protocol as one frozen dataclass, the twelve runs, the profiles.
+"""Run ID -> config: the paper's protocol as one frozen dataclass, the runs, the profiles.
 
 The paper (Sec. 3, App. A): CIFAR-100, T=10 tasks x 10 classes, ResNet-18 (w=64), active budget
 M=2000, retrieval b=64, candidate multiplier rho=3, KD lambda=1 at T_KD=2, cosine-margin head
 (s=30, m=0.35), SGD lr 0.1 / momentum 0.9 / wd 5e-4, batch 128, clip 1.0, 70 epochs, seeds
 1993/2023/42. Every ablation (a1-a4) and sweep (s1-s4) changes exactly one setting of B3;
 B0-B2 are their own protocols. A profile changes sizes only (data, width, epochs, budgets scaled).
+
+Beyond the paper (issue 17): r1-r3 are the matched experiment its Discussion asks for, which
+isolates refresh. Each changes exactly one setting of its base run (B3 or B1); none has a paper value.
 """
 
 from __future__ import annotations
@@ -79,12 +82,14 @@ class Config:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One of the paper's run IDs: a named set of changes to B3's config."""
+    """A run ID: a named set of changes to B3's config (the defaults)."""
 
     run_id: str
-    name: str  # the paper's configuration label (Table 'Per-seed ...')
+    name: str  # the paper's configuration label (Table 'Per-seed ...'), or ours beyond the paper
     description: str
     changes: dict[str, Any] = field(default_factory=dict)
+    base: str = "B3"  # the run it is compared with; it differs from it in exactly `changes` vs base
+    beyond_paper: bool = False  # not one of the paper's runs: no paper value exists
 
 
 RUNS: dict[str, RunSpec] = {
@@ -106,8 +111,25 @@ RUNS: dict[str, RunSpec] = {
         RunSpec("s2", "Active budget 4000", "B3 with M=4000", {"M": 4000}),
         RunSpec("s3", "Retrieval 32", "B3 with b=32", {"b": 32}),
         RunSpec("s4", "Retrieval 128", "B3 with b=128", {"b": 128}),
+        # Beyond the paper: the matched experiment of its Discussion (refresh isolated).
+        RunSpec("r1", "Uniform Herding without refresh",
+                "B3 with iCaRL's memory schedule: herd once on arrival, later keep the prefix, no pool",
+                {"memory": "icarl"}, beyond_paper=True),
+        RunSpec("r2", "Uniform Herding, storage-matched (rho = 1)",
+                "B3 with rho=1: every class re-herded among its own exemplars; stores M, as r1",
+                {"rho": 1}, beyond_paper=True),
+        RunSpec("r3", "iCaRL with refresh", "B1 with Uniform Herding's memory (refresh from rho*q pools)",
+                {"loss": "icarl_bce", "head": "linear", "imprint": False}, base="B1", beyond_paper=True),
     ]
 }
+
+PAPER_RUNS: tuple[str, ...] = tuple(r for r, spec in RUNS.items() if not spec.beyond_paper)  # the twelve
+BEYOND_PAPER: tuple[str, ...] = tuple(r for r, spec in RUNS.items() if spec.beyond_paper)  # r1-r3
+
+# Names `uh run` and reproduce.sh accept for several run IDs. `all` is the paper's reproduction (its
+# twelve run IDs, 36 runs); `refresh` is the refresh-isolation study beyond the paper: r1-r3 and the
+# base runs their pairs need (B1, B3).
+RUN_GROUPS: dict[str, tuple[str, ...]] = {"all": PAPER_RUNS, "refresh": ("B1", "B3", *BEYOND_PAPER)}
 
 PROFILES: dict[str, dict[str, Any]] = {
     # The paper's protocol, unchanged.
@@ -156,6 +178,21 @@ PROFILES: dict[str, dict[str, Any]] = {
         "retrieval_scale": 0.25,
         "eval_batch_size": 500,
     },
+    # cifar10-cpu trained three times as long (12 epochs per task instead of 4, every other size the
+    # same): the larger CPU size of the refresh-isolation study (docs/validation.md, r1 vs r2).
+    "cifar10-cpu-long": {
+        "dataset": "cifar10",
+        "n_tasks": 5,
+        "classes_per_task": 2,
+        "width": 8,
+        "epochs": 12,
+        "batch_size": 32,
+        "train_per_class": 250,
+        "test_per_class": 200,
+        "memory_scale": 0.1,
+        "retrieval_scale": 0.25,
+        "eval_batch_size": 500,
+    },
 }
 
 # Profile fields that may change; anything else would change the method.
@@ -178,6 +215,19 @@ def resolve(run_id: str, profile: str = "paper") -> Config:
     sizes = PROFILES[profile]
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
+
+
+def differences(run_id: str, other: str, profile: str = "paper") -> dict[str, Any]:
+    """The settings in which `run_id` differs from `other`, with `run_id`'s values (e.g. r3 vs B1:
+    memory=uniform_herding); what `uh list` prints for a run beyond the paper against its base."""
+    a, b = resolve(run_id, profile).to_dict(), resolve(other, profile).to_dict()
+    return {k: v for k, v in a.items() if v != b[k]}
+
+
+def expand_run_ids(names: tuple[str, ...] | list[str]) -> list[str]:
+    """Run IDs and group names (RUN_GROUPS) -> run IDs in the order given, each once."""
+    ids = [r for name in names for r in RUN_GROUPS.get(name, (name,))]
+    return list(dict.fromkeys(ids))
 
 
 def run_name(run_id: str, profile: str = "paper") -> str:

@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
-from uniform_herding.config import RUNS, SEEDS, resolve, run_name
+from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, resolve, run_name
 from uniform_herding.metrics import task_forgetting
 from uniform_herding.results import write_bytes_atomic
 
@@ -43,6 +43,10 @@ STYLE: dict[str, tuple[str, str, str]] = {
     "s2": ("#117733", ">", "-"),
     "s3": ("#332288", "h", "-"),
     "s4": ("#AA4499", "*", "-"),
+    # beyond the paper (refresh isolation): Tol's muted colours
+    "r1": ("#DDCC77", "p", "--"),
+    "r2": ("#44AA99", "d", "-."),
+    "r3": ("#88CCEE", "8", ":"),
 }
 SEED_MARKERS = ("o", "s", "^", "D", "v")
 RC = {
@@ -85,6 +89,11 @@ class Runs:
 
     def missing(self, run_ids: tuple[str, ...]) -> list[str]:
         return [r for r in run_ids if r not in self.R]
+
+    def shown(self) -> tuple[str, ...]:
+        """The paper's twelve run IDs (a missing one is a marked gap), then the runs beyond the paper
+        that are present (a reproduction of the paper need not have them)."""
+        return (*PAPER_RUNS, *(r for r in BEYOND_PAPER if r in self.R))
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -201,7 +210,7 @@ def resource_sensitivity(runs: Runs) -> Figure:
 def forgetting_heatmap(runs: Runs) -> Figure:
     """fig:app-forgetting: mean per-task forgetting of every configuration over tasks 0..T-2 (the last
     task's is 0 by definition); missing rows say so."""
-    n, run_ids = runs.n_tasks - 1, tuple(RUNS)
+    n, run_ids = runs.n_tasks - 1, runs.shown()
     grid = np.full((len(run_ids), n), np.nan)
     for i, run_id in enumerate(run_ids):
         if run_id in runs.R:
@@ -332,8 +341,29 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
                 label=f"{PAPER_LABEL},\ndotted to the re-run")
     ax.set_xlabel("forgetting F (pp, lower is better)")
     ax.set_ylabel("average accuracy ACC (%, higher is better)")
-    _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(tuple(RUNS)))
+    _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(PAPER_RUNS))
     fig.legend(loc="outside right upper")
+    return fig
+
+
+REFRESH_RUNS = ("B1", "r3", "r1", "r2", "B3")  # iCaRL, its refresh, UH without, UH at rho = 1, UH
+
+
+def refresh_isolation(runs: Runs) -> Figure:
+    """Beyond the paper: final per-task accuracy (a) and per-task forgetting (b) of B1, r3, r1, r2, B3."""
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
+    panels = fig.subplots(1, 2)
+    for ax, (title, of, label) in zip(panels, (
+        ("(a) final per-task accuracy", lambda R: R[:, -1, :], "final accuracy (%)"),
+        ("(b) forgetting by task (0 for the last task)", task_forgetting, "forgetting (pp)"),
+    ), strict=True):
+        _per_task(ax, runs, REFRESH_RUNS, of)
+        _title(ax, title, runs.missing(REFRESH_RUNS))
+        ax.set_ylabel(label)
+    panels[0].set_ylim(0, 100)
+    handles, labels = panels[0].get_legend_handles_labels()  # the same runs in both panels: one legend
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
     return fig
 
 
@@ -358,7 +388,7 @@ def training_loss(runs: Runs) -> Figure:
     a diverging or stalling task shows here first. Dotted lines mark the task boundaries."""
     fig = Figure(figsize=(7.0, 3.0), layout="constrained")
     ax = fig.subplots()
-    present = [r for r in RUNS if r in runs.epoch_loss]
+    present = [r for r in (*PAPER_RUNS, *BEYOND_PAPER) if r in runs.epoch_loss]
     epochs = 0
     for run_id in present:
         stack = np.stack([runs.epoch_loss[run_id][s] for s in sorted(runs.epoch_loss[run_id])])  # [seeds, T, E]
@@ -386,7 +416,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_resource_sensitivity", "fig:resource-sensitivity", "Sensitivity to M and b",
                ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True),
     FigureSpec("fig_forgetting_heatmap", "fig:app-forgetting", "Per-task forgetting, every configuration",
-               tuple(RUNS), (), forgetting_heatmap, False),
+               PAPER_RUNS, (), forgetting_heatmap, False),
     FigureSpec("fig_evolution_B3", "fig:app-uniform-evolution", "Accuracy matrix, Uniform Herding",
                ("B3",), (), evolution("B3"), False),
     FigureSpec("fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL",
@@ -396,9 +426,12 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
                ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True),
     FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
-               tuple(RUNS), ("C1",), accuracy_vs_forgetting, True),
+               PAPER_RUNS, ("C1",), accuracy_vs_forgetting, True),
+    FigureSpec("fig_refresh_isolation", "fig:refresh-isolation",
+               "Beyond the paper: refresh isolated (B1, r3, r1, r2, B3), final per-task accuracy and forgetting",
+               REFRESH_RUNS, ("C6", "C7", "C8"), refresh_isolation, False),
     FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
-               tuple(RUNS), (), training_loss, False),
+               PAPER_RUNS, (), training_loss, False),
 )
 
 

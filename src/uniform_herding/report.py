@@ -26,9 +26,8 @@ import click
 import numpy as np
 import pandas as pd
 
-from uniform_herding.aggregate import REFERENCE, InputError, paired_deltas, summarize
+from uniform_herding.aggregate import REFERENCE, InputError, paired, paired_deltas, paired_t_interval, summarize
 from uniform_herding.check import (
-    NO_EXPECTATION,
     ClaimCheck,
     ExpectedError,
     MetricCheck,
@@ -39,7 +38,7 @@ from uniform_herding.check import (
     load_expected,
 )
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
-from uniform_herding.figures import FIGURES, Runs, save
+from uniform_herding.figures import FIGURES, REFRESH_RUNS, Runs, save
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -220,10 +219,39 @@ def t3_resource_sensitivity(runs: Runs) -> Table:
     )
 
 
+# Beyond the paper (issue 17): the refresh-isolation pairs, (run, other, what `run - other` isolates).
+T4_PAIRS = (
+    ("r2", "r1", "refresh alone, at matched storage M"),
+    ("B3", "r2", "the extra candidate storage (rho*q pools)"),
+    ("B3", "r1", "refresh with its candidate storage"),
+    ("r3", "B1", "refresh under iCaRL's objective"),
+)
+
+
+def _paired_cells(runs: Runs, run_id: str, other: str, metric: str) -> list[str | Num]:
+    """Mean paired delta and its 95% t-interval (n - 1 df); gaps without a shared seed or a second seed."""
+    deltas = paired(runs.per_seed, run_id, other, metric)
+    ci = paired_t_interval(deltas)
+    interval = GAP_MD if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+    return [Num(deltas.mean() if len(deltas) else None, signed=True), interval]
+
+
+def t4_refresh_isolation(runs: Runs) -> Table:
+    rows = [[f"{a} - {b}", what, str(len(paired(runs.per_seed, a, b, "acc"))),
+             *_paired_cells(runs, a, b, "acc"), *_paired_cells(runs, a, b, "forgetting")] for a, b, what in T4_PAIRS]
+    return Table(
+        "t4_refresh_isolation", "tab:t4-refresh-isolation",
+        "Beyond the paper: refresh isolation (r1 no refresh, r2 rho = 1, r3 iCaRL with refresh). Deltas are "
+        "paired by seed, mean and 95% t-interval (n - 1 df); the paper has no values for them.",
+        ("Pair", "Isolates", "Seeds", "Δ accuracy (pp)", "95% CI", "Δ forgetting (pp)", "95% CI"), "llrrrrr",
+        rows, _seeds_note(runs, REFRESH_RUNS),
+    )
+
+
 def per_seed(runs: Runs) -> Table:
     table = runs.per_seed.set_index(["run_id", "seed"])
     rows = []
-    for r in RUNS:
+    for r in runs.shown():
         for seed in seed_order(runs.per_seed):
             have = (r, seed) in table.index
             rows.append([r, f"{run_name(r, runs.profile)} / {seed}",
@@ -238,13 +266,13 @@ def per_seed(runs: Runs) -> Table:
 def compute(runs: Runs) -> Table:
     grouped = runs.wall_s.dropna().groupby("run_id")["wall_s"]
     mean, std = grouped.mean(), grouped.std(ddof=0)
-    rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1)] for r in RUNS]
+    rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1)] for r in runs.shown()]
     return Table(
         "compute", "tab:app-compute",
         f"Wall-clock time per run in seconds (mean ± standard deviation across seeds), measured on "
         f"{', '.join(runs.devices)}.",
         ("ID", "Configuration", "Seconds"), "llr", rows,
-        _seeds_note(runs, tuple(RUNS)) + " Seconds of training, refresh and evaluation, summed over tasks.",
+        _seeds_note(runs, runs.shown()) + " Seconds of training, refresh and evaluation, summed over tasks.",
         resize=False,
     )
 
@@ -271,7 +299,7 @@ def quota_table(runs: Runs) -> Table:
 
 
 TABLES: tuple[Callable[[Runs], Table], ...] = (
-    t1_main, t2_ablations, t3_resource_sensitivity, per_seed, compute, quota_table,
+    t1_main, t2_ablations, t3_resource_sensitivity, t4_refresh_isolation, per_seed, compute, quota_table,
 )
 
 
@@ -312,8 +340,8 @@ def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
     if observed.empty:
         return "missing"
     check = v.of(run_id, metric)
-    if check is None or check.verdict == NO_EXPECTATION:
-        return f"{observed.mean():.2f} not checked"
+    if check is None or check.expected_mean is None:
+        return f"{observed.mean():.2f} {'no paper value' if RUNS[run_id].beyond_paper else 'not checked'}"
     return f"{check.observed_mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
 
 
@@ -335,20 +363,24 @@ def _counts(verdicts: Iterable[str]) -> str:
 
 
 def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Table]) -> list[Block]:
-    missing = [r for r in RUNS if r not in runs.R]
+    missing = runs.missing(runs.shown())
+    claims_of = {False: [c for c in v.claims if not c.finding], True: [c for c in v.claims if c.finding]}
     blocks: list[Block] = [
         ("h", 1, "Uniform Herding: reproduction report"),
         ("p", f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
               f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
               f"{', '.join(missing) or 'none'}. Metrics {v.source}."),
         ("p", "At a glance: metrics " + _counts(m.verdict for m in v.metrics or []) + "; claims "
-              + _counts(c.verdict.split(" (")[0] for c in v.claims) + "."),
+              + _counts(c.verdict.split(" (")[0] for c in claims_of[False]) + "; findings beyond the paper "
+              + _counts(c.verdict.split(" (")[0] for c in claims_of[True]) + "."),
         ("h", 2, "Claims (decided from the re-run alone, paired by seed)"),
-        ("table", ("Claim", "Verdict", "Statement"), [[c.claim_id, c.verdict, c.statement] for c in v.claims]),
+        ("table", ("Claim", "Verdict", "Statement"),
+         [[c.claim_id, c.verdict, ("Beyond the paper, no paper value, never gates: " if c.finding else "")
+           + c.statement] for c in v.claims]),
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
         ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
          [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
-           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in RUNS]),
+           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in runs.shown()]),
         ("h", 2, "Figures"),
     ]
     claims = {c.claim_id: c for c in v.claims}
@@ -463,7 +495,7 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
             os.replace(path, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    missing = [r for r in RUNS if r not in runs.R]
+    missing = runs.missing(runs.shown())
     echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
     return written
 

@@ -1,0 +1,55 @@
+"""docs/validation.md's refresh-isolation study: every number it prints comes from the committed results.
+
+The study's results (docs/validation/refresh/results/, real CIFAR-10 at a CPU size) are committed; these
+tests recompute its per-seed CSV, its finding lines and its table T4 from them with the same functions
+that `uh aggregate`, `uh check` and `uh report` use, so the document cannot drift from the results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from uniform_herding.check import check_claims, format_claims
+from uniform_herding.report import load_runs, t4_refresh_isolation
+from uniform_herding.results import load_results, per_seed_table, read_per_seed_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "docs" / "validation" / "refresh"
+DOC = (ROOT / "docs" / "validation.md").read_text()
+
+
+def test_the_refresh_study_holds_its_fifteen_runs_and_its_per_seed_csv() -> None:
+    table = per_seed_table(load_results(STUDY / "results"))
+    assert sorted(set(zip(table["run_id"], table["seed"], strict=True))) == sorted(
+        (r, s) for r in ("B1", "B3", "r1", "r2", "r3") for s in (1993, 2023, 42)
+    )
+    committed = read_per_seed_csv(STUDY / "per_seed.csv")
+    key = ["run_id", "seed"]
+    pd.testing.assert_frame_equal(
+        committed.sort_values(key).reset_index(drop=True)[table.columns],
+        table.sort_values(key).reset_index(drop=True),
+        check_dtype=False, atol=5e-5,
+    )
+
+
+@pytest.mark.parametrize(("results", "claims"), [("results", ("C6", "C7", "C8")), ("long/results", ("C6",))])
+def test_the_documented_finding_lines_are_what_the_checker_prints(results: str, claims: tuple[str, ...]) -> None:
+    per_seed = load_runs(STUDY / results).per_seed
+    lines = format_claims([c for c in check_claims(per_seed) if c.claim_id in claims])
+    assert "\n".join(lines[1:]) in DOC  # after the header line, as docs/validation.md shows them
+
+
+def test_the_larger_size_holds_r1_and_r2_of_its_own_profile() -> None:
+    results = load_results(STUDY / "long" / "results")
+    assert {(r["run_id"], r["profile"]) for r in results} == {("r1", "cifar10-cpu-long"), ("r2", "cifar10-cpu-long")}
+    assert len(results) == 6 and read_per_seed_csv(STUDY / "long" / "per_seed.csv").shape[0] == 6
+
+
+def test_the_documented_t4_is_what_uh_report_writes() -> None:
+    table = t4_refresh_isolation(load_runs(STUDY / "results")).markdown()
+    assert (STUDY / "t4_refresh_isolation.md").read_text() == table
+    rows = [line for line in table.splitlines() if line.startswith("| r") or line.startswith("| B")]
+    assert len(rows) == 4 and all(row in DOC for row in rows)
