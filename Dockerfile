@@ -28,6 +28,7 @@ RUN apt-get update \
 
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
+    PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
@@ -39,28 +40,27 @@ WORKDIR /app
 #    other dependencies (filelock, sympy, ...) are held to the versions in constraints.txt; the
 #    CUDA 12.8 runtime wheels are pinned by this torch itself (constraints.txt explains why they are
 #    not in it). Only the cu128 index has the +cu128 builds, so the default index cannot supply torch.
-#    TORCH_CUDA is what torch.version.cuda must say. pip's downloads are kept in a BuildKit cache
-#    (never in the image) so that a rebuild does not fetch torch again; the optional build secret
-#    ca_bundle is a CA bundle for pip behind a TLS-intercepting proxy (CI uses it, a reviewer needs none).
+#    TORCH_CUDA is what torch.version.cuda must say. The optional build secret ca_bundle is a CA
+#    bundle for pip behind a TLS-intercepting proxy (CI passes one; a reviewer needs none).
 ARG TORCH_VERSION=2.11.0+cu128
 ARG TORCHVISION_VERSION=0.26.0+cu128
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 ARG TORCH_CUDA=12.8
 COPY constraints.txt ./
-RUN --mount=type=cache,id=uh-pip,target=/root/.cache/pip --mount=type=secret,id=ca_bundle \
+RUN --mount=type=secret,id=ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
-    && pip install -c constraints.txt ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
+    && pip install --no-cache-dir -c constraints.txt ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
         "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 
 # 2. The rest of pyproject.toml's dependencies at the versions of constraints.txt, the ones CI tests
 #    with. torch==2.11.0 there is met by the installed 2.11.0+cu128, which pip keeps. The check fails
 #    the build if pip swapped torch after all, or if its CUDA is not TORCH_CUDA.
 COPY pyproject.toml ./
-RUN --mount=type=cache,id=uh-pip,target=/root/.cache/pip --mount=type=secret,id=ca_bundle \
+RUN --mount=type=secret,id=ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
     && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
-    && pip install -c constraints.txt -r /tmp/requirements.txt \
+    && pip install --no-cache-dir -c constraints.txt -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt \
     && python3 -c "import os, torch; from importlib.metadata import version; \
 assert version('torch') == os.environ['TORCH_VERSION'], version('torch'); \
