@@ -8,7 +8,13 @@
 #
 # Layers: OS python -> venv with torch (cu128) -> pinned dependencies -> the project (code last, so an
 # edit to src/ rebuilds only the last layers).
-FROM nvidia/cuda:12.8.1-base-ubuntu24.04
+#
+# The build arguments below default to the paper's software; a reviewer builds with none of them.
+# CI (.ci/container) overrides only the base image and torch's source, because the CUDA base image and
+# the cu128 index cannot be reached there (docs/reproducing.md, "What the CI build proves").
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-base-ubuntu24.04
+# hadolint ignore=DL3006
+FROM ${BASE_IMAGE}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -34,19 +40,32 @@ WORKDIR /app
 #    other dependencies (filelock, sympy, ...) are held to the versions in constraints.txt; the
 #    CUDA 12.8 runtime wheels are pinned by this torch itself (constraints.txt explains why they are
 #    not in it). Only the cu128 index has the +cu128 builds, so the default index cannot supply torch.
+#    TORCH_CUDA is what torch.version.cuda must say. The optional build secret ca_bundle is a CA
+#    bundle for pip behind a TLS-intercepting proxy (CI passes one; a reviewer needs none).
+ARG TORCH_VERSION=2.11.0+cu128
+ARG TORCHVISION_VERSION=0.26.0+cu128
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+ARG TORCH_CUDA=12.8
 COPY constraints.txt ./
-RUN pip install --no-cache-dir -c constraints.txt --extra-index-url https://download.pytorch.org/whl/cu128 \
-        torch==2.11.0+cu128 torchvision==0.26.0+cu128
+RUN --mount=type=secret,id=ca_bundle \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+    && pip install --no-cache-dir -c constraints.txt ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
+        "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 
 # 2. The rest of pyproject.toml's dependencies at the versions of constraints.txt, the ones CI tests
 #    with. torch==2.11.0 there is met by the installed 2.11.0+cu128, which pip keeps. The check fails
-#    the build if pip swapped torch after all.
+#    the build if pip swapped torch after all, or if its CUDA is not TORCH_CUDA.
 COPY pyproject.toml ./
-RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+RUN --mount=type=secret,id=ca_bundle \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+    && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
     && pip install --no-cache-dir -c constraints.txt -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt \
-    && python3 -c "import torch, torchvision; assert torch.__version__ == '2.11.0+cu128', torch.__version__; assert torchvision.__version__ == '0.26.0+cu128', torchvision.__version__; assert torch.version.cuda == '12.8', torch.version.cuda" \
+    && python3 -c "import os, torch; from importlib.metadata import version; \
+assert version('torch') == os.environ['TORCH_VERSION'], version('torch'); \
+assert version('torchvision') == os.environ['TORCHVISION_VERSION'], version('torchvision'); \
+assert torch.version.cuda == os.environ['TORCH_CUDA'], torch.version.cuda" \
     && pip check
 
 # 3. The project itself (editable, so repo-relative paths such as expected_results/ resolve under /app).
@@ -59,26 +78,30 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation -e . \
     && mkdir -m 1777 /data /results /results-smoke
 
 # Data and results are bind mounts (docker-compose.yml); the directories above are world-writable so
-# that any --user works without them too. HOME and the caches point to /tmp for an arbitrary UID.
+# that any --user works without them too. HOME and the caches point to /tmp for an arbitrary UID;
+# torch's compile cache is named too, else torch looks the UID up in /etc/passwd (getpass.getuser)
+# and fails on import for a host UID the image does not know.
 ENV UH_IN_CONTAINER=1 \
     UH_DATA_DIR=/data \
     UH_RESULTS_DIR=/results \
     UH_SMOKE_RESULTS_DIR=/results-smoke \
     HOME=/tmp \
     XDG_CACHE_HOME=/tmp/.cache \
-    MPLCONFIGDIR=/tmp/.cache/matplotlib
+    MPLCONFIGDIR=/tmp/.cache/matplotlib \
+    TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor
 
 # Last, so that a new revision rebuilds no other layer. uh records UH_GIT_REVISION in result.json
 # (.git is not in the build context).
 ARG GIT_REVISION=unknown
 ARG SOURCE_URL=unknown
+ARG BASE_IMAGE
 ENV UH_GIT_REVISION=$GIT_REVISION
 LABEL org.opencontainers.image.title="uniform-herding" \
       org.opencontainers.image.description="Reproduction of 'Uniform Herding: Exemplar Replay with Representation Refresh' (class-incremental CIFAR-100)" \
       org.opencontainers.image.licenses="MIT" \
       org.opencontainers.image.source=$SOURCE_URL \
       org.opencontainers.image.revision=$GIT_REVISION \
-      org.opencontainers.image.base.name="docker.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+      org.opencontainers.image.base.name=$BASE_IMAGE
 
 # 1000:1000 is the image's "ubuntu" user; docker-compose.yml runs as the host user instead.
 USER 1000:1000

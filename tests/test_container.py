@@ -1,8 +1,10 @@
 """The container and the reviewer scripts: Dockerfile, docker-compose.yml, constraints, reproduce.sh.
 
-No Docker engine is needed: the image is checked by parsing (dockerfile-parse), hadolint and the
+Most checks need no Docker engine: the image is checked by parsing (dockerfile-parse), hadolint and the
 compose-spec schema (check-jsonschema), and reproduce.sh is run against a fake `uh` that logs its
-arguments. A check whose tool is not installed is skipped, with the install line in the reason.
+arguments. A check whose tool is not installed is skipped, with the install line in the reason. The
+real build and run is .ci/container (CI); the test here that it fails on a broken Dockerfile starts a
+real dockerd and is skipped where it cannot (not root, no git checkout).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 REPRODUCE = ROOT / "reproduce.sh"
+CI_CONTAINER = ROOT / ".ci" / "container"
 
 BASE_IMAGE = "nvidia/cuda:12.8.1-base-ubuntu24.04"
 TORCH, TORCHVISION, LIGHTNING = "2.11.0", "0.26.0", "2.6.5"
@@ -77,15 +80,43 @@ def compose() -> dict:
 
 
 def test_base_image_is_the_exact_cuda_12_8_ubuntu_24_04_tag(dockerfile):
-    assert instructions(dockerfile, "FROM") == [BASE_IMAGE]  # one stage, exact tag
+    # One stage; the base is a build argument (CI builds on a local base) whose default is the exact tag.
+    assert instructions(dockerfile, "FROM") == ["${BASE_IMAGE}"]
+    assert instructions(dockerfile, "ARG")[0] == f"BASE_IMAGE={BASE_IMAGE}"
     assert re.fullmatch(r"nvidia/cuda:12\.8\.\d+-base-ubuntu24\.04", dockerfile.baseimage)
+    assert dockerfile.labels["org.opencontainers.image.base.name"] == BASE_IMAGE  # the ARG, substituted
+
+
+def test_torch_build_arguments_default_to_the_papers_cu128_builds(dockerfile):
+    assert {k: v for k, v in dockerfile.args.items() if k.startswith("TORCH")} == {
+        "TORCH_VERSION": f"{TORCH}+cu128",
+        "TORCHVISION_VERSION": f"{TORCHVISION}+cu128",
+        "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cu128",
+        "TORCH_CUDA": "12.8",
+    }
+    run = " ".join(instructions(dockerfile, "RUN"))
+    assert re.findall(r"\btorch==(\S+)", run) == ['$TORCH_VERSION"']
+    assert re.findall(r"\btorchvision==(\S+)", run) == ['$TORCHVISION_VERSION"']
+    assert '--extra-index-url "$TORCH_INDEX_URL"' in run
+    # The build fails unless pip kept the requested builds and torch reports the requested CUDA.
+    for check in ("version('torch') == os.environ['TORCH_VERSION']",
+                  "version('torchvision') == os.environ['TORCHVISION_VERSION']",
+                  "torch.version.cuda == os.environ['TORCH_CUDA']"):  # fmt: skip
+        assert check in run
+
+
+def test_ci_build_overrides_only_the_base_and_torchs_source():
+    """Issue 15: nothing but the base and torch's source may differ between a reviewer's build and CI's."""
+    script = CI_CONTAINER.read_text()
+    overridden = set(re.findall(r"--build-arg ([A-Z_]+)=", script))
+    assert overridden == {"BASE_IMAGE", "TORCH_VERSION", "TORCHVISION_VERSION", "TORCH_INDEX_URL", "TORCH_CUDA",
+                          "GIT_REVISION"}  # fmt: skip
+    build = script[script.index("docker build") :]
+    build = build[: build.index(" . ")]  # up to the context: the repository, with its own Dockerfile
+    assert "--file" not in build and " -f " not in build
 
 
 def test_torch_pins_agree_between_dockerfile_constraints_and_pyproject(dockerfile):
-    run = " ".join(instructions(dockerfile, "RUN"))
-    assert re.findall(r"\btorch==(\S+)", run) == [f"{TORCH}+cu128"]
-    assert re.findall(r"\btorchvision==(\S+)", run) == [f"{TORCHVISION}+cu128"]
-    assert "https://download.pytorch.org/whl/cu128" in run
 
     constraints = pins(ROOT / "constraints.txt")
     assert constraints["torch"] == TORCH
@@ -210,6 +241,38 @@ def test_labels_env_and_revision(dockerfile):
 def test_hadolint_passes():
     result = subprocess.run([tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ci_container_fails_on_a_broken_dockerfile(tmp_path):
+    """.ci/container on a copy of this checkout whose Dockerfile COPYs a missing file: a real dockerd and
+    build (the cached layers before the broken step make it quick on a warm cache), which must fail."""
+    if os.geteuid() != 0:
+        pytest.skip(".ci/container needs root (it installs docker.io and starts dockerd)")
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
+                            capture_output=True)  # fmt: skip
+    if listed.returncode != 0:
+        pytest.skip(f"{ROOT} is not a git checkout")
+    copy = tmp_path / "repo"
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    dockerfile = copy / "Dockerfile"
+    text = dockerfile.read_text()
+    assert "COPY README.md ./\n" in text
+    dockerfile.write_text(text.replace("COPY README.md ./\n", "COPY README.md ./\nCOPY no-such-file.txt ./\n"))
+    git = ["git", "-C", str(copy), "-c", "user.name=ci", "-c", "user.email=ci@localhost"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "broken Dockerfile"], check=True)
+
+    result = subprocess.run(["bash", str(copy / ".ci" / "container")], capture_output=True, text=True, timeout=3600)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "FAILED during building the image" in output, output[-3000:]
+    assert "no-such-file.txt" in output, output[-3000:]
+    assert "PASSED" not in output
+    assert not (copy / "results-smoke").exists()  # it stopped at the build: nothing ran
 
 
 # --- docker-compose.yml -------------------------------------------------------------------------------
