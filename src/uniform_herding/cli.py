@@ -11,7 +11,9 @@ from uniform_herding.aggregate import aggregate_command
 from uniform_herding.archive import data_cmd
 from uniform_herding.check import check_command
 from uniform_herding.config import PROFILES, RUNS, SEEDS, ConfigError, resolve
+from uniform_herding.executor import slurm_options
 from uniform_herding.report import report_command
+from uniform_herding.status import status_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,11 +57,17 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--archive", type=click.Path(path_type=Path, dir_okay=False),
               help="Use this archive (official md5, or the md5 in its .md5 sidecar) instead of the data dir.")
 @click.option("--force", is_flag=True, help="Rerun finished runs and discard checkpoints.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, envvar="UH_JOBS", show_default=True,
-              help="Run this many (run ID, seed) pairs at once, one process each: seeds sharing one GPU, "
-              "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), envvar="UH_EXECUTOR",
+              help="Run each (run ID, seed) pair as a submitit job: `local` on this machine (N per visible GPU, "
+              "else one per CPU core), `slurm` as one job array (docs/cluster.md). Default: one after another "
+              "in this process. Results do not depend on it. Env: UH_EXECUTOR.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
+              help="Short for --executor local with N runs per GPU (on a CPU: N at once). Env: UH_JOBS.")
+@click.option("--wait", is_flag=True, help="With --executor slurm: follow the array until every run has ended.")
+@slurm_options
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-            results_dir: Path, archive: Path | None, force: bool, jobs: int) -> None:
+            results_dir: Path, archive: Path | None, force: bool, executor: str | None, jobs: int | None,
+            wait: bool, slurm_config: Path | None, **slurm: object) -> None:
     """Run RUN_IDS (or `all`) for each seed; write results/<RUN>/seed-<S>/result.json.
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
@@ -75,17 +83,23 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS]
-    if jobs > 1 and len(pairs) > 1:
-        from uniform_herding import jobs as parallel
+    if executor is None and jobs is not None and jobs > 1:
+        executor = "local"
+    if executor:
+        from uniform_herding import executor as submit
 
         try:
-            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per child
+            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per job
         except DataError as e:
             raise click.ClickException(str(e)) from None
-        options = ["--profile", profile, "--data-dir", str(data_dir), "--results-dir", str(results_dir)]
-        options += (["--archive", str(archive)] if archive else []) + (["--force"] if force else [])
-        commands = [parallel.child_command(run_id, seed, options) for run_id, seed in pairs]
-        click.get_current_context().exit(parallel.run_all(commands, jobs, click.echo))
+        tasks = [submit.RunPair(run_id, seed, profile, data_dir.resolve(), results_dir.resolve(),
+                                archive.resolve() if archive else None, force) for run_id, seed in pairs]  # fmt: skip
+        if executor == "local":
+            code = submit.run_local(tasks, submit.local_slots(jobs), results_dir, click.echo)
+        else:
+            settings = submit.slurm_settings(slurm_config, {k.removeprefix("slurm_"): v for k, v in slurm.items()})
+            code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
+        click.get_current_context().exit(code)
     progress = profile == "paper" and sys.stderr.isatty()
     with stop_on_signals():
         for run_id, seed in pairs:
@@ -103,3 +117,4 @@ main.add_command(aggregate_command)
 main.add_command(check_command)
 main.add_command(data_cmd)
 main.add_command(report_command)
+main.add_command(status_command)

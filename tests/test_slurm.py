@@ -1,0 +1,113 @@
+"""`uh run --executor slurm` and `uh status` against a real single-node Slurm (tests/slurm_cluster.py).
+
+Skipped, never passed, where Slurm's packages or root are missing (.ci/slurm installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from uniform_herding.results import read_per_seed_csv
+from uniform_herding.run import result_path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from slurm_cluster import SlurmCluster, available  # noqa: E402
+
+EXPECTED = Path(__file__).parents[1] / "expected_results" / "smoke" / "per_seed.csv"
+SLURM_RUN = ["--profile", "smoke", "--executor", "slurm", "--slurm-gpus", "0", "--slurm-cpus", "1"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A private Slurm cluster for this module's tests, stopped by PID afterwards."""
+    why = available()
+    if why:
+        pytest.skip(why)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+def uh(cluster: SlurmCluster, *args: str, **popen) -> subprocess.Popen:
+    env = {**cluster.env(), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)  # fmt: skip
+
+
+def status(cluster: SlurmCluster, results: Path) -> dict[str, str]:
+    """`uh status`'s lines by pair ('B0 seed 1993' -> 'done'), and 'summary'."""
+    out, _ = uh(cluster, "status", "--results-dir", str(results)).communicate(timeout=120)
+    *lines, summary = out.strip().splitlines()
+    return {**{line.split(":")[0]: line.split(": ", 1)[1] for line in lines}, "summary": summary}
+
+
+def wait_for(condition, what: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(2)
+
+
+def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_results(slurm, tmp_path):
+    """Three pairs as one array: B0 seed 42 fails at once (a foreign result.json is in its place), 1993 is
+    requeued by `scontrol requeue` after its first task, 2023 runs through. 1993 resumes from its
+    checkpoint; both give the one-at-a-time results; `uh status` names the failure and its log."""
+    results, data = tmp_path / "results", tmp_path / "data"
+    foreign = result_path(results, "B0", 42)
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text(json.dumps({"config_version": 0, "config": {}, "seed": 42}))
+    proc = uh(slurm, "run", "B0", "--seed", "42", "--seed", "1993", "--seed", "2023", *SLURM_RUN, "--wait",
+              "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
+    assert proc.stdout is not None
+    output, job = [], {}
+    for line in proc.stdout:  # --wait follows the jobs' logs
+        output.append(line)
+        if m := re.match(r"B0 seed (\d+): Slurm job (\d+_\d+)$", line.strip()):
+            job[m[1]] = m[2]
+        if line.startswith("B0 seed 1993 task 1/5"):
+            break
+    assert "uh status --results-dir" in "".join(output)
+    assert status(slurm, results)["B0 seed 1993"].startswith(f"running (task 2 of 5, from the checkpoint) "
+                                                             f"[Slurm job {job['1993']}]")  # fmt: skip
+    subprocess.run(["scontrol", "requeue", job["1993"]], env=slurm.env(), check=True)
+    wait_for(lambda: status(slurm, results)["B0 seed 1993"].startswith("queued"), "the requeued task to be queued")
+    rest, _ = proc.communicate(timeout=600)
+    output = "".join(output) + rest
+    assert proc.returncode == 1, output  # one pair failed
+
+    assert "B0 seed 1993: resuming after task 1/5" in output
+    lines = status(slurm, results)
+    assert lines["B0 seed 1993"] == "done" and lines["B0 seed 2023"] == "done"
+    failed = lines["B0 seed 42"]
+    assert failed.startswith(f"failed [Slurm job {job['42']}] FAILED: Error: B0 seed 42: ") and "config_version 0" in failed
+    assert Path(failed.rsplit("log: ", 1)[1]).exists()
+    assert lines["summary"] == "3 runs: 2 done, 1 failed"
+    expected = read_per_seed_csv(EXPECTED).set_index(["run_id", "seed"])
+    for seed in (1993, 2023):
+        result = json.loads(result_path(results, "B0", seed).read_text())
+        for metric, value in result["metrics"].items():
+            assert round(value, 4) == expected.loc[("B0", seed), metric], (seed, metric)
+
+
+def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
+    results = tmp_path / "results"
+    out, _ = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),
+                "--results-dir", str(results)).communicate(timeout=120)  # fmt: skip
+    job = re.search(r"B0 seed 7: Slurm job (\S+)", out)[1]
+    log = results / "submitit" / "slurm" / f"{job}_0_log.out"
+    wait_for(lambda: log.exists() and "task 1/5" in log.read_text(), "the first task")
+    subprocess.run(["scancel", job], env=slurm.env(), check=True)
+    wait_for(lambda: status(slurm, results)["B0 seed 7"].startswith("cancelled"), "uh status to see the scancel")
+    line = status(slurm, results)["B0 seed 7"]
+    assert line.startswith(f"cancelled [Slurm job {job}]; log: "), line
+    assert "B0 seed 7 stopped by SIGTERM" in log.read_text()
+    assert (result_path(results, "B0", 7).parent / "checkpoint.pt").exists()
+    assert not os.path.exists(result_path(results, "B0", 7))
