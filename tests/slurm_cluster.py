@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 DAEMONS = ("munged", "mariadbd", "mysql_install_db", "slurmdbd", "slurmctld", "slurmd", "sbatch", "sacct")
@@ -116,12 +117,12 @@ StorageLoc=slurm_acct_db
         )
         dbd.chmod(0o600)
 
-    def _start(self, name: str, command: list[str], pid_file: Path, ready: callable = None) -> None:
+    def _start(self, name: str, command: list[str], pid_file: Path, ready: Callable[[], bool] | None = None) -> None:
         subprocess.run(command, check=True, env=self.env(), capture_output=True, timeout=60)
         self.pids.append((name, pid_file))
         self._wait(lambda: pid_file.exists() and (ready is None or ready()), f"{name} did not start")
 
-    def _wait(self, ok, message: str, timeout: float = 60) -> None:
+    def _wait(self, ok: Callable[[], bool], message: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while not ok():
             if time.monotonic() > deadline:
@@ -183,7 +184,7 @@ StorageLoc=slurm_acct_db
         """Cancel what is left, then stop each daemon by its PID, last started first."""
         subprocess.run(["scancel", "--full", f"--cluster={CLUSTER}", "-u", "root"], env=self.env(),
                        capture_output=True)  # fmt: skip
-        for name, pid_file in reversed(self.pids):
+        for _name, pid_file in reversed(self.pids):
             try:
                 pid = int(pid_file.read_text().split()[0])
                 os.kill(pid, signal.SIGTERM)

@@ -373,13 +373,17 @@ def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
     if not wait:
         return 0
     tails = {job: Tail(job.paths.stdout) for job in jobs}
-    while tails:
-        time.sleep(POLL_S * 4)
-        for job in list(tails):
-            for line in tails[job].lines():
-                echo(line)
-            if job.done():
-                del tails[job]
+    try:
+        while tails:
+            time.sleep(POLL_S * 4)
+            for job in list(tails):
+                for line in tails[job].lines():
+                    echo(line)
+                if job.done():
+                    del tails[job]
+    except KeyboardInterrupt:
+        echo(f"Stopped following job array {array}; its runs go on (scancel {array} cancels them).")
+        return 128 + signal.SIGINT
     results = {job: _job_result(job) for job in jobs}
     for job, result in results.items():
         if result != "done":
