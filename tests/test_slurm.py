@@ -86,7 +86,7 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
         if line.startswith("B0 seed 1993 task 1/5"):
             break
     subprocess.run(["scontrol", "requeue", job["1993"]], env=slurm.env(), check=True)  # as a pre-emption does
-    assert "uh status --results-dir" in "".join(output)
+    assert "Submitted Slurm job array" in "".join(output)
     wait_for(lambda: status(slurm, results)["B0 seed 1993"].startswith("queued"), "the requeued task to be queued")
     rest, _ = proc.communicate(timeout=600)
     output = "".join(output) + rest
@@ -119,7 +119,7 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     subprocess.run(["scancel", job], env=slurm.env(), check=True)
     wait_for(lambda: status(slurm, results)["B0 seed 7"].startswith("cancelled"), "uh status to see the scancel")
     line = status(slurm, results)["B0 seed 7"]
-    assert line.startswith(f"cancelled [Slurm job {job}]; log: "), line
+    assert re.match(rf"cancelled \[Slurm job {job}\] \(checkpoint after task [1-4] of 5\); log: ", line), line
     assert "B0 seed 7 stopped by SIGTERM" in log.read_text()
     assert (result_path(results, "B0", 7).parent / "checkpoint.pt").exists()
     assert not os.path.exists(result_path(results, "B0", 7))

@@ -124,6 +124,11 @@ class RunPair:
         def say(line: str) -> None:
             print(line, flush=True)
 
+        # result.json's "command" (sys.argv): the `uh run` this job stands for, not submitit's entry point
+        sys.argv = ["uh", "run", self.run_id, "--seed", str(self.seed), "--profile", self.profile,
+                    "--data-dir", str(self.data_dir), "--results-dir", str(self.results_dir),
+                    *(["--archive", str(self.archive)] if self.archive else [])]  # fmt: skip
+
         try:
             # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
             # parent's forwarded signal stop the run at once, keeping the checkpoint.
@@ -369,7 +374,8 @@ def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
                       [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)])
     for task, job in zip(tasks, jobs, strict=True):
         echo(f"{task.run_id} seed {task.seed}: Slurm job {job.job_id}")
-    echo(f"Submitted job array {array} ({len(jobs)} runs); follow it with: uh status --results-dir {results_dir}")
+    what = f"job array {array} ({len(jobs)} runs)" if len(jobs) > 1 else f"job {array}"  # one run: no array
+    echo(f"Submitted Slurm {what}; follow it with: uh status --results-dir {results_dir}")
     if not wait:
         return 0
     tails = {job: Tail(job.paths.stdout) for job in jobs}
@@ -382,7 +388,7 @@ def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
                 if job.done():
                     del tails[job]
     except KeyboardInterrupt:
-        echo(f"Stopped following job array {array}; its runs go on (scancel {array} cancels them).")
+        echo(f"Stopped following Slurm {what}; its runs go on (scancel {array} cancels them).")
         return 128 + signal.SIGINT
     results = {job: _job_result(job) for job in jobs}
     for job, result in results.items():

@@ -145,7 +145,8 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -
     if state in SLURM_RUNNING:
         return running()
     if state == "CANCELLED":
-        return Line(run_id, seed, "cancelled", f"{tag}; log: {job.paths.stderr}")
+        kept = f" (checkpoint after task {progress[0]} of {progress[1]})" if progress else ""
+        return Line(run_id, seed, "cancelled", f"{tag}{kept}; log: {job.paths.stderr}")
     if state in ("UNKNOWN", "READY"):
         return Line(run_id, seed, "unknown", f"{tag} (Slurm does not know it here: no sacct?); log: {job.paths.stderr}")
     return ended(state)
