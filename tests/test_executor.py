@@ -174,3 +174,15 @@ def test_slurm_settings_come_from_options_over_the_config_file(tmp_path):
         executor.slurm_settings(config, {})
     with pytest.raises(UsageError, match="KEY=VALUE"):
         executor.slurm_settings(None, {"sbatch": ("qos",)})
+
+
+def test_slurm_without_sbatch_is_one_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    out = CliRunner().invoke(main, ["run", "B0", "--seed", "1", "--profile", "smoke", "--executor", "slurm",
+                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
+    assert out.exit_code == 1 and "needs Slurm's sbatch on the PATH" in out.output, out.output
+    assert not (tmp_path / "r").exists()

@@ -123,3 +123,11 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     assert "B0 seed 7 stopped by SIGTERM" in log.read_text()
     assert (result_path(results, "B0", 7).parent / "checkpoint.pt").exists()
     assert not os.path.exists(result_path(results, "B0", 7))
+
+
+def test_a_setting_that_sbatch_refuses_is_one_line(slurm, tmp_path):
+    results = tmp_path / "results"
+    out, _ = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--slurm-partition", "nosuchpartition",
+                "--data-dir", str(tmp_path / "data"), "--results-dir", str(results)).communicate(timeout=120)  # fmt: skip
+    assert out.startswith("Error: sbatch refused the job array: ") and "invalid partition" in out.lower(), out
+    assert out.count("\n") == 1

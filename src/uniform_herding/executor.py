@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -366,9 +367,18 @@ def slurm_executor(results_dir: Path, settings: dict[str, Any]) -> Any:
 def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool,
                  echo: Callable[[str], None]) -> int:  # fmt: skip
     """Submit one job array (one task per pair); print the job IDs; with `wait`, follow it to the end."""
+    import submitit
+
+    if shutil.which("sbatch") is None:
+        raise click.ClickException("--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
+                                   "of the cluster, or use --executor local")  # fmt: skip
     executor = slurm_executor(results_dir, settings)
-    with executor.batch():
-        jobs = [executor.submit(task) for task in tasks]
+    try:
+        with executor.batch():
+            jobs = [executor.submit(task) for task in tasks]
+    except submitit.core.utils.FailedJobError as e:  # sbatch refused: a bad partition, account, time, ...
+        reason = " ".join(str(e).split())
+        raise click.ClickException(f"sbatch refused the job array: {reason}; fix the --slurm-* settings") from None
     array = jobs[0].job_id.split("_")[0]
     record_submission(results_dir, f"slurm-{array}",
                       [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)])
