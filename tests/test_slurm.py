@@ -127,7 +127,8 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
 
 def test_a_setting_that_sbatch_refuses_is_one_line(slurm, tmp_path):
     results = tmp_path / "results"
-    out, _ = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--slurm-partition", "nosuchpartition",
-                "--data-dir", str(tmp_path / "data"), "--results-dir", str(results)).communicate(timeout=120)  # fmt: skip
+    proc = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--slurm-partition", "nosuchpartition",
+              "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    out, _ = proc.communicate(timeout=120)
     assert out.startswith("Error: sbatch refused the job array: ") and "invalid partition" in out.lower(), out
     assert out.count("\n") == 1
