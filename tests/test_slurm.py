@@ -87,12 +87,14 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
             break
     subprocess.run(["scontrol", "requeue", job["1993"]], env=slurm.env(), check=True)  # as a pre-emption does
     assert "Submitted Slurm job array" in "".join(output)
-    wait_for(lambda: status(slurm, results)["B0 seed 1993"].startswith("queued"), "the requeued task to be queued")
     rest, _ = proc.communicate(timeout=600)
     output = "".join(output) + rest
     assert proc.returncode == 1, output  # one pair failed
 
     assert re.search(r"B0 seed 1993: resuming after task [1-4]/5", output), output
+    starts = subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", job["1993"]], env=slurm.env(),
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    assert starts == [job["1993"], "REQUEUED", job["1993"], "COMPLETED"], starts  # -D: one row per start
     lines = status(slurm, results)
     assert lines["B0 seed 1993"] == "done" and lines["B0 seed 2023"] == "done"
     failed = lines["B0 seed 42"]
