@@ -116,8 +116,10 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     job = re.search(r"B0 seed 7: Slurm job (\S+)", out)[1]
     log = results / "submitit" / "slurm" / f"{job}_0_log.out"
     wait_for(lambda: log.exists() and "task 1/5" in log.read_text(), "the first task")
+    subprocess.run(["scontrol", "suspend", job], env=slurm.env(), check=True)  # held mid-run while we look
     line = status(slurm, results)["B0 seed 7"]
     assert re.fullmatch(rf"running \(task [2-5] of 5, from the checkpoint\) \[Slurm job {job}\]", line), line
+    subprocess.run(["scontrol", "resume", job], env=slurm.env(), check=True)
     subprocess.run(["scancel", job], env=slurm.env(), check=True)
     wait_for(lambda: status(slurm, results)["B0 seed 7"].startswith("cancelled"), "uh status to see the scancel")
     line = status(slurm, results)["B0 seed 7"]

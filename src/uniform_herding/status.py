@@ -138,8 +138,13 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -
         alive = _local_alive(entry, int(entry["uh_pid"]))
         return Line(run_id, seed, "queued" if alive else "not started", "" if alive else "(its uh run has ended)")
     if entry["executor"] == "local":
-        return running() if _local_alive(entry, int(job.job_id)) else ended("")
-    state = job.state.split()[0]  # e.g. "CANCELLED by 0"
+        alive = _local_alive(entry, int(job.job_id))
+    else:
+        state = job.state.split()[0]  # e.g. "CANCELLED by 0"
+    if (folder / "result.json").exists():  # finished while we asked
+        return Line(run_id, seed, "done")
+    if entry["executor"] == "local":
+        return running() if alive else ended("")
     if state in SLURM_QUEUED:
         return Line(run_id, seed, "queued", f"{tag} {state}")
     if state in SLURM_RUNNING:
