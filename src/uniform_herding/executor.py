@@ -22,7 +22,9 @@ which pair, for `uh status` (status.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import shutil
 import signal
@@ -373,8 +375,8 @@ def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
         raise click.ClickException("--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
                                    "of the cluster, or use --executor local")  # fmt: skip
     executor = slurm_executor(results_dir, settings)
-    try:
-        with executor.batch():
+    try:  # submitit also prints a refusing sbatch's stderr; the error line below carries it
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
             jobs = [executor.submit(task) for task in tasks]
     except submitit.core.utils.FailedJobError as e:  # sbatch refused: a bad partition, account, time, ...
         reason = " ".join(str(e).split())
