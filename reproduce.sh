@@ -27,7 +27,8 @@ Targets:
             runs they are compared with), in turn as 'all' does, then check and report
   smoke     the kick-the-tires run: the paper's twelve run IDs under the tiny synthetic 'smoke'
             profile (CPU, minutes, no download) into a scratch results directory, then check and
-            report (r1-r3 too: ./reproduce.sh refresh --profile smoke --results-dir results-smoke)
+            report (r1-r3 too: ./reproduce.sh refresh --profile smoke --results-dir results-smoke);
+            runs on every core at once unless --executor or --jobs says otherwise
   check     compare the results with expected_results/ (verdicts per run ID and claim)
   report    tables and figures from the results
   test      the project's test suite (python -m pytest -q)
@@ -40,9 +41,13 @@ Options:
   --results-dir R      results directory (default: \$UH_RESULTS_DIR, else the repo's ./results;
                        for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
   --force              run again even if a result exists
-  --jobs N             run N (run ID, seed) pairs at once, one process each (default: \$UH_JOBS,
-                       else 1): e.g. the three seeds of a run ID sharing one GPU, or one
-                       CPU core each. Results do not depend on N
+  --executor E         local: every (run ID, seed) as a submitit job on this machine, one per
+                       visible GPU (one per CPU core without one); slurm: all of them as one
+                       Slurm job array, then follow with 'uh status' and run check and report
+                       when it is done (docs/cluster.md; UH_SLURM_* set partition, time, ...).
+                       Default: \$UH_EXECUTOR, else one run after another. Results do not depend on it
+  --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
+                       (default: \$UH_JOBS)
   -h, --help           this help
 
 Outside the container the first call creates ./.venv and installs the pinned project into it.
@@ -52,6 +57,7 @@ Examples:
   ./reproduce.sh smoke
   ./reproduce.sh B3 --seeds "1993 2023"
   ./reproduce.sh all --jobs 3
+  ./reproduce.sh all --executor slurm
   ./reproduce.sh all
   ./reproduce.sh refresh
 EOF
@@ -81,6 +87,7 @@ data_dir=""
 results_dir=""
 force=0
 jobs=""
+executor=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "option $1 needs a value"; }
 
@@ -100,6 +107,8 @@ while [[ $# -gt 0 ]]; do
         --force) force=1; shift ;;
         --jobs) need_value "$@"; jobs=$2; shift 2 ;;
         --jobs=*) jobs=${1#*=}; shift ;;
+        --executor) need_value "$@"; executor=$2; shift 2 ;;
+        --executor=*) executor=${1#*=}; shift ;;
         -*) usage_error "unknown option '$1'" ;;
         *)
             [[ -z "$target" ]] || usage_error "one target at a time (got '$target' and '$1')"
@@ -118,10 +127,14 @@ for seed in ${seeds[@]+"${seeds[@]}"}; do
     [[ "$seed" =~ ^[0-9]+$ ]] || usage_error "seed '$seed' is not a non-negative integer"
 done
 [[ -z "$jobs" || "$jobs" =~ ^[1-9][0-9]*$ ]] || usage_error "--jobs '$jobs' is not a positive integer"
+[[ -z "$executor" || "$executor" == local || "$executor" == slurm ]] ||
+    usage_error "--executor '$executor' is not local or slurm"
 if [[ "$target" == smoke ]]; then
     [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
     profile=smoke
     results_dir=${results_dir:-${UH_SMOKE_RESULTS_DIR:-$REPO_DIR/results-smoke}}
+    # every core at once (one run per core; results do not depend on it)
+    [[ -n "$executor$jobs${UH_EXECUTOR:-}${UH_JOBS:-}" ]] || executor=local
 fi
 # Relative directories (options or UH_* variables) are the caller's, not the repo's (we cd there below).
 data_dir=${data_dir:-${UH_DATA_DIR:-}}
@@ -156,6 +169,7 @@ for seed in ${seeds[@]+"${seeds[@]}"}; do run_args+=(--seed "$seed"); done
 [[ -z "$results_dir" ]] || run_args+=(--results-dir "$results_dir")
 [[ "$force" == 0 ]] || run_args+=(--force)
 [[ -z "$jobs" ]] || run_args+=(--jobs "$jobs")
+[[ -z "$executor" ]] || run_args+=(--executor "$executor")
 
 check_args=()
 [[ -z "$results_dir" ]] || check_args+=(--results-dir "$results_dir")
@@ -187,8 +201,15 @@ check_and_report() {
 }
 
 # each given run ID in turn, then check and report; a failed run does not stop the others, a signal does.
+# run_each GROUP ID...: the IDs in turn, then check and report; on Slurm one array of the group instead.
 run_each() {
-    local id start status rc failed=()
+    local group=$1 id start status rc failed=()
+    shift
+    if [[ "${executor:-${UH_EXECUTOR:-}}" == slurm ]]; then  # one array of every run; returns after submitting
+        run_uh run "$group" ${run_args[@]+"${run_args[@]}"}
+        log "when 'uh status' shows every run done: ./reproduce.sh check; ./reproduce.sh report"
+        exit 0
+    fi
     for id in "$@"; do
         start=$SECONDS
         if run_uh run "$id" ${run_args[@]+"${run_args[@]}"}; then
@@ -215,9 +236,10 @@ run_each() {
 
 # --- targets -----------------------------------------------------------------------------------------
 case "$target" in
-    all) run_each "${RUN_IDS[@]}" ;;
-    refresh) run_each "${REFRESH_IDS[@]}" ;;
+    all) run_each all "${RUN_IDS[@]}" ;;
+    refresh) run_each refresh "${REFRESH_IDS[@]}" ;;
     smoke)
+        [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
         run_uh run all ${run_args[@]+"${run_args[@]}"}
         check_and_report
         log "smoke results in $results_dir"

@@ -463,15 +463,27 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
     scratch = str(tmp_path / "scratch")
     result, calls = reproduce("smoke", UH_SMOKE_RESULTS_DIR=scratch)
     assert result.returncode == 0, result.stderr
-    assert calls == [
-        ["run", "all", "--profile", "smoke", "--results-dir", scratch],
+    assert calls == [  # every core at once by default
+        ["run", "all", "--profile", "smoke", "--results-dir", scratch, "--executor", "local"],
         ["check", "--results-dir", scratch, "--profile", "smoke"],
         ["report", "--results-dir", scratch],
     ]
     _, calls = reproduce("smoke")
-    assert calls[0] == ["run", "all", "--profile", "smoke", "--results-dir", str(ROOT / "results-smoke")]
+    assert calls[0][:5] == ["run", "all", "--profile", "smoke", "--results-dir"]
+    assert calls[0][5] == str(ROOT / "results-smoke")
     _, calls = reproduce("smoke", "--results-dir", "elsewhere", cwd=tmp_path)
-    assert calls[0][-2:] == ["--results-dir", str(tmp_path / "elsewhere")]
+    assert calls[0][-4:] == ["--results-dir", str(tmp_path / "elsewhere"), "--executor", "local"]
+    _, calls = reproduce("smoke", "--jobs", "1")  # one at a time when asked
+    assert calls[0][-2:] == ["--jobs", "1"] and "--executor" not in calls[0]
+    _, calls = reproduce("smoke", "--executor", "slurm")  # check needs the results: wait for the array
+    assert calls[0][-3:] == ["--executor", "slurm", "--wait"]
+
+
+def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):
+    result, calls = reproduce("all", "--executor", "slurm")
+    assert result.returncode == 0, result.stderr
+    assert calls == [["run", "all", "--executor", "slurm"]]
+    assert "./reproduce.sh check" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -487,6 +499,7 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
         ("smoke", "--profile", "paper"),
         ("smoke", "--jobs", "0"),
         ("B3", "--jobs=two"),
+        ("B3", "--executor", "cloud"),
     ],
 )
 def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):

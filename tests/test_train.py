@@ -222,3 +222,31 @@ def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tm
     assert result.exit_code == 1
     assert "UH_COMPILE='yes' is not a setting; use 0, 1, reduce-overhead, max-autotune" in result.output
     assert not any(tmp_path.iterdir())
+
+
+
+@pytest.mark.parametrize("ntasks", [None, "1"])
+def test_a_run_inside_a_slurm_job_trains_as_a_plain_process(tiny_stream, monkeypatch, recwarn, ntasks):
+    """With SLURM_* set and srun on the PATH, fit_task neither warns about srun (Lightning does where
+    SLURM_NTASKS is unset) nor picks SLURMEnvironment with its SIGUSR1 requeue handler (where it is set)."""
+    import lightning as L
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    for name, value in {"SLURM_JOB_ID": "17", "SLURM_JOB_NAME": "uh", "SLURM_NTASKS": ntasks}.items():
+        monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: "/usr/bin/srun" if name == "srun" else None)
+    environments = []
+    fit = L.Trainer.fit
+    monkeypatch.setattr(L.Trainer, "fit", lambda self, *a, **k: (environments.append(
+        self._accelerator_connector.cluster_environment), fit(self, *a, **k)))  # fmt: skip  (what signals use)
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule, fit_task
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0))
+    fit_task(module, stream.train_items(0), torch.device("cpu"), False)
+    assert not [str(w.message) for w in recwarn if "srun" in str(w.message)]
+    assert len(environments) == 1 and not isinstance(environments[0], SLURMEnvironment)

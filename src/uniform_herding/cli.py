@@ -23,6 +23,7 @@ from uniform_herding.config import (
     expand_run_ids,
     resolve,
 )
+from uniform_herding.executor import slurm_options
 
 # Commands contributed by other modules, imported on first use: name -> "module:attribute".
 LAZY_COMMANDS = {
@@ -31,6 +32,7 @@ LAZY_COMMANDS = {
     "data": "uniform_herding.archive:data_cmd",
     "doctor": "uniform_herding.doctor:doctor_command",
     "report": "uniform_herding.report:report_command",
+    "status": "uniform_herding.status:status_command",
 }
 
 
@@ -100,11 +102,17 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
               help="16-mixed: the paper's fp16 GPU path (fp16 autocast, loss scaling, fused SGD, channels_last); "
               "32-true: fp32. Default: 16-mixed on a GPU, 32-true on a CPU. Env: UH_PRECISION.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, envvar="UH_JOBS", show_default=True,
-              help="Run this many (run ID, seed) pairs at once, one process each: seeds sharing one GPU, "
-              "or one CPU core each. Results do not depend on it. Env: UH_JOBS.")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), envvar="UH_EXECUTOR",
+              help="Run each (run ID, seed) pair as a submitit job: `local` on this machine (N per visible GPU, "
+              "else one per CPU core), `slurm` as one job array (docs/cluster.md). Default: one after another "
+              "in this process. Results do not depend on it. Env: UH_EXECUTOR.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
+              help="Short for --executor local with N runs per GPU (on a CPU: N at once). Env: UH_JOBS.")
+@click.option("--wait", is_flag=True, help="With --executor slurm: follow the array until every run has ended.")
+@slurm_options
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-            results_dir: Path, archive: Path | None, force: bool, precision: str | None, jobs: int) -> None:
+            results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
+            jobs: int | None, wait: bool, slurm_config: Path | None, **slurm: object) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
     IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`).
 
@@ -116,14 +124,16 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 
     with stop_on_signals():
         try:
-            run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, jobs)
+            run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
+                      slurm_config, slurm)
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
 
 
 def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-              results_dir: Path, archive: Path | None, force: bool, precision: str | None, jobs: int) -> None:
+              results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
+              jobs: int | None, wait: bool, slurm_config: Path | None, slurm: dict) -> None:
     """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported."""
     from uniform_herding.durability import Interrupted, RunError
     from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
@@ -152,19 +162,25 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
         return
     from uniform_herding.archive import DataError
 
-    if jobs > 1 and len(pairs) > 1:
-        from uniform_herding import jobs as parallel
+    if executor is None and jobs is not None and jobs > 1:
+        executor = "local"
+    if executor:
+        from uniform_herding import executor as submit
         from uniform_herding.run import prepare_archive
 
         try:
-            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per child
+            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per job
         except DataError as e:
             raise click.ClickException(str(e)) from None
-        options = ["--profile", profile, "--data-dir", str(data_dir), "--results-dir", str(results_dir)]
-        options += (["--archive", str(archive)] if archive else []) + (["--force"] if force else [])
-        options += ["--precision", precision] if precision else []
-        commands = [parallel.child_command(run_id, seed, options) for run_id, seed in pairs]
-        click.get_current_context().exit(parallel.run_all(commands, jobs, click.echo))
+        tasks = [submit.RunPair(run_id, seed, profile, data_dir.resolve(), results_dir.resolve(),
+                                archive.resolve() if archive else None, force, precision)
+                 for run_id, seed in pairs]  # fmt: skip
+        if executor == "local":
+            code = submit.run_local(tasks, submit.local_slots(jobs), results_dir, click.echo)
+        else:
+            settings = submit.slurm_settings(slurm_config, {k.removeprefix("slurm_"): v for k, v in slurm.items()})
+            code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
+        click.get_current_context().exit(code)
     from uniform_herding.run import run_seed
 
     progress = profile == "paper" and sys.stderr.isatty()

@@ -31,6 +31,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.plugins import MixedPrecision
+from lightning.pytorch.plugins.environments import LightningEnvironment
 from torch import Tensor
 
 from uniform_herding.config import Config
@@ -251,10 +252,13 @@ def quiet_lightning() -> None:
     """Drop Lightning's per-fit banners (devices, tips, "max_epochs reached"): a run fits once per task.
 
     They are INFO records of the `lightning.pytorch` loggers; its warnings go through `warnings`
-    and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11.
+    and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11, and
+    its hint to launch with `srun` wherever srun is on the PATH (every fit asks SLURMEnvironment.detect()
+    whatever the environment plugin): a run is one process by design (fit_task's LightningEnvironment).
     """
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used")
 
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
@@ -296,7 +300,9 @@ def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: 
         accelerator=device.type,
         devices=1,
         max_epochs=cfg.epochs,
-        plugins=precision_plugins(module.gpu_path, device),
+        # One plain process: inside a Slurm job Lightning would otherwise pick SLURMEnvironment, warn about
+        # srun and install its own requeue handler, which fights submitit's (docs/cluster.md).
+        plugins=[*precision_plugins(module.gpu_path, device), LightningEnvironment()],
         gradient_clip_val=cfg.grad_clip,
         gradient_clip_algorithm="norm",
         logger=False,
