@@ -58,7 +58,8 @@ def _parent_pid(pid: int) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (one that is not ours to signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -86,7 +87,7 @@ def stop_with_parent(uh_pid: int | None) -> Iterator[None]:
     def watch() -> None:
         while not done.wait(1.0):
             parent = _parent_pid(controller)
-            if (parent != uh_pid) if parent is not None else not _alive(uh_pid):
+            if (parent != uh_pid) if parent is not None else not process_alive(uh_pid):
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
 

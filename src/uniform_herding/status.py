@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.executor import submitit_folder
+from uniform_herding.executor import process_alive, submitit_folder
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
@@ -91,15 +91,7 @@ def _job(entry: dict):
 
 
 def _local_alive(entry: dict, pid: int) -> bool:
-    if entry.get("host") != os.uname().nodename:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return entry.get("host") == os.uname().nodename and process_alive(pid)
 
 
 @dataclass
