@@ -6,6 +6,7 @@ Slurm's states (queued, requeued, failed, cancelled) are exercised against a rea
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
+from uniform_herding.durability import seal
 from uniform_herding.executor import record_submission, submitit_folder
 
 
@@ -25,7 +27,10 @@ def seed_dir(results, run_id, seed):
 
 
 def checkpoint(folder, task, n_tasks=5):
-    torch.save({"task": task, "config": {"n_tasks": n_tasks}, "learner": {}}, folder / "checkpoint.pt")
+    """A checkpoint as durability.Checkpoint writes it: the torch payload behind its sha256 header."""
+    buffer = io.BytesIO()
+    torch.save({"task": task, "config": {"n_tasks": n_tasks}, "learner": {}}, buffer)
+    (folder / "checkpoint.pt").write_bytes(seal(buffer.getvalue()))
 
 
 def entry(run_id, seed, job_id, folder, uh_pid, executor="local"):
