@@ -450,13 +450,14 @@ def test_relative_dirs_are_the_callers(reproduce, tmp_path):
     assert result.returncode == 0, result.stderr
     assert calls == [["check", "--results-dir", str(caller / "env-r")]]
     _, calls = reproduce("smoke", cwd=caller, UH_SMOKE_RESULTS_DIR="s")
-    assert calls[0][-2:] == ["--results-dir", str(caller / "s")]
+    assert calls[0][-4:-2] == ["--results-dir", str(caller / "s")]  # then --executor local
 
 
-def test_doctor_target(reproduce):
-    result, calls = reproduce("doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R")
+def test_doctor_target(reproduce, tmp_path):
+    result, calls = reproduce("doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R", cwd=tmp_path)
     assert result.returncode == 0
-    assert calls == [["doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R"]]
+    assert calls == [["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "D"),
+                      "--results-dir", str(tmp_path / "R")]]  # fmt: skip
 
 
 def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, tmp_path):
