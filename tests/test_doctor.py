@@ -37,7 +37,8 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
     assert res.exit_code == 1
     assert "FAIL  self-test    weights not finite (ours False, reference True)" in res.output
     assert "\nuh doctor: FAIL: self-test (report: " in res.output
-    assert not json.loads((tmp_path / "r" / "doctor.json").read_text())["passed"]
+    report = json.loads((tmp_path / "r" / "doctor.json").read_text())
+    assert not report["passed"] and report["selftest"]["max_weight_diff"] is None  # NaN: null in JSON
 
 
 def test_estimate_arithmetic_on_the_paper_profile():
@@ -49,3 +50,6 @@ def test_estimate_arithmetic_on_the_paper_profile():
     assert est["per_run_hours"]["B3"] == pytest.approx((2520 * 0.5 + 9 * 2520) / 3600)
     assert est["per_run_hours"]["B0"] == pytest.approx(10 * 2520 * 0.5 / 3600)  # 128 images, no teacher
     assert est["all_hours_with_jobs"] == pytest.approx(est["all_hours"] / 3)
+    from uniform_herding.config import PAPER_RUNS  # `all`: the paper's twelve, not r1-r3
+
+    assert est["all_hours"] == pytest.approx(3 * sum(est["per_run_hours"][r] for r in PAPER_RUNS))
