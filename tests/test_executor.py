@@ -95,7 +95,7 @@ def test_nothing_new_starts_after_a_failure(tmp_path):
     tasks = [executor.RunPair("B0", s, "smoke", tmp_path / "data", results) for s in (1, 2, 3)]
     lines: list[str] = []
     assert executor.run_local(tasks, [None], results, lines.append) == 1
-    assert any(line.startswith("Error: B0 seed 1: ") and "config_version 0" in line for line in lines), lines
+    assert any(line.startswith("Error: B0 seed 1: ") and f"{foreign} holds" in line for line in lines), lines
     assert [p["job_id"] is not None for p in jobs_of(results)] == [True, False, False]
     assert not result_path(results, "B0", 2).parent.exists()
 
