@@ -287,7 +287,7 @@ def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_p
     md5 = run.load_data(CFG, data, None).md5
     seed = SEED + 1 if fault == "another seed" else SEED
     with threads(1):
-        settings = run.numeric_settings(torch.device("cpu"))
+        settings = run.numeric_settings(torch.device("cpu"), "32-true")
     checkpoint = durability.Checkpoint(path, CFG, seed, md5, torch.device("cpu"), settings)
     checkpoint.save(0, learner, memory, gens, {"rows": [[1.0]]})
     if fault == "truncated":
@@ -309,7 +309,7 @@ def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data,
     learner.head.grow(CFG.classes_per_task)
     md5 = run.load_data(CFG, data, None).md5
     with threads(1):
-        settings = run.numeric_settings(torch.device("cpu"))
+        settings = run.numeric_settings(torch.device("cpu"), "32-true")
     assert set(settings) == {"device", "cpu_threads", "precision", "compile"}
     durability.Checkpoint(path, CFG, SEED, md5, torch.device("cpu"), settings).save(0, learner, memory, gens, {})
     kept = path.read_bytes()
