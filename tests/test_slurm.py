@@ -124,8 +124,6 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     wait_for(lambda: status(slurm, results)["B0 seed 7"].startswith("cancelled"), "uh status to see the scancel")
     line = status(slurm, results)["B0 seed 7"]
     assert re.match(rf"cancelled \[Slurm job {job}\] \(checkpoint after task [1-4] of 5\); log: ", line), line
-    # Slurm marks the job CANCELLED before its SIGTERM reaches the run: wait for the run's own line
-    wait_for(lambda: "B0 seed 7 stopped by SIGTERM" in log.read_text(), "the run's stop line", timeout=120)
     assert (result_path(results, "B0", 7).parent / "checkpoint.pt").exists()
     assert not os.path.exists(result_path(results, "B0", 7))
 
