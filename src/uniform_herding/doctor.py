@@ -113,17 +113,12 @@ def step_seconds(device, precision: str, cfg: Config, steps: int) -> float:
     1 + `steps` steps minus a fit of 1 step, so that the Trainer's start-up cancels out."""
     import torch
 
-    from uniform_herding.model import Learner
-    from uniform_herding.selftest import random_stream
-    from uniform_herding.train import TaskModule, fit_task, freeze, quiet_lightning
+    from uniform_herding.selftest import task_one
+    from uniform_herding.train import TaskModule, fit_task, quiet_lightning
 
     quiet_lightning()
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
-    stream = random_stream(one_epoch, -(-(steps + 1) * cfg.batch_size // cfg.classes_per_task), device)
-    learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
-    learner.head.grow(cfg.classes_per_task)
-    teacher = freeze(learner)
-    learner.head.grow(cfg.classes_per_task)
+    stream, learner, teacher = task_one(one_epoch, steps + 1, device)
     gen = torch.Generator(device=device).manual_seed(0)
     module = TaskModule(one_epoch, learner, teacher, stream, stream.train_items(0), gen, precision)
 

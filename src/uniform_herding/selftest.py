@@ -132,17 +132,23 @@ def step_config(width: int) -> Config:
     return dataclasses.replace(resolve("B3", "paper"), width=width, epochs=1, train_per_class=None)
 
 
-def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison:
-    """Train `steps` steps of task 1 through both paths; overflows forced at step 1 and steps // 2."""
-    quiet_lightning()
-    cfg = step_config(width)
-    per_class = -(-steps * cfg.batch_size // cfg.classes_per_task)
-    stream = random_stream(cfg, per_class, device)
+def task_one(cfg: Config, steps: int, device: torch.device) -> tuple[TaskStream, Learner, Learner]:
+    """Task 1 of a run at cfg's size, on random images enough for `steps` batches: the stream, the
+    learner (20 seen classes) and its frozen teacher (the 10 of task 0), from torch seed 0."""
+    stream = random_stream(cfg, -(-steps * cfg.batch_size // cfg.classes_per_task), device)
     torch.manual_seed(0)
     learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
     learner.head.grow(cfg.classes_per_task)
     teacher = freeze(learner)
-    learner.head.grow(cfg.classes_per_task)  # task 1: 20 seen classes, the teacher knows 10
+    learner.head.grow(cfg.classes_per_task)
+    return stream, learner, teacher
+
+
+def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison:
+    """Train `steps` steps of task 1 through both paths; overflows forced at step 1 and steps // 2."""
+    quiet_lightning()
+    cfg = step_config(width)
+    stream, learner, teacher = task_one(cfg, steps, device)
     start = [p.detach().clone() for p in learner.parameters()]
     items, replay = stream.train_items(1)[: steps * cfg.batch_size], stream.train_items(0)
     overflow_at = (1, steps // 2)
