@@ -1,16 +1,66 @@
-"""Shared test helpers."""
+"""Shared test helpers.
+
+The suite runs on the CPU wherever it runs (UH_DEVICE=cpu, for in-process runs and for the `uh`
+processes tests start): its expectations (fp32, bit-identical reruns, CPU numbers) are a CPU's. Tests
+marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere.
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.strategies import Strategy
 
 from uniform_herding.archive import RawData
 from uniform_herding.config import Config
 from uniform_herding.memory import Memory, make_memory
 from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
+
+os.environ["UH_DEVICE"] = "cpu"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the `gpu` tests, saying why, where no GPU is usable."""
+    from uniform_herding.devices import gpu_problem
+
+    if any("gpu" in item.keywords for item in items) and (problem := gpu_problem()):
+        skip = pytest.mark.skip(reason=f"needs a usable GPU: {problem}")
+        for item in (item for item in items if "gpu" in item.keywords):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def teardown_to_meta(monkeypatch):
+    """Lightning's teardown moves the module off the training device: a GPU run's module lands on the CPU.
+    Here it lands on `meta`, a second device, so that code which reads the module after `fit` and mixes
+    devices fails on a CPU as it fails on a GPU. The values are kept aside and come back when the code
+    moves the module to a device (as a GPU run's `.to(cuda)` brings its weights back)."""
+    kept: list[tuple[torch.nn.Module, dict[str, torch.Tensor]]] = []
+    teardown, to = Strategy.teardown, torch.nn.Module.to
+
+    def teardown_then_meta(self: Strategy) -> None:
+        module = self.lightning_module
+        teardown(self)
+        if module is not None:
+            kept.append((module, {k: v.detach().clone() for k, v in module.state_dict().items()}))
+            to(module, "meta")
+
+    def to_brings_values_back(self: torch.nn.Module, *args, **kwargs) -> torch.nn.Module:
+        if any(t.is_meta for t in (*self.parameters(), *self.buffers())):
+            for root, state in kept:
+                prefix = next((f"{name}." if name else "" for name, m in root.named_modules() if m is self), None)
+                if prefix is not None:
+                    self.to_empty(device="cpu")
+                    self.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+                    break
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(Strategy, "teardown", teardown_then_meta)
+    monkeypatch.setattr(torch.nn.Module, "to", to_brings_values_back)
 
 
 @pytest.fixture

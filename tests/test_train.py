@@ -186,7 +186,7 @@ def test_precision_defaults_and_refuses_unknown_values():
     ("stats", "reason"),
     [
         (dict(weights_finite=False), "weights not finite"),
-        (dict(last_loss_finite=False), "last training loss not finite"),
+        (dict(last_finite_loss=None), "no training step had a finite loss"),
         (dict(skipped_steps=43), "43 of 2520 steps skipped on fp16 overflow (at most 42)"),
         (dict(skipped_steps=42), None),
         (dict(), None),
@@ -195,7 +195,7 @@ def test_precision_defaults_and_refuses_unknown_values():
 def test_divergence_guard(stats, reason):
     from uniform_herding.train import TaskStats
 
-    base = dict(steps=2520, skipped_steps=3, loss_scale=2.0**14, epoch_loss=[1.0], last_loss_finite=True,
+    base = dict(steps=2520, skipped_steps=3, loss_scale=2.0**14, epoch_loss=[1.0], last_finite_loss=1.0,
                 weights_finite=True)  # fmt: skip
     assert TaskStats(**{**base, **stats}).divergence() == reason
 
@@ -250,3 +250,94 @@ def test_a_run_inside_a_slurm_job_trains_as_a_plain_process(tiny_stream, monkeyp
     fit_task(module, stream.train_items(0), torch.device("cpu"), False)
     assert not [str(w.message) for w in recwarn if "srun" in str(w.message)]
     assert len(environments) == 1 and not isinstance(environments[0], SLURMEnvironment)
+
+
+def small_task(tiny_stream, precision: str):
+    """A B3 smoke task 1 (teacher, replay) at width 8 on a tiny stream, as a run builds it."""
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)  # 20 items: 3 steps per epoch
+    stream = tiny_stream(cfg)
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.head.grow(cfg.classes_per_task)
+    gen = torch.Generator().manual_seed(0)
+    return TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision), stream.train_items(1)
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its_device(
+    precision, tiny_stream, teardown_to_meta, gpu_like_fp16_conv
+):
+    """On a GPU, Lightning's teardown moves the module to the CPU after fit while the task's sums stay on
+    the GPU; here it moves it to `meta`. fit_task must read its stats before that and hand the learner
+    back on the training device with the trained weights."""
+    from uniform_herding.train import fit_task
+
+    module, items = small_task(tiny_stream, precision)
+    stats = fit_task(module, items, torch.device("cpu"), False)
+    assert stats.steps == 2 * -(-len(items) // 8) == 6
+    assert len(stats.epoch_loss) == 2 and all(v is not None and v > 0 for v in stats.epoch_loss)
+    assert stats.weights_finite and stats.divergence() is None
+    assert (stats.loss_scale is not None) == (precision == "16-mixed")
+    assert all(p.device.type == "cpu" for p in module.learner.parameters())
+    assert all(p.isfinite().all() for p in module.learner.parameters())
+
+
+def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, teardown_to_meta):
+    """The fixture can fail: the stats read as before the fix (after fit, from the module) mix devices."""
+    import lightning as L
+
+    from uniform_herding.train import Batches
+
+    module, items = small_task(tiny_stream, "32-true")
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, gradient_clip_val=1.0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer.fit(module, train_dataloaders=Batches(items, 8, module.generator))
+    with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
+        finite = torch.stack([p.isfinite().all() for p in module.learner.parameters()]).all()
+        torch.cat([torch.stack(module.epoch_losses), finite[None].float()]).tolist()
+
+
+def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_like_fp16_conv, monkeypatch):
+    """An fp16 overflow can make a step's loss inf; the scaler skips that step. When it is the task's very
+    last step, the task is healthy: the guard judges the last finite loss, and the epoch means leave it out."""
+    from uniform_herding import train
+
+    module, items = small_task(tiny_stream, "16-mixed")
+    total, calls = 2 * -(-len(items) // 8), []
+    task_loss = train.task_loss
+
+    def inf_at_the_last_step(*args):
+        calls.append(1)
+        loss = task_loss(*args)
+        return loss * float("inf") if len(calls) == total else loss
+
+    monkeypatch.setattr(train, "task_loss", inf_at_the_last_step)
+    stats = train.fit_task(module, items, torch.device("cpu"), False)
+    assert len(calls) == total and stats.skipped_steps >= 1
+    assert stats.last_finite_loss is not None and all(v is not None for v in stats.epoch_loss)
+    assert stats.divergence() is None
+
+
+def test_lightnings_tensor_core_tip_is_quiet(monkeypatch, caplog):
+    """Lightning logs a tip to lower fp32 matmul precision on GPUs with tensor cores; it is not followed
+    (it would change fp32 numerics) and not printed."""
+    import logging
+
+    from lightning.fabric.accelerators import cuda
+
+    from uniform_herding.train import quiet_lightning
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "_is_ampere_or_later", lambda device=None: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100")
+    quiet_lightning()
+    with caplog.at_level(logging.NOTSET):
+        caplog.handler.setLevel(logging.NOTSET)
+        cuda._check_cuda_matmul_precision(torch.device("cuda"))
+    assert not [r for r in caplog.records if "Tensor Cores" in r.getMessage()]
+    assert torch.get_float32_matmul_precision() == "highest"

@@ -184,6 +184,12 @@ PROFILES: dict[str, dict[str, Any]] = {
 # the larger CPU size of the refresh-isolation study (docs/validation.md, r1 vs r2).
 PROFILES["cifar10-cpu-long"] = {**PROFILES["cifar10-cpu"], "epochs": 12}
 
+# Where each profile is meant to run (`--device auto`): the paper's sizes on a GPU; the small profiles on
+# the CPU, where their expected results were made (a GPU computes other numbers: fp16, other kernels).
+PROFILE_DEVICE: dict[str, Literal["cuda", "cpu"]] = {
+    "paper": "cuda", "smoke": "cpu", "cifar10": "cuda", "cifar10-cpu": "cpu", "cifar10-cpu-long": "cpu"
+}  # fmt: skip
+
 # Profile fields that may change; anything else would change the method.
 SIZE_FIELDS = frozenset(
     {"dataset", "n_tasks", "classes_per_task", "width", "epochs", "batch_size", "train_per_class",

@@ -12,8 +12,9 @@ The GPU path (TaskModule.gpu_path; on with precision "16-mixed", the default on 
 autocast with loss scaling, fused SGD, channels_last. A step never waits for the host: images, labels
 and replay draws stay on the device (stream.py); the grad scaler hands the fused SGD `found_inf` as a
 tensor instead of reading it; losses and skipped steps are summed on the device and read once per task
-(TaskStats). `--precision 16-mixed` runs the same path on a CPU; there fp32 is the default, with the
-reference SGD, so reruns are bit-identical. selftest.py proves the path equal to Lightning's stock
+(TaskStats), in on_train_end: after it, Lightning's teardown moves the module to the CPU.
+`--precision 16-mixed` runs the same path on a CPU; there fp32 is the default, with the reference SGD,
+so reruns are bit-identical. selftest.py proves the path equal to Lightning's stock
 "16-mixed" path (`uh doctor`, tests/test_selftest.py). UH_COMPILE also compiles the backbone
 (`compile_mode`; experimental: a speed setting, not part of Config, recorded in result.json).
 """
@@ -105,11 +106,16 @@ class TaskModule(L.LightningModule):
         self.stream, self.replay, self.generator = stream, replay, generator
         self.gpu_path = precision == "16-mixed"  # + fused SGD, channels_last
         self.cuda_graphs = self.gpu_path and compile_mode() == "reduce-overhead"
-        self.steps, self.epoch_steps, self.epoch_losses = 0, 0, []  # loss sums stay on the device
-        self.loss_sum = self.last_loss = self.skipped = None
+        self.steps, self.epoch_losses = 0, []  # loss sums stay on the device until the task ends
+        self.skipped = self.last_finite_loss = self.epoch_sum = self.epoch_finite = None
+        self.task_stats: TaskStats | None = None  # read in on_train_end, before Lightning's teardown
 
     def on_train_start(self) -> None:
         self.skipped = torch.zeros((), device=self.device)
+        self.last_finite_loss = torch.full((), math.nan, device=self.device)
+
+    def on_train_epoch_start(self) -> None:
+        self.epoch_sum, self.epoch_finite = torch.zeros((), device=self.device), torch.zeros((), device=self.device)
 
     def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
         """The batch transform, on the device: b replay draws appended, then crop, flip and normalise."""
@@ -128,14 +134,16 @@ class TaskModule(L.LightningModule):
             with torch.no_grad():
                 teacher_logits = self.teacher(x)[1]
         loss = task_loss(self.cfg, logits, y, teacher_logits)
-        self.last_loss = loss.detach()
-        self.loss_sum = self.last_loss if self.epoch_steps == 0 else self.loss_sum + self.last_loss
-        self.steps, self.epoch_steps = self.steps + 1, self.epoch_steps + 1
+        value = loss.detach().float()
+        finite = value.isfinite()  # an fp16 overflow may make a loss inf; the scaler then skips the step
+        self.epoch_sum += torch.where(finite, value, 0.0)
+        self.epoch_finite += finite
+        self.last_finite_loss = torch.where(finite, value, self.last_finite_loss)
+        self.steps += 1
         return loss
 
     def on_train_epoch_end(self) -> None:
-        self.epoch_losses.append(self.loss_sum / self.epoch_steps)
-        self.epoch_steps = 0
+        self.epoch_losses.append(self.epoch_sum / self.epoch_finite)  # mean finite loss; NaN if none was
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return sgd(self.cfg, self.learner.parameters(), fused=self.gpu_path)
@@ -158,18 +166,20 @@ class TaskModule(L.LightningModule):
             self.skipped += sum(scaler._found_inf_per_device(optimizer).values())  # 1 where the step is skipped
         torch.nn.utils.clip_grad_norm_(self.learner.parameters(), gradient_clip_val)
 
-    def stats(self) -> TaskStats:
-        """The task's record and health, read from the device at once (the loss scale once more)."""
+    def on_train_end(self) -> None:
+        """The task's record and health, read from the device at once (the loss scale once more), while
+        everything is still on the training device: Lightning's teardown, which follows, moves the module
+        to the CPU, and the sums here stay where they are."""
         finite = torch.stack([p.isfinite().all() for p in self.learner.parameters()]).all()
-        values = torch.cat([torch.stack(self.epoch_losses).float(), torch.stack(
-            [self.skipped.float(), self.last_loss.isfinite().float(), finite.float()])]).tolist()  # fmt: skip
+        values = torch.cat([torch.stack(self.epoch_losses), torch.stack(
+            [self.skipped.float(), self.last_finite_loss, finite.float()])]).tolist()  # fmt: skip
         scaler = getattr(self.trainer.precision_plugin, "scaler", None)
-        return TaskStats(
+        self.task_stats = TaskStats(
             steps=self.steps,
             skipped_steps=round(values[-3]),
             loss_scale=scaler.get_scale() if self.gpu_path and scaler is not None else None,
-            epoch_loss=[round(v, 5) for v in values[:-3]],
-            last_loss_finite=values[-2] == 1.0,
+            epoch_loss=[round(v, 5) if math.isfinite(v) else None for v in values[:-3]],
+            last_finite_loss=values[-2] if math.isfinite(values[-2]) else None,
             weights_finite=values[-1] == 1.0,
         )
 
@@ -181,8 +191,8 @@ class TaskStats:
     steps: int
     skipped_steps: int  # steps whose scaled gradients overflowed; the fp16 scaler skipped them
     loss_scale: float | None  # the scale at the task's end (16-mixed), else None
-    epoch_loss: list[float]  # mean training loss of each epoch
-    last_loss_finite: bool
+    epoch_loss: list[float | None]  # mean finite training loss of each epoch (None: no step's loss was finite)
+    last_finite_loss: float | None  # the loss of the task's last step whose loss was finite
     weights_finite: bool
 
     @property
@@ -195,8 +205,8 @@ class TaskStats:
         """Why the task diverged, or None when it is healthy."""
         if not self.weights_finite:
             return "weights not finite"
-        if not self.last_loss_finite:
-            return "last training loss not finite"
+        if self.last_finite_loss is None:
+            return "no training step had a finite loss"
         if self.skipped_steps > self.max_skipped:
             return f"{self.skipped_steps} of {self.steps} steps skipped on fp16 overflow (at most {self.max_skipped})"
         return None
@@ -251,7 +261,9 @@ def precision_plugins(gpu_path: bool, device: torch.device) -> list[MixedPrecisi
 def quiet_lightning() -> None:
     """Drop Lightning's per-fit banners (devices, tips, "max_epochs reached"): a run fits once per task.
 
-    They are INFO records of the `lightning.pytorch` loggers; its warnings go through `warnings`
+    They are INFO records of the `lightning.pytorch` loggers, among them the tip to call
+    `torch.set_float32_matmul_precision` on a GPU with tensor cores, which is not followed: it would
+    change the fp32 numerics (TF32 matmuls). Lightning's warnings go through `warnings`
     and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11, and
     its hint to launch with `srun` wherever srun is on the PATH (every fit asks SLURMEnvironment.detect()
     whatever the environment plugin): a run is one process by design (fit_task's LightningEnvironment).
@@ -288,7 +300,8 @@ def compile_backbone(learner: Learner) -> None:
 
 
 def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> TaskStats:
-    """One Trainer.fit: cfg.epochs epochs over the task's items; the task's stats, read once."""
+    """One Trainer.fit: cfg.epochs epochs over the task's items; the task's stats, read once before
+    Lightning's teardown. Returns with the learner on `device`, wherever the teardown left it."""
     cfg = module.cfg
     quiet_lightning()
     module.learner.train()  # Lightning keeps the mode it finds; evaluation left the learner in eval mode
@@ -312,7 +325,9 @@ def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: 
         num_sanity_val_steps=0,
     )
     trainer.fit(module, train_dataloaders=Batches(items, cfg.batch_size, module.generator))
-    return module.stats()
+    module.learner.to(device)  # Lightning's teardown left it on the CPU (a GPU run's training device is not)
+    assert module.task_stats is not None, "on_train_end did not run"
+    return module.task_stats
 
 
 def freeze(learner: Learner) -> Learner:
