@@ -35,7 +35,10 @@ Targets:
 
 Options:
   --seeds "S1 S2 ..."  seeds (default: uh's, 1993 2023 42); also --seed S, repeated
-  --profile P          paper (default) or smoke
+  --profile P          paper (default), smoke, cifar10, cifar10-cpu or cifar10-cpu-long (uh run --help)
+  --device D           auto (default: the GPU for paper and cifar10, refused at once without a
+                       usable one; the CPU for the small profiles), cuda, or cpu to insist; smoke
+                       always runs on the CPU, where its expected results were made
   --data-dir D         CIFAR-100 directory (default: \$UH_DATA_DIR, else the repo's ./data);
                        relative paths are taken from the current directory
   --results-dir R      results directory (default: \$UH_RESULTS_DIR, else the repo's ./results;
@@ -88,6 +91,7 @@ results_dir=""
 force=0
 jobs=""
 executor=""
+device=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "option $1 needs a value"; }
 
@@ -109,6 +113,8 @@ while [[ $# -gt 0 ]]; do
         --jobs=*) jobs=${1#*=}; shift ;;
         --executor) need_value "$@"; executor=$2; shift 2 ;;
         --executor=*) executor=${1#*=}; shift ;;
+        --device) need_value "$@"; device=$2; shift 2 ;;
+        --device=*) device=${1#*=}; shift ;;
         -*) usage_error "unknown option '$1'" ;;
         *)
             [[ -z "$target" ]] || usage_error "one target at a time (got '$target' and '$1')"
@@ -129,9 +135,13 @@ done
 [[ -z "$jobs" || "$jobs" =~ ^[1-9][0-9]*$ ]] || usage_error "--jobs '$jobs' is not a positive integer"
 [[ -z "$executor" || "$executor" == local || "$executor" == slurm ]] ||
     usage_error "--executor '$executor' is not local or slurm"
+[[ -z "$device" || "$device" == auto || "$device" == cuda || "$device" == cpu ]] ||
+    usage_error "--device '$device' is not auto, cuda or cpu"
 if [[ "$target" == smoke ]]; then
     [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
+    [[ -z "$device" || "$device" == cpu ]] || usage_error "smoke always runs on the CPU (--device cpu)"
     profile=smoke
+    device=cpu  # its expected results are a CPU's, and a CPU-only cluster has no GPU to give it
     results_dir=${results_dir:-${UH_SMOKE_RESULTS_DIR:-$REPO_DIR/results-smoke}}
     # every core at once (one run per core; results do not depend on it)
     [[ -n "$executor$jobs${UH_EXECUTOR:-}${UH_JOBS:-}" ]] || executor=local
@@ -155,7 +165,19 @@ else
     if [[ ! -x "$venv/bin/uh" ]]; then
         log "setting up $venv (one time: torch and the pinned dependencies, a few GB)"
         [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
-        "$venv/bin/python" -m pip install -c constraints.txt -c constraints-cu130.txt -e ".[dev]"
+        # On an NVIDIA host the paper's torch, as in the image: CUDA 12.8 (driver >= 570) from the PyTorch
+        # index. Elsewhere, or where that index cannot be reached, PyPI's (CUDA 13.0: driver >= 580 for a GPU).
+        cuda_runtime=(-c constraints-cu130.txt)
+        if [[ -e /proc/driver/nvidia/version ]] || command -v nvidia-smi >/dev/null 2>&1; then
+            if "$venv/bin/python" -m pip install --retries 1 --timeout 30 -c constraints.txt \
+                --extra-index-url "${UH_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cu128}" \
+                "torch==2.11.0+cu128" "torchvision==0.26.0+cu128"; then
+                cuda_runtime=()
+            else
+                log "the PyTorch cu128 index could not be reached: installing PyPI's torch 2.11.0 (CUDA 13.0), which needs NVIDIA driver >= 580"
+            fi
+        fi
+        "$venv/bin/python" -m pip install -c constraints.txt ${cuda_runtime[@]+"${cuda_runtime[@]}"} -e ".[dev]"
     fi
     UH=$venv/bin/uh
     python=$venv/bin/python
@@ -170,6 +192,7 @@ for seed in ${seeds[@]+"${seeds[@]}"}; do run_args+=(--seed "$seed"); done
 [[ "$force" == 0 ]] || run_args+=(--force)
 [[ -z "$jobs" ]] || run_args+=(--jobs "$jobs")
 [[ -z "$executor" ]] || run_args+=(--executor "$executor")
+[[ -z "$device" ]] || run_args+=(--device "$device")
 
 check_args=()
 [[ -z "$results_dir" ]] || check_args+=(--results-dir "$results_dir")
@@ -182,6 +205,8 @@ doctor_args=()
 [[ -z "$profile" ]] || doctor_args+=(--profile "$profile")
 [[ -z "$data_dir" ]] || doctor_args+=(--data-dir "$data_dir")
 [[ -z "$results_dir" ]] || doctor_args+=(--results-dir "$results_dir")
+[[ -z "$device" ]] || doctor_args+=(--device "$device")
+[[ -z "$jobs" ]] || doctor_args+=(--jobs "$jobs")
 
 run_uh() {
     log "+ uh $*"

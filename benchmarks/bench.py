@@ -112,15 +112,15 @@ def conventional(loader: DataLoader, device: torch.device, steps: int) -> Iterat
 
 
 def make_step(
-    cfg: Config, learner: Learner, teacher: Learner, device: torch.device
+    cfg: Config, learner: Learner, teacher: Learner, device: torch.device, gpu_path: bool
 ) -> Callable[[Tensor, Tensor], None]:
-    """The TaskModule's step outside Lightning: loss with KD, backward, unscale, clip, SGD (fused on CUDA)."""
-    cuda = device.type == "cuda"
-    opt = train.sgd(cfg, learner.parameters(), fused=cuda)
-    scaler = torch.amp.GradScaler(enabled=cuda)
+    """The TaskModule's step outside Lightning: loss with KD, backward, unscale, clip, SGD; on the GPU
+    path (16-mixed) fp16 autocast, loss scaling and fused SGD."""
+    opt = train.sgd(cfg, learner.parameters(), fused=gpu_path)
+    scaler = torch.amp.GradScaler(device.type, enabled=gpu_path)
 
     def step(x: Tensor, y: Tensor) -> None:
-        with torch.autocast(device.type, torch.float16, enabled=cuda):
+        with torch.autocast(device.type, torch.float16, enabled=gpu_path):
             logits = learner(x)[1]
             with torch.no_grad():
                 teacher_logits = teacher(x)[1][:, : cfg.classes_per_task]
@@ -197,9 +197,11 @@ def step_flops(learner: Learner, device: torch.device) -> float:
     return 4.0 * counter.get_total_flops()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", choices=train.PRECISIONS,
+                        help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU")
     parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
     parser.add_argument("--steps", type=int, help="training steps per repetition (default 108 GPU, 6 CPU)")
     parser.add_argument("--data-steps", type=int, default=36, help="batches per data-only repetition (one epoch)")
@@ -209,9 +211,10 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("data/bench"), help="where the synthetic archive goes")
     parser.add_argument("--run", metavar="PROFILE", help="also time `uh run B3 --profile PROFILE --seed 1993`")
     parser.add_argument("--profile-steps", type=int, default=0, help="profile this many Lightning steps")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     gpu = device.type == "cuda"
+    precision = train.precision(device, args.precision)
     width, steps = args.width or (64 if gpu else 16), args.steps or (108 if gpu else 6)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -228,7 +231,7 @@ def main() -> None:
     batch = cfg.batch_size + cfg.retrieval
     name = torch.cuda.get_device_name(device) if gpu else f"cpu, {torch.get_num_threads()} threads"
     print(
-        f"device: {name}; torch {torch.__version__}; width {width}; {steps} steps of {batch} images; "
+        f"device: {name}; torch {torch.__version__}; {precision}; width {width}; {steps} steps of {batch} images; "
         f"median of {args.repeats}"
     )
 
@@ -255,11 +258,11 @@ def main() -> None:
 
     learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
     learner.head.grow(2 * cfg.classes_per_task)
-    if gpu:
+    if precision == "16-mixed":
         learner.to(memory_format=torch.channels_last)
     teacher = train.freeze(learner)
     # one epoch per fit; replay draws from the task's own items: only their count matters for speed
-    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen)
+    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen, precision)
 
     data_ours, _ = timed(lambda: drain(ours(module, items, args.data_steps)), device, args.repeats)
     data_conv, _ = timed(lambda: drain(conventional(loader, device, args.data_steps)), device, args.repeats)
@@ -268,7 +271,7 @@ def main() -> None:
         f"ratio {data_ours / data_conv:6.1f}x"
     )
 
-    step = make_step(cfg, learner, teacher, device)
+    step = make_step(cfg, learner, teacher, device, module.gpu_path)
 
     def run_steps(batches: Iterator[tuple]) -> int:
         n = 0
@@ -306,7 +309,7 @@ def main() -> None:
     syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
-    if not gpu:  # the GPU path's counts (fp16 autocast casts, grad scaler, fused SGD) do not need a GPU
+    if not gpu and not module.gpu_path:  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
         module.gpu_path = True
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         print(f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
@@ -342,6 +345,8 @@ def main() -> None:
                 Path(tmp),
                 archive=archive if args.run == "paper" else None,
                 echo=lambda s: None,
+                precision=precision,
+                device=device.type,
             )
             result = json.loads(out.read_text())
         per_task = " ".join(f"{t['wall_s']:.1f}" for t in result["tasks"])

@@ -299,8 +299,11 @@ def test_compose_repro_service_has_gpu_init_shm_and_mounts(compose):
 
 
 def test_compose_smoke_service_is_cpu_only(compose):
+    """No GPU reservation, and none where nvidia is Docker's default runtime (the CUDA base image sets
+    NVIDIA_VISIBLE_DEVICES=all): its expectations are a CPU's."""
     smoke = compose["services"]["smoke"]
     assert "deploy" not in smoke
+    assert smoke["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void", "UH_DEVICE": "cpu"}
     assert smoke["command"] == ["smoke"]
     assert smoke["init"] is True
     assert {"./data:/data", "./results:/results"} <= set(smoke["volumes"])
@@ -450,7 +453,7 @@ def test_relative_dirs_are_the_callers(reproduce, tmp_path):
     assert result.returncode == 0, result.stderr
     assert calls == [["check", "--results-dir", str(caller / "env-r")]]
     _, calls = reproduce("smoke", cwd=caller, UH_SMOKE_RESULTS_DIR="s")
-    assert calls[0][-4:-2] == ["--results-dir", str(caller / "s")]  # then --executor local
+    assert calls[0][-6:-4] == ["--results-dir", str(caller / "s")]  # then --executor local --device cpu
 
 
 def test_doctor_target(reproduce, tmp_path):
@@ -465,7 +468,7 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
     result, calls = reproduce("smoke", UH_SMOKE_RESULTS_DIR=scratch)
     assert result.returncode == 0, result.stderr
     assert calls == [  # every core at once by default
-        ["run", "all", "--profile", "smoke", "--results-dir", scratch, "--executor", "local"],
+        ["run", "all", "--profile", "smoke", "--results-dir", scratch, "--executor", "local", "--device", "cpu"],
         ["check", "--results-dir", scratch, "--profile", "smoke"],
         ["report", "--results-dir", scratch],
     ]
@@ -473,11 +476,63 @@ def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, 
     assert calls[0][:5] == ["run", "all", "--profile", "smoke", "--results-dir"]
     assert calls[0][5] == str(ROOT / "results-smoke")
     _, calls = reproduce("smoke", "--results-dir", "elsewhere", cwd=tmp_path)
-    assert calls[0][-4:] == ["--results-dir", str(tmp_path / "elsewhere"), "--executor", "local"]
+    assert calls[0][-6:] == ["--results-dir", str(tmp_path / "elsewhere"), "--executor", "local", "--device", "cpu"]
     _, calls = reproduce("smoke", "--jobs", "1")  # one at a time when asked
-    assert calls[0][-2:] == ["--jobs", "1"] and "--executor" not in calls[0]
+    assert calls[0][-4:] == ["--jobs", "1", "--device", "cpu"] and "--executor" not in calls[0]
     _, calls = reproduce("smoke", "--executor", "slurm")  # check needs the results: wait for the array
-    assert calls[0][-3:] == ["--executor", "slurm", "--wait"]
+    assert calls[0][-5:] == ["--executor", "slurm", "--device", "cpu", "--wait"]
+
+
+def test_smoke_runs_on_the_cpu_even_where_a_gpu_is_asked_for(reproduce):
+    """Its expectations are a CPU's: UH_DEVICE=cuda does not move it (--device cpu wins), --device cuda is refused."""
+    _, calls = reproduce("smoke", UH_DEVICE="cuda")
+    assert calls[0][-2:] == ["--device", "cpu"]
+    result, calls = reproduce("smoke", "--device", "cuda")
+    assert result.returncode == 2 and calls == []
+    assert "smoke always runs on the CPU (--device cpu)" in result.stderr
+
+
+FAKE_PYTHON = """\
+#!/bin/bash
+# A stand-in interpreter for reproduce.sh's venv set-up: `-m venv DIR` makes DIR/bin/python (this script);
+# `-m pip ...` logs its arguments and fails where they name the PyTorch index (unreachable), else makes bin/uh.
+here=$(cd "$(dirname "$0")" && pwd)
+if [[ "$1 $2" == "-m venv" ]]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
+echo "$*" >>"$FAKE_PIP_LOG"
+[[ "$*" == *download.pytorch.org* ]] && exit 1
+printf '#!/bin/sh\nexit 0\n' >"$here/uh"; chmod +x "$here/uh"
+"""
+
+
+def test_the_venv_on_an_nvidia_host_tries_the_papers_cu128_torch_then_falls_back_with_one_line(tmp_path):
+    fake_python = tmp_path / "python"
+    fake_python.write_text(FAKE_PYTHON)
+    fake_python.chmod(0o755)
+    nvidia_smi = tmp_path / "bin" / "nvidia-smi"
+    nvidia_smi.parent.mkdir()
+    nvidia_smi.write_text("#!/bin/sh\nexit 0\n")
+    nvidia_smi.chmod(0o755)
+    pip_log = tmp_path / "pip.log"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("UH")}
+
+    def setup(path: str) -> subprocess.CompletedProcess:
+        venv = tmp_path / f"venv-{len(list(tmp_path.glob('venv-*')))}"
+        env = {**environ, "PYTHON": str(fake_python), "UH_VENV": str(venv), "FAKE_PIP_LOG": str(pip_log), "PATH": path}
+        pip_log.write_text("")
+        return subprocess.run([str(REPRODUCE), "check"], capture_output=True, text=True, env=env, timeout=60)
+
+    result = setup(f"{nvidia_smi.parent}{os.pathsep}{environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    first, second = pip_log.read_text().splitlines()
+    assert "torch==2.11.0+cu128" in first and "https://download.pytorch.org/whl/cu128" in first
+    assert "could not be reached: installing PyPI's torch 2.11.0 (CUDA 13.0), which needs NVIDIA driver >= 580" in (
+        result.stderr
+    )
+    assert "-c constraints-cu130.txt" in second and second.endswith("-e .[dev]")
+    if not Path("/proc/driver/nvidia/version").exists():  # a host without NVIDIA: PyPI's torch, nothing tried
+        result = setup(environ["PATH"])
+        assert result.returncode == 0 and "could not be reached" not in result.stderr
+        assert pip_log.read_text().splitlines() == [second]
 
 
 def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):

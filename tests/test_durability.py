@@ -14,7 +14,7 @@ from uniform_herding import durability
 from uniform_herding.config import resolve
 
 SEED = 5
-SETTINGS = {"device": "cpu", "cpu_threads": 1, "precision": "32-true", "compile": "off"}
+SETTINGS = {"device": "cpu", "cpu_threads": 1, "precision": "32-true", "compile": "off", "deterministic": False}
 
 
 @pytest.mark.parametrize("run_id", ["B1", "B2", "B3", "a4"])
@@ -106,3 +106,33 @@ def test_a_checkpoint_of_another_precision_is_refused_with_how_to_resume(tmp_pat
     assert "precision 32-true (this process: precision 16-mixed)" in res.output
     assert "to resume it, run with --precision 32-true (or UH_PRECISION=32-true)" in res.output
     assert (folder / "checkpoint.pt").read_bytes() == before
+
+
+def test_a_gpu_run_resumes_where_fewer_gpus_are_visible(fresh, tmp_path, monkeypatch) -> None:
+    """A run started on a 2-GPU host resumes inside the 1-GPU image (or under --jobs, one GPU per job): the
+    checkpoint holds its own GPU's random state, not every visible GPU's, and restores it to the run's GPU."""
+    cfg = resolve("B3", "smoke")
+    states = {0: torch.full((16,), 7, dtype=torch.uint8), 1: torch.full((16,), 9, dtype=torch.uint8)}
+    restored = []
+
+    def set_all(new):  # a 1-GPU host: torch raises for a second state
+        if len(new) > 1:
+            raise IndexError("list index out of range")
+        restored.extend(new)
+
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: list(states.values()))  # a 2-GPU host
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": states[0])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_all)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device="cuda": restored.append(state))
+    load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: load(*a, **{**k, "map_location": "cpu"}))  # no CUDA here
+    settings = {**SETTINGS, "device": "cuda", "cpu_threads": None, "precision": "16-mixed"}
+    learner, memory, gens = fresh(cfg, 0)
+    learner.head.grow(cfg.classes_per_task)
+    path = tmp_path / "checkpoint.pt"
+    durability.Checkpoint(path, cfg, SEED, "md5", torch.device("cuda"), settings).save(0, learner, memory, gens, {})
+
+    learner2, memory2, gens2 = fresh(cfg, 1)
+    durability.Checkpoint(path, cfg, SEED, "md5", torch.device("cuda"), settings).load(learner2, memory2, gens2)
+    assert len(restored) == 1 and torch.equal(restored[0], states[0])

@@ -34,3 +34,34 @@ def test_accuracy_row_equals_a_per_task_loop(tiny_stream):
             f = features(learner, stream, stream.test_x[items], 5)
             pred = nme_predict(f, mu) if readout == "nme" else learner.head(f).argmax(1)
             assert row[j] == pytest.approx(100.0 * (pred == stream.test_y[items]).double().mean().item())
+
+
+def test_the_accuracy_row_uses_no_op_without_a_deterministic_cuda_kernel(tiny_stream, monkeypatch):
+    """Under --deterministic a GPU run raises on ops that have no deterministic CUDA kernel, among them a
+    bincount with weights; a CPU does not, so here bincount raises as CUDA would."""
+    import dataclasses
+
+    from uniform_herding.config import resolve
+    from uniform_herding.evaluate import accuracy_row
+    from uniform_herding.model import Learner
+
+    bincount = torch.bincount
+
+    def as_on_cuda(input, weights=None, minlength=0):
+        if weights is not None and torch.are_deterministic_algorithms_enabled():
+            raise RuntimeError("bincount_cuda does not have a deterministic implementation")
+        return bincount(input, weights, minlength)
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), train_per_class=10)
+    stream = tiny_stream(cfg)
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, "cosine", cfg.cos_scale)
+    learner.head.grow(2 * cfg.classes_per_task)
+    active = {c: stream.class_items[c][:4] for c in range(2 * cfg.classes_per_task)}
+    expected = accuracy_row(learner, stream, 1, "head", active, 16)
+    monkeypatch.setattr(torch, "bincount", as_on_cuda)
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert accuracy_row(learner, stream, 1, "head", active, 16) == expected
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -153,14 +153,21 @@ def test_submitit_interrupt_requeues_and_the_run_resumes_to_the_same_result(tmp_
 
 def test_local_slots(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
-    assert executor.local_slots(None) == [2, 5]
-    assert executor.local_slots(2) == [2, 2, 5, 5]
+    assert executor.local_slots(None, cuda=True) == [2, 5]
+    assert executor.local_slots(2, cuda=True) == [2, 2, 5, 5]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert executor.local_slots(3) == [None] * 3
-    assert executor.local_slots(None) == [None] * len(os.sched_getaffinity(0))
+    assert executor.local_slots(3, cuda=True) == [None] * 3
+    assert executor.local_slots(None, cuda=True) == [None] * len(os.sched_getaffinity(0))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f2a")
     with pytest.raises(UsageError, match="GPU indices"):
-        executor.local_slots(None)
+        executor.local_slots(None, cuda=True)
+
+
+def test_runs_on_the_cpu_get_one_slot_per_core_where_gpus_are_visible(monkeypatch):
+    """The smoke's runs are CPU runs on a GPU host too: one per core, not one per GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert executor.local_slots(None, cuda=False) == [None] * len(os.sched_getaffinity(0))
+    assert executor.local_slots(4, cuda=False) == [None] * 4
 
 
 def test_slurm_settings_come_from_options_over_the_config_file(tmp_path):
@@ -168,6 +175,8 @@ def test_slurm_settings_come_from_options_over_the_config_file(tmp_path):
     config.write_text('partition = "gpu"\ntime = 90\n[sbatch]\nqos = "low"\n')
     settings = executor.slurm_settings(config, {"time": 30, "sbatch": ("constraint=t4",), "account": None})
     assert settings["partition"] == "gpu" and settings["time"] == 30 and settings["gpus"] == 1
+    assert executor.slurm_settings(config, {}, cuda=False)["gpus"] == 0  # the smoke asks a CPU-only cluster for none
+    assert executor.slurm_settings(config, {"gpus": 2}, cuda=False)["gpus"] == 2
     assert settings["sbatch"] == {"qos": "low", "constraint": "t4"}
     config.write_text("partitoin = 'gpu'\n")
     with pytest.raises(UsageError, match="unknown keys partitoin"):

@@ -310,13 +310,17 @@ def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data,
     md5 = run.load_data(CFG, data, None).md5
     with threads(1):
         settings = run.numeric_settings(torch.device("cpu"), "32-true")
-    assert set(settings) == {"device", "cpu_threads", "precision", "compile"}
+    assert set(settings) == {"device", "cpu_threads", "precision", "compile", "deterministic"}
     durability.Checkpoint(path, CFG, SEED, md5, torch.device("cpu"), settings).save(0, learner, memory, gens, {})
     kept = path.read_bytes()
-    for env, hint in [("UH_CPU_THREADS", "UH_CPU_THREADS=1"), ("UH_COMPILE", "UH_COMPILE=0")]:
+    for env, hint in [("UH_CPU_THREADS", "UH_CPU_THREADS=1"), ("UH_COMPILE", "UH_COMPILE=0"),
+                      ("UH_DETERMINISTIC", "no --deterministic")]:  # fmt: skip
         with monkeypatch.context() as m, threads(1):
             m.setenv(env, "2" if env == "UH_CPU_THREADS" else "1")
-            result = smoke_run(data, tmp_path)
+            try:
+                result = smoke_run(data, tmp_path)
+            finally:
+                torch.use_deterministic_algorithms(False)
         error = one_error_line(result)
         assert result.exit_code == 1 and f"checkpoint {path} was written with" in error, error
         assert f"to resume it, run with {hint}" in error and "--force to start this seed over" in error, error

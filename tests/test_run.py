@@ -66,7 +66,7 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
             assert task["pool_size"] == 0
     env = result["environment"]
     assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu")
-    assert (env["precision"], env["compile"], env["cpu_threads"]) == ("32-true", "off", 1)
+    assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
 
 
 def test_uniform_herding_beats_no_replay_clearly(smoke_result):

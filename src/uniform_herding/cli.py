@@ -102,6 +102,13 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
               help="16-mixed: the paper's fp16 GPU path (fp16 autocast, loss scaling, fused SGD, channels_last); "
               "32-true: fp32. Default: 16-mixed on a GPU, 32-true on a CPU. Env: UH_PRECISION.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), envvar="UH_DEVICE",
+              help="auto: the GPU for the paper-size profiles (paper, cifar10; refused at once where no GPU is "
+              "usable), the CPU for smoke and the CPU profiles, where their expectations were made; cuda or cpu "
+              "insists. [default: auto] Env: UH_DEVICE.")
+@click.option("--deterministic", is_flag=True, envvar="UH_DETERMINISTIC",
+              help="torch's deterministic algorithms: two GPU runs of a seed agree bitwise (slower). CPU runs "
+              "are deterministic without it. Env: UH_DETERMINISTIC=1.")
 @click.option("--executor", type=click.Choice(["local", "slurm"]), envvar="UH_EXECUTOR",
               help="Run each (run ID, seed) pair as a submitit job: `local` on this machine (N per visible GPU, "
               "else one per CPU core), `slurm` as one job array (docs/cluster.md). Default: one after another "
@@ -111,8 +118,9 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--wait", is_flag=True, help="With --executor slurm: follow the array until every run has ended.")
 @slurm_options
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
-            results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
-            jobs: int | None, wait: bool, slurm_config: Path | None, **slurm: object) -> None:
+            results_dir: Path, archive: Path | None, force: bool, precision: str | None, device: str | None,
+            deterministic: bool, executor: str | None, jobs: int | None, wait: bool, slurm_config: Path | None,
+            **slurm: object) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
     IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`).
 
@@ -125,7 +133,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     with stop_on_signals():
         try:
             run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
-                      slurm_config, slurm)
+                      slurm_config, slurm, device, deterministic)
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
@@ -133,8 +141,10 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 
 def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
               results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
-              jobs: int | None, wait: bool, slurm_config: Path | None, slurm: dict) -> None:
-    """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported."""
+              jobs: int | None, wait: bool, slurm_config: Path | None, slurm: dict, device: str | None = None,
+              deterministic: bool = False) -> None:
+    """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported; the
+    device is chosen (or refused) before any run starts, on the machine that runs them (Slurm: the nodes)."""
     from uniform_herding.durability import Interrupted, RunError
     from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
 
@@ -164,6 +174,12 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
 
     if executor is None and jobs is not None and jobs > 1:
         executor = "local"
+    from uniform_herding.devices import DeviceError, select, wanted
+
+    try:
+        cuda = wanted(device, profile) == "cuda" if executor == "slurm" else select(device, profile).type == "cuda"
+    except DeviceError as e:
+        raise click.ClickException(str(e)) from None
     if executor:
         from uniform_herding import executor as submit
         from uniform_herding.run import prepare_archive
@@ -173,12 +189,13 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
         except DataError as e:
             raise click.ClickException(str(e)) from None
         tasks = [submit.RunPair(run_id, seed, profile, data_dir.resolve(), results_dir.resolve(),
-                                archive.resolve() if archive else None, force, precision)
+                                archive.resolve() if archive else None, force, precision, device, deterministic)
                  for run_id, seed in pairs]  # fmt: skip
         if executor == "local":
-            code = submit.run_local(tasks, submit.local_slots(jobs), results_dir, click.echo)
+            code = submit.run_local(tasks, submit.local_slots(jobs, cuda), results_dir, click.echo)
         else:
-            settings = submit.slurm_settings(slurm_config, {k.removeprefix("slurm_"): v for k, v in slurm.items()})
+            given = {k.removeprefix("slurm_"): v for k, v in slurm.items()}
+            settings = submit.slurm_settings(slurm_config, given, cuda)
             code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
         click.get_current_context().exit(code)
     from uniform_herding.run import run_seed
@@ -187,7 +204,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     for run_id, seed in pairs:
         try:
             run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo,
-                     precision)
+                     precision, device, deterministic)
         except (DataError, RunError, ValueError) as e:
             raise click.ClickException(f"{run_id} seed {seed}: {e}") from None
         except Interrupted as e:

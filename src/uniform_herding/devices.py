@@ -23,14 +23,14 @@ DEVICES = ("auto", "cuda", "cpu")
 MIN_DRIVER = {"12.8": "570.26", "13.0": "580.65.06"}
 
 
-class DeviceError(RuntimeError):
+class DeviceError(ValueError):
     """The requested device cannot run: one line with the reason and what to do."""
 
 
-def driver_version() -> str | None:
+def driver_version(proc: Path = Path("/proc/driver/nvidia/version")) -> str | None:
     """The NVIDIA kernel driver's version, or None where there is no NVIDIA driver (read without torch)."""
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
+        text = proc.read_text()
     except OSError:
         text = ""
     if match := re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text):
@@ -43,6 +43,17 @@ def driver_version() -> str | None:
     if out.returncode != 0:
         return None
     return out.stdout.split("\n")[0].strip() or None
+
+
+def compute_modes() -> list[str]:
+    """Each visible GPU's compute mode as nvidia-smi says it ("Default", "Exclusive_Process", ...); [] without it.
+    In Exclusive_Process mode a second process cannot use the GPU: `--jobs N` > 1 then fails."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_mode", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
@@ -79,16 +90,28 @@ def gpu_problem() -> str | None:
     return None
 
 
-def select(requested: str | None, profile: str) -> torch.device:
+def requested(device: str | None) -> str:
+    """--device, else UH_DEVICE, else auto; checked."""
+    device = device or os.environ.get("UH_DEVICE") or "auto"
+    if device not in DEVICES:
+        raise DeviceError(f"UH_DEVICE={device!r} is not a device; use {', '.join(DEVICES)}")
+    return device
+
+
+def wanted(device: str | None, profile: str) -> str:
+    """The device type a run of `profile` asks for ("cuda" or "cpu"), before asking whether it is usable:
+    what a Slurm submission requests for its jobs (a login node's own GPU does not matter)."""
+    device = requested(device)
+    return PROFILE_DEVICE[profile] if device == "auto" else device
+
+
+def select(device: str | None, profile: str) -> torch.device:
     """The run's device for `--device` (None: UH_DEVICE, else auto) and `profile`; on the CPU the fixed
     thread count is set. Raises DeviceError, before anything is written, when it cannot run."""
-    requested = requested or os.environ.get("UH_DEVICE") or "auto"
-    if requested not in DEVICES:
-        raise DeviceError(f"UH_DEVICE={requested!r} is not a device; use {', '.join(DEVICES)}")
-    want = PROFILE_DEVICE[profile] if requested == "auto" else requested
+    want = wanted(device, profile)
     if want == "cuda":
         if problem := gpu_problem():
-            if requested == "cuda":
+            if requested(device) == "cuda":
                 raise DeviceError(f"--device cuda: {problem}; run on a host whose GPU torch can use")
             raise DeviceError(
                 f"profile {profile!r} trains at the paper's size, which takes days on a CPU, and {problem}; "
@@ -111,7 +134,7 @@ def cpu_threads() -> int:
     return int(value)
 
 
-def deterministic(on: bool) -> None:
+def deterministic_algorithms(on: bool) -> None:
     """`--deterministic`: torch's deterministic algorithms (and cuBLAS's fixed workspace) so that two
     GPU runs of one seed agree bitwise; slower. A CPU run is deterministic without it."""
     if on:

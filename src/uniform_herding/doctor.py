@@ -39,11 +39,12 @@ class Line:
     detail: str
 
 
-def check_environment(data_dir: Path, results_dir: Path, cfg: Config) -> list[Line]:
+def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int | None = None) -> list[Line]:
     import lightning
     import torch
 
     from uniform_herding.archive import DATASETS, DataError, locate_archive
+    from uniform_herding.devices import MIN_DRIVER, compute_modes, driver_version, gpu_problem
 
     lines = []
 
@@ -53,11 +54,24 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config) -> list[Li
     pin("python", platform.python_version(), PAPER_PINS["python"], platform.python_version().startswith("3.12"))
     pin("torch", torch.__version__, PAPER_PINS["torch"], torch.__version__.split("+")[0] == PAPER_PINS["torch"])
     pin("lightning", lightning.__version__, PAPER_PINS["lightning"], lightning.__version__ == PAPER_PINS["lightning"])
+    driver, problem = driver_version(), gpu_problem()
+    if driver is not None:
+        need = MIN_DRIVER.get(str(torch.version.cuda))
+        lines.append(Line("PASS", "driver", f"NVIDIA {driver}" + (f" (torch's CUDA {torch.version.cuda} needs "
+                                                                    f">= {need})" if need else "")))  # fmt: skip
     if torch.cuda.is_available():
         pin("cuda", str(torch.version.cuda), PAPER_PINS["cuda"], torch.version.cuda == PAPER_PINS["cuda"])
         lines.append(Line("PASS", "cudnn", str(torch.backends.cudnn.version())))
         props = torch.cuda.get_device_properties(0)
-        lines.append(Line("PASS", "gpu", f"{props.name}, {props.total_memory / 2**30:.1f} GiB"))
+        lines.append(Line("FAIL" if problem else "PASS", "gpu", problem or
+                          f"{props.name}, {props.total_memory / 2**30:.1f} GiB, compute capability "
+                          f"{props.major}.{props.minor}"))  # fmt: skip
+        if jobs and jobs > 1 and "Exclusive_Process" in compute_modes():
+            lines.append(Line("FAIL", "compute mode", f"the GPU is in Exclusive_Process mode: one process at a "
+                              f"time, so --jobs {jobs} fails; use --jobs 1 or ask for the Default mode"))  # fmt: skip
+    elif driver is not None:
+        lines.append(Line("FAIL", "gpu", f"{problem}; use the image (docs/reproducing.md) or a torch build "
+                          "for this driver"))  # fmt: skip
     else:
         lines.append(Line("WARN", "gpu", "none: this is a CPU; the paper's runs need a GPU (docs/reproducing.md)"))
 
@@ -168,25 +182,35 @@ def print_line(line: Line) -> None:
               show_default=True, help="Env: UH_RESULTS_DIR.")
 @click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
               help="The runs' precision to time (default: 16-mixed on a GPU, 32-true on a CPU). Env: UH_PRECISION.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), envvar="UH_DEVICE",
+              help="As `uh run --device` [default: auto]. Env: UH_DEVICE.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
+              help="The runs per GPU you plan (`uh run --jobs`): checked against the GPU's compute mode.")
 @click.option("--steps", type=click.IntRange(min=4), default=8, show_default=True, help="Self-test steps.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).")
-def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, steps: int,
-                   json_path: Path | None) -> None:  # fmt: skip
+def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, device: str | None,
+                   jobs: int | None, steps: int, json_path: Path | None) -> None:  # fmt: skip
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
+    from uniform_herding.devices import DeviceError, select
     from uniform_herding.results import write_json_atomic
-    from uniform_herding.run import default_device
     from uniform_herding.train import precision as run_precision
 
     cfg = resolve("B3", profile)
-    device = default_device()
+    lines = check_environment(data_dir, results_dir, cfg, jobs)
+    try:
+        device = select(device, profile)
+    except DeviceError as e:
+        for line in [*lines, Line("FAIL", "device", str(e))]:
+            print_line(line)
+        click.echo("uh doctor: FAIL: device")
+        click.get_current_context().exit(1)
     precision = run_precision(device, precision)
     if device.type == "cpu":
         click.echo(f"uh doctor on a CPU ({torch.get_num_threads()} thread(s), UH_CPU_THREADS): the self-test runs "
                    f"at width {CPU_SELFTEST_WIDTH}, not the paper's 64; a CPU cannot run the paper's fp16 path fast")
-    lines = check_environment(data_dir, results_dir, cfg)
     for line in lines:
         print_line(line)
     selftest_line, selftest_report = check_selftest(device, steps)

@@ -158,7 +158,8 @@ class Checkpoint:
             "memory": memory.state(),
             "generators": [g.get_state() for g in gens],
             "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            # the run's own GPU only: a resume may see fewer GPUs (another host, --jobs, the 1-GPU image)
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
             "record": record,
         }
         from uniform_herding.results import write_bytes_atomic
@@ -178,7 +179,8 @@ class Checkpoint:
             "cpu_threads": f"UH_CPU_THREADS={theirs.get('cpu_threads')}",
             "compile": f"UH_COMPILE={'0' if theirs.get('compile') == 'off' else theirs.get('compile')}",
             "precision": f"--precision {theirs.get('precision')} (or UH_PRECISION={theirs.get('precision')})",
-            "device": f"a {theirs.get('device')} device",
+            "device": f"--device {theirs.get('device')}",
+            "deterministic": "--deterministic" if theirs.get("deterministic") else "no --deterministic",
         }
         return (
             f"checkpoint {self.path} was written with {was} (this process: {now}), which change the numbers; "
@@ -221,8 +223,8 @@ class Checkpoint:
             for g, s in zip(gens, state["generators"], strict=True):
                 g.set_state(s.cpu())
             torch.set_rng_state(state["torch_rng"].cpu())
-            if state["cuda_rng"]:
-                torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+            if state["cuda_rng"] is not None:
+                torch.cuda.set_rng_state(state["cuda_rng"].cpu(), self.device)
         except (KeyError, RuntimeError, ValueError) as e:
             raise RunError(
                 f"checkpoint {self.path} does not fit this code ({type(e).__name__}); {START_OVER}"

@@ -47,5 +47,6 @@ def accuracy_row(
     pred = nme_predict(feats, mu) if mu is not None else learner.head(feats).argmax(dim=1)
     y = stream.test_y[seen]
     task = y // stream.cfg.classes_per_task  # [n] task of each test image
-    hits = torch.bincount(task, weights=(pred == y).double(), minlength=t + 1)
+    # counts, not a weighted bincount: that has no deterministic CUDA kernel (--deterministic)
+    hits = torch.bincount(task[pred == y], minlength=t + 1).double()
     return (100.0 * hits / torch.bincount(task, minlength=t + 1)).tolist()

@@ -120,6 +120,8 @@ class RunPair:
     archive: Path | None = None
     force: bool = False
     precision: str | None = None  # --precision; None: the device's default
+    device: str | None = None  # --device; None: UH_DEVICE, else auto
+    deterministic: bool = False  # --deterministic
     uh_pid: int | None = None  # the local `uh run` that schedules this job; None on Slurm
 
     def __call__(self) -> str:
@@ -134,14 +136,17 @@ class RunPair:
         sys.argv = ["uh", "run", self.run_id, "--seed", str(self.seed), "--profile", self.profile,
                     "--data-dir", str(self.data_dir), "--results-dir", str(self.results_dir),
                     *(["--archive", str(self.archive)] if self.archive else []),
-                    *(["--precision", self.precision] if self.precision else [])]  # fmt: skip
+                    *(["--precision", self.precision] if self.precision else []),
+                    *(["--device", self.device] if self.device else []),
+                    *(["--deterministic"] if self.deterministic else [])]  # fmt: skip
 
         try:
             # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
             # parent's forwarded signal stop the run at once, keeping the checkpoint.
             with stop_on_signals(), stop_with_parent(self.uh_pid):
                 out = run_seed(self.run_id, self.seed, self.profile, self.data_dir, self.results_dir,
-                               self.archive, self.force and not restarted(), False, say, self.precision)  # fmt: skip
+                               self.archive, self.force and not restarted(), False, say, self.precision,
+                               self.device, self.deterministic)  # fmt: skip
         except (DataError, RunError, ValueError) as e:
             say(f"Error: {self.run_id} seed {self.seed}: {e}")
             raise
@@ -209,23 +214,27 @@ def _job_result(job: Any) -> str:
 # --- local ----------------------------------------------------------------------------------------------
 
 
-def local_slots(per_gpu: int | None) -> list[int | None]:
-    """One slot per job at once: `per_gpu` per visible GPU (default 1), or one per CPU core without a GPU."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        try:
-            gpus = [int(g) for g in visible.split(",") if g.strip()]
-        except ValueError:
-            raise click.UsageError(
-                f"CUDA_VISIBLE_DEVICES={visible!r}: the local executor needs GPU indices (e.g. 0,1)"
-            ) from None
-    else:
-        import torch
-
-        gpus = list(range(torch.cuda.device_count()))
+def local_slots(per_gpu: int | None, cuda: bool) -> list[int | None]:
+    """One slot per job at once: for runs on the GPU (`cuda`), `per_gpu` per visible GPU (default 1);
+    else one per CPU core, or `per_gpu` at once where given."""
+    gpus = visible_gpus() if cuda else []
     if gpus:
         return [g for g in gpus for _ in range(per_gpu or 1)]
     return [None] * (per_gpu or len(os.sched_getaffinity(0)))
+
+
+def visible_gpus() -> list[int]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    try:
+        return [int(g) for g in visible.split(",") if g.strip()]
+    except ValueError:
+        raise click.UsageError(
+            f"CUDA_VISIBLE_DEVICES={visible!r}: the local executor needs GPU indices (e.g. 0,1)"
+        ) from None
 
 
 def run_local(tasks: list[RunPair], slots: list[int | None], results_dir: Path, echo: Callable[[str], None]) -> int:
@@ -289,7 +298,7 @@ SLURM_DEFAULTS: dict[str, Any] = {
     "partition": None,
     "account": None,
     "time": 240,  # minutes per run; a run that reaches it is requeued by submitit and resumes (docs/cluster.md)
-    "gpus": 1,
+    "gpus": None,  # None: 1 for runs on a GPU (the paper-size profiles), 0 for the CPU profiles (smoke)
     "cpus": 2,
     "mem_gb": None,
     "array_parallelism": 256,
@@ -309,7 +318,7 @@ def slurm_options(f: Callable) -> Callable:
         click.option("--slurm-time", type=click.IntRange(min=1), envvar="UH_SLURM_TIME",
                      help="Time limit per run in minutes [default: 240]; a run that reaches it requeues and resumes."),
         click.option("--slurm-gpus", type=click.IntRange(min=0), envvar="UH_SLURM_GPUS",
-                     help="GPUs per run [default: 1]."),
+                     help="GPUs per run [default: 1 for the paper-size profiles, 0 for the CPU ones, smoke too]."),
         click.option("--slurm-cpus", type=click.IntRange(min=1), envvar="UH_SLURM_CPUS",
                      help="CPUs per run [default: 2]."),
         click.option("--slurm-mem-gb", type=click.IntRange(min=1), envvar="UH_SLURM_MEM_GB",
@@ -324,8 +333,9 @@ def slurm_options(f: Callable) -> Callable:
     return f
 
 
-def slurm_settings(config: Path | None, given: dict[str, Any]) -> dict[str, Any]:
-    """Defaults, overridden by the TOML file, overridden by options given (None: not given)."""
+def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True) -> dict[str, Any]:
+    """Defaults, overridden by the TOML file, overridden by options given (None: not given); GPUs, where
+    none are set, as the runs' device asks (`cuda`)."""
     settings = dict(SLURM_DEFAULTS)
     if config is not None:
         try:
@@ -345,6 +355,8 @@ def slurm_settings(config: Path | None, given: dict[str, Any]) -> dict[str, Any]
             settings["sbatch"] = {**settings["sbatch"], **dict(pairs)}
         elif key != "sbatch" and value is not None:
             settings[key] = value
+    if settings["gpus"] is None:
+        settings["gpus"] = 1 if cuda else 0
     return settings
 
 

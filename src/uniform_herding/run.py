@@ -30,6 +30,7 @@ from uniform_herding.archive import (
     write_synthetic_archive,
 )
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
+from uniform_herding.devices import cpu_threads, deterministic_algorithms, select
 from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
@@ -37,26 +38,6 @@ from uniform_herding.results import StaleResult, check_dir_profile, claim_dir, i
 from uniform_herding.stream import TaskStream
 from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze
 from uniform_herding.train import precision as train_precision
-
-
-def default_device() -> torch.device:
-    """The GPU when there is one; on the CPU, a fixed thread count (env UH_CPU_THREADS, default 1).
-
-    A CPU run's numbers depend on its thread count (reductions split differently), so the count is
-    fixed rather than taken from the machine: the same seed gives the same result on any CPU.
-    """
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    torch.set_num_threads(cpu_threads())
-    return torch.device("cpu")
-
-
-def cpu_threads() -> int:
-    """UH_CPU_THREADS (default 1), checked: a bad value fails before anything is read or written."""
-    value = os.environ.get("UH_CPU_THREADS", "1")
-    if not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"UH_CPU_THREADS={value!r} is not a thread count; set an integer >= 1 (default 1)")
-    return int(value)
 
 
 def synthetic_sizes(cfg: Config) -> tuple[int, int]:
@@ -115,20 +96,22 @@ def git_revision() -> str:
         return "unknown"
 
 
-def numeric_settings(device: torch.device, precision: str) -> dict:
+def numeric_settings(device: torch.device, precision: str, deterministic: bool = False) -> dict:
     """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
 
-    The thread count splits CPU reductions differently; precision and compile mode change rounding.
+    The device and thread count split reductions differently; precision and compile mode change
+    rounding; deterministic algorithms (--deterministic) change which kernels run.
     """
     return {
         "device": device.type,
         "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
         "precision": precision,
         "compile": compile_mode() or "off",
+        "deterministic": deterministic,
     }
 
 
-def environment(device: torch.device, raw: RawData, precision: str) -> dict:
+def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     return {
         "python": platform.python_version(),
@@ -136,8 +119,9 @@ def environment(device: torch.device, raw: RawData, precision: str) -> dict:
         "lightning": L.__version__,
         "device": f"{device.type}: {name}",
         "cpu_threads": torch.get_num_threads(),
-        "precision": precision,
-        "compile": compile_mode() or "off",
+        "precision": settings["precision"],
+        "compile": settings["compile"],
+        "deterministic": settings["deterministic"],
         "git_revision": git_revision(),
         "data_md5": raw.md5,
         "data_source": raw.source,
@@ -185,13 +169,16 @@ def run_seed(
     progress: bool = False,
     echo: Callable[[str], None] = print,
     precision: str | None = None,
+    device: str | None = None,
+    deterministic: bool = False,
 ) -> Path:
     """Train, refresh and evaluate all tasks of `run_id` for `seed`; returns the result.json path.
 
     Every input is checked before anything is written under results/; a checkpoint left by an
-    interrupted run is resumed after its last task. `precision` (None: the device's default) picks
-    the fp16 GPU path or fp32 (train.precision). A task that diverges stops the run before its
-    checkpoint: the last good checkpoint stays and no result is written.
+    interrupted run is resumed after its last task. `device` (--device; None: UH_DEVICE, else auto)
+    picks the training device (devices.select), `precision` (None: the device's default) the fp16 GPU
+    path or fp32 (train.precision), `deterministic` torch's deterministic algorithms. A task that
+    diverges stops the run before its checkpoint: the last good checkpoint stays and no result is written.
     """
     cfg = resolve(run_id, profile)
     compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
@@ -200,11 +187,12 @@ def run_seed(
     if done_already(out, run_id, seed, profile, force):
         echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
         return out
-    device = default_device()
+    device = select(device, profile)
     precision = train_precision(device, precision)
+    deterministic_algorithms(deterministic)
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
-    settings = numeric_settings(device, precision)
+    settings = numeric_settings(device, precision, deterministic)
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
     claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
@@ -238,7 +226,6 @@ def run_seed(
                 if problem := stats.divergence():  # before the checkpoint: the last good one stays
                     raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({problem}); no result written, "
                                    f"{checkpoint.kept()}")
-                learner.to(device)  # Lightning hands the module back on the CPU
                 memory.refresh({c: stream.class_items[c] for c in stream.classes(t)}, embed)
                 row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
                 record["rows"].append(row)
@@ -256,7 +243,7 @@ def run_seed(
                     f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
                     f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
                 )
-            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, precision)
+            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings)
             checkpoint.finish(out, result)
         except Interrupted as e:
             raise Interrupted(e.signum, checkpoint.kept()) from None
@@ -274,7 +261,7 @@ def assemble(
     raw: RawData,
     device: torch.device,
     record: dict,
-    precision: str,
+    settings: dict,
 ) -> dict:
     """result.json's content (docs/architecture.md): config, manifest, R, metrics, timings, environment."""
     R = metrics.square(record["rows"])
@@ -289,6 +276,6 @@ def assemble(
         "metrics": {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
-        "environment": environment(device, raw, precision),
+        "environment": environment(device, raw, settings),
         "command": " ".join(sys.argv),
     }

@@ -54,6 +54,11 @@ class Probe:
         self.step_s.append(time.perf_counter() - self._tic)
         self._tic = time.perf_counter()
 
+    def on_train_end(self) -> None:
+        """The final weights, read before Lightning's teardown moves the module off the device."""
+        super().on_train_end()
+        self.weights = [p.detach().to("cpu", torch.float32) for p in self.learner.parameters()]
+
 
 class Ours(Probe, TaskModule):
     """The project's GPU path, unchanged."""
@@ -173,8 +178,7 @@ def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison
     def trace(m: Probe) -> Trace:
         previous = [INIT_SCALE, *m.scales[:-1]]
         skipped = [k for k, (a, b) in enumerate(zip(previous, m.scales, strict=True)) if b < a]
-        return Trace(m.scales, skipped, [p.detach().to("cpu", torch.float32) for p in m.learner.parameters()],
-                     m.step_s)  # fmt: skip
+        return Trace(m.scales, skipped, m.weights, m.step_s)
 
     a, b = trace(ours), trace(ref)
     start = [p.to("cpu", torch.float32) for p in start]
