@@ -67,7 +67,7 @@ def teardown_to_meta(monkeypatch):
 def tiny_stream():
     """Build a TaskStream for a config over random images (60 train, 4 test per class, 100 classes)."""
 
-    def build(cfg: Config) -> TaskStream:
+    def build(cfg: Config, device: str = "cpu") -> TaskStream:
         rng = np.random.default_rng(0)
         y, test_y = np.repeat(np.arange(100), 60), np.repeat(np.arange(100), 4)
         raw = RawData(
@@ -75,7 +75,7 @@ def tiny_stream():
             rng.integers(0, 256, (len(test_y), 3, 32, 32), dtype=np.uint8), test_y,
             [f"c{i}" for i in range(100)], "0" * 32, "synthetic",
         )  # fmt: skip
-        return TaskStream(raw, cfg, torch.device("cpu"))
+        return TaskStream(raw, cfg, torch.device(device))
 
     return build
 

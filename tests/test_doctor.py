@@ -11,7 +11,9 @@ from uniform_herding.config import RUNS
 from uniform_herding.doctor import estimates, run_steps
 
 
-def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path):
+def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_meta):
+    """With Lightning's teardown moving modules to `meta` (a GPU run's move to the CPU), so that the self-test
+    and the timing must not read a module after fit."""
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--steps", "4", "--data-dir", str(tmp_path / "d"),
                                     "--results-dir", str(tmp_path / "r")])  # fmt: skip
     assert res.exit_code == 0, res.output

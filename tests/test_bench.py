@@ -1,0 +1,41 @@
+"""benchmarks/bench.py: times the runs' own precision, and survives Lightning's teardown (on `meta` here)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[1] / "benchmarks" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench")  # the full-size synthetic archive, written once
+
+
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_dir, teardown_to_meta,
+                                                        gpu_like_fp16_conv, capsys, monkeypatch):  # fmt: skip
+    """Every fit goes through train.fit_task in `precision` (on a GPU the default is 16-mixed, the paper's),
+    and the learner is used again after each fit (the plain-loop step, the FLOP count): on a GPU the
+    teardown has left it on the CPU by then, here on `meta`."""
+    from uniform_herding import train
+
+    seen = []
+    fit_task = train.fit_task
+    monkeypatch.setattr(train, "fit_task", lambda module, *a: (seen.append(module.gpu_path), fit_task(module, *a))[1])
+    bench.main(["--device", "cpu", "--precision", precision, "--width", "8", "--steps", "2", "--data-steps", "2",
+                "--repeats", "1", "--workers", "0", "--data-dir", str(data_dir)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"; {precision}; width 8; 2 steps of 192 images" in out
+    assert "projection  25200 steps of a paper-size B3 run" in out
+    assert seen and set(seen[:3]) == {precision == "16-mixed"}
+

@@ -1,0 +1,91 @@
+"""On a GPU (`pytest -m gpu`, run by benchmarks/gpu-acceptance; skipped elsewhere): the paths that only a GPU
+takes, with Lightning's real teardown to the CPU after every fit."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from uniform_herding import selftest
+from uniform_herding.cli import main
+from uniform_herding.config import resolve
+
+pytestmark = pytest.mark.gpu
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture(autouse=True)
+def on_the_gpu(monkeypatch):
+    monkeypatch.setenv("UH_DEVICE", "cuda")
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
+def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule, fit_task, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)
+    stream = tiny_stream(cfg, "cuda")
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(CUDA)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.head.grow(cfg.classes_per_task)
+    gen = torch.Generator(device=CUDA).manual_seed(0)
+    module = TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision)
+    stats = fit_task(module, stream.train_items(1), CUDA, False)
+    assert stats.steps == 6 and stats.divergence() is None and len(stats.epoch_loss) == 2
+    assert all(p.device.type == "cuda" for p in learner.parameters())
+
+
+def test_the_gpu_path_equals_lightnings_stock_path_at_paper_size():
+    c = selftest.compare(CUDA, width=64, steps=8)
+    assert c.failures() == [], c.failures()
+
+
+def run_smoke(tmp_path, name: str, *args: str) -> dict:
+    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
+                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / name),
+                                    *args])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return json.loads((tmp_path / name / "B3" / "seed-1993" / "result.json").read_text())
+
+
+def test_a_gpu_run_end_to_end_in_16_mixed_records_its_device(tmp_path):
+    result = run_smoke(tmp_path, "r")
+    env = result["environment"]
+    assert env["device"].startswith("cuda: ") and env["precision"] == "16-mixed" and not env["deterministic"]
+    assert all(task["loss_scale"] is not None for task in result["tasks"])
+    assert result["metrics"]["acc"] > 20  # chance is 10% after the last task
+
+
+def test_two_deterministic_gpu_runs_agree_bitwise(tmp_path):
+    a, b = run_smoke(tmp_path, "a", "--deterministic"), run_smoke(tmp_path, "b", "--deterministic")
+    try:
+        assert a["R"] == b["R"] and [t["epoch_loss"] for t in a["tasks"]] == [t["epoch_loss"] for t in b["tasks"]]
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_a_gpu_run_killed_after_a_task_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """The checkpoint holds the run's own GPU's random state; a resumed GPU run finishes (bitwise equality
+    with an uninterrupted run needs --deterministic: that is the test above)."""
+    from uniform_herding import durability
+
+    save = durability.Checkpoint.save
+
+    def stop_after_task_two(self, t, *args):
+        save(self, t, *args)
+        if t == 1:
+            raise durability.Interrupted(15)
+
+    monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
+    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
+                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
+    assert res.exit_code == 143 and (tmp_path / "r" / "B3" / "seed-1993" / "checkpoint.pt").exists()
+    monkeypatch.setattr(durability.Checkpoint, "save", save)
+    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
+                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
+    assert res.exit_code == 0 and "resuming after task 2/5" in res.output, res.output
