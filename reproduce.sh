@@ -35,7 +35,8 @@ Targets:
 
 Options:
   --seeds "S1 S2 ..."  seeds (default: uh's, 1993 2023 42); also --seed S, repeated
-  --profile P          paper (default) or smoke
+  --profile P          paper (default), smoke, cifar10, cifar10-cpu or cifar10-cpu-long
+                       (sizes only; README.md, "Profiles")
   --data-dir D         CIFAR-100 directory (default: \$UH_DATA_DIR, else the repo's ./data);
                        relative paths are taken from the current directory
   --results-dir R      results directory (default: \$UH_RESULTS_DIR, else the repo's ./results;
