@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, RUN_GROUPS, RUNS
+from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -565,6 +565,12 @@ def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
     assert "valid targets" in result.stderr
     for target in ["all", "refresh", "smoke", "doctor", "check", "report", "test", *RUNS]:
         assert re.search(rf"\b{target}\b", result.stderr)
+
+
+def test_help_names_every_profile(reproduce):
+    result, _ = reproduce("--help")
+    option = re.search(r"--profile P +(.*?)\n  --", result.stdout, re.S)
+    assert option and set(re.findall(r"[\w-]+", option.group(1))) >= set(PROFILES), result.stdout
 
 
 def test_help_lists_the_targets(reproduce):

@@ -1,7 +1,7 @@
 """The loader, class order and hold-out against the real CIFAR-100 layout, which synthetic data cannot pin.
 
-UH_REAL_DATA names a folder holding `cifar100-fragment/` (`.ci/run` sets it to ../shared/data when that
-is there): the official `meta`, every label and file name of both splits, and the first few hundred
+UH_REAL_DATA names a folder holding `cifar100-fragment/` (`.ci/run` sets it where CI has such a
+folder): the official `meta`, every label and file name of both splits, and the first few hundred
 real images of each. Nothing of it is committed; without the variable every test here is skipped,
 and `pytest -ra` lists the skips.
 """

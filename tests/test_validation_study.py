@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from uniform_herding.check import check_claims, format_claims
+from uniform_herding.cli import main
 from uniform_herding.report import load_runs, t4_refresh_isolation
 from uniform_herding.results import load_results, per_seed_table, read_per_seed_csv
 
@@ -31,7 +33,8 @@ def test_the_refresh_study_holds_its_fifteen_runs_and_its_per_seed_csv() -> None
     pd.testing.assert_frame_equal(
         committed.sort_values(key).reset_index(drop=True)[table.columns],
         table.sort_values(key).reset_index(drop=True),
-        check_dtype=False, atol=5e-5,
+        check_dtype=False,
+        atol=5e-5,
     )
 
 
@@ -45,7 +48,8 @@ def test_the_documented_finding_lines_are_what_the_checker_prints(results: str, 
 def test_the_larger_size_holds_r1_and_r2_of_its_own_profile() -> None:
     results = load_results(STUDY / "long" / "results")
     assert {(r["run_id"], r["profile"]) for r in results} == {("r1", "cifar10-cpu-long"), ("r2", "cifar10-cpu-long")}
-    assert len(results) == 6 and read_per_seed_csv(STUDY / "long" / "per_seed.csv").shape[0] == 6
+    expected = read_per_seed_csv(ROOT / "expected_results" / "cifar10-cpu-long" / "per_seed.csv")
+    assert len(results) == 6 and expected.shape[0] == 6
 
 
 def test_the_documented_t4_is_what_uh_report_writes() -> None:
@@ -53,3 +57,27 @@ def test_the_documented_t4_is_what_uh_report_writes() -> None:
     assert (STUDY / "t4_refresh_isolation.md").read_text() == table
     rows = [line for line in table.splitlines() if line.startswith("| r") or line.startswith("| B")]
     assert len(rows) == 4 and all(row in DOC for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("results", "reproduced"),
+    [
+        ("docs/validation/results", 36),
+        ("docs/validation/refresh/results", 6),
+        ("docs/validation/refresh/long/results", 6),
+    ],
+)
+def test_uh_check_checks_the_committed_study_against_its_expected_set(
+    tmp_path: Path, results: str, reproduced: int
+) -> None:
+    """`uh check --results-dir` on each committed study finds its profile's expected set
+    (expected_results/cifar10-cpu*/) and reproduces it."""
+    out = CliRunner().invoke(main, ["check", "--results-dir", str(ROOT / results), "--json-out", str(tmp_path / "c")])
+    assert out.exit_code == 0, out.output
+    assert f"metrics: {reproduced} REPRODUCED, 0 WITHIN NOISE, 0 NOT REPRODUCED" in out.output
+
+
+def test_the_documented_claim_lines_are_what_uh_check_prints() -> None:
+    per_seed = load_runs(ROOT / "docs" / "validation" / "results").per_seed
+    lines = format_claims([c for c in check_claims(per_seed) if not c.finding])
+    assert "\n".join(lines) in DOC

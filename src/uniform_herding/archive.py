@@ -1,6 +1,6 @@
 """CIFAR archives: download, md5 verification, pickle parsing, synthetic archives in the official format.
 
-The paper trains on CIFAR-100, python version (DESIGN §1). The archive is downloaded once into a
+The paper trains on CIFAR-100, python version (docs/design.md, "Data"). The archive is downloaded once into a
 data dir, verified by md5 and read straight from the tar.gz (nothing is extracted). Tests and the
 smoke profile need no network: `write_synthetic_archive` writes a learnable stand-in in the official
 layout, with its md5 in an md5sum-style `<archive>.md5` sidecar so that it passes the same check.

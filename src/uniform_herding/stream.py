@@ -44,7 +44,7 @@ class Split:
 
 
 def make_split(train_y: np.ndarray, n_classes: int, split_seed: int, n_probe: int, n_val: int) -> Split:
-    """The class order and per-class hold-out of DESIGN §1, from one RandomState."""
+    """The class order and per-class hold-out of docs/design.md ("Data"), from one RandomState."""
     rng = np.random.RandomState(split_seed)
     order = rng.permutation(n_classes)
     probe, val, train = [], [], []

@@ -239,7 +239,7 @@ PRECISIONS = ("16-mixed", "32-true")
 
 def precision(device: torch.device, requested: str | None = None) -> str:
     """`requested` (--precision, env UH_PRECISION), else the paper's "16-mixed" on GPU and fp32 on CPU
-    (DESIGN §1), which keeps CPU reruns bit-identical."""
+    (docs/design.md, "Training"), which keeps CPU reruns bit-identical."""
     if requested:
         if requested not in PRECISIONS:
             raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(PRECISIONS)}")

@@ -1,0 +1,194 @@
+"""The documents tell one current truth and need nothing outside the repository.
+
+Every Markdown document in the repository is read. A link, or a repository path written in code (a
+path under one of the repository's own folders), must name something that is in the repository, and
+a link's #anchor a heading of its target. A `uh` command, a profile (`--profile P`, profile `P`) and a
+run ID (`uh run ID`, `./reproduce.sh ID`) written in code must be ones `uh` and `reproduce.sh` know.
+No document or code comment may point outside the repository. CITATION.cff must be valid CFF 1.2.0,
+checked with check-jsonschema's built-in copy of the schema (no network).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from uniform_herding.cli import main
+from uniform_herding.config import PROFILES, RUN_GROUPS, RUNS
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
+DOCS = sorted(
+    p for p in ROOT.rglob("*.md")
+    if not SKIP_DIRS & set(p.relative_to(ROOT).parts) and not any(s.endswith(".egg-info") for s in p.parts)
+)  # fmt: skip
+# Folders of the repository whose paths a document may write in code (`docs/design.md`, `tests/x.py::test`).
+REPO_FOLDERS = ("src", "tests", "docs", "expected_results", "paper", "benchmarks", ".ci")
+# What a document or comment must not point to: the design notes and data folder beside the repository.
+OUTSIDE = re.compile(r"\.\./shared|/work/|DESIGN(\.md|\s*§)")
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+INLINE = re.compile(r"`([^`\n]+)`")
+PATH = re.compile(rf"(?<![\w/.-])((?:{'|'.join(re.escape(f) for f in REPO_FOLDERS)})/[\w./-]*(?:::\w+)?)")
+PLACEHOLDER = re.compile(r"[<>$*{}\[\]|…]|\.\.\.|^[A-Z_]+$")
+# Words after which `uh` starts a command (else it is output, e.g. squeue's job name).
+STARTS = {"$", "&&", "||", ";", "|", "(", "time", "do", "then", "exec"}
+
+
+def code(text: str) -> list[str]:
+    """The document's code: fenced blocks and inline spans."""
+    fenced = FENCE.findall(text)
+    return fenced + INLINE.findall(FENCE.sub("", text))
+
+
+def anchors(path: Path | None, text: str) -> set[str]:
+    """GitHub's anchors of the headings of `path` (else of `text`): lower case, punctuation dropped,
+    spaces to '-'."""
+    headings = re.findall(r"^#+\s+(.*?)\s*$", FENCE.sub("", path.read_text() if path else text), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def link_problems(doc: Path, text: str) -> list[str]:
+    """Links of `doc` (its `text`) whose target is not in the repository, or whose #anchor is no
+    heading of the target."""
+    problems = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        path = (doc.parent / file).resolve() if file else None  # None: this document
+        if path and (not path.is_relative_to(ROOT) or not path.exists()):
+            problems.append(f"{target}: no such path in the repository")
+        elif anchor and (not path or path.suffix == ".md") and anchor not in anchors(path, text):
+            where = path.relative_to(ROOT) if path else "this document"
+            problems.append(f"{target}: {where} has no heading #{anchor}")
+    return problems
+
+
+def path_problems(text: str) -> list[str]:
+    """Repository paths written in a document's code that do not exist (and tests that are not there)."""
+    problems = []
+    for snippet in code(text):
+        for token in PATH.findall(snippet):
+            if PLACEHOLDER.search(token):
+                continue
+            file, _, name = token.rstrip(".,;:").partition("::")
+            path = ROOT / file
+            if not path.exists():
+                problems.append(f"{token}: no such path in the repository")
+            elif name and not re.search(rf"^\s*(def|class) {name}\b", path.read_text(), re.M):
+                problems.append(f"{token}: {file} has no {name}")
+    return problems
+
+
+def reproduce_targets() -> set[str]:
+    """The targets reproduce.sh accepts: its case list, and every run ID."""
+    script = (ROOT / "reproduce.sh").read_text()
+    case = re.search(r"^\s*(all \|[^)]*)\) ;;", script, re.M)
+    assert case, "reproduce.sh's list of targets not found"
+    return {t.strip() for t in case.group(1).split("|")} | set(RUNS)
+
+
+def name_problems(text: str) -> list[str]:
+    """`uh` commands, run IDs and profiles in a document's code (and profiles in its prose) that are unknown."""
+    ctx = click.Context(main)
+    commands = set(main.list_commands(ctx))
+    known_ids, targets = set(RUNS) | set(RUN_GROUPS), reproduce_targets()
+    problems = []
+    for snippet in code(text):
+        for words in (line.split() for line in snippet.splitlines()):
+            for i, word in enumerate(words):
+                rest = [w.rstrip(",;)") for w in words[i + 1 :]]
+                starts = i == 0 or words[i - 1] in STARTS or "=" in words[i - 1] or words[i - 1].isdigit()
+                if word == "uh" and starts and rest and re.fullmatch(r"[a-z][a-z-]*", rest[0]):
+                    command = main.get_command(ctx, rest[0])
+                    if rest[0] not in commands:
+                        problems.append(f"uh {rest[0]}: no such command")
+                    elif isinstance(command, click.Group) and len(rest) > 1 and not rest[1].startswith("-"):
+                        if rest[1] not in command.list_commands(ctx) and not PLACEHOLDER.search(rest[1]):
+                            problems.append(f"uh {rest[0]} {rest[1]}: no such command")
+                    elif rest[0] == "run":
+                        for arg in rest[1:]:
+                            if arg.startswith(("-", "#", "\\", "&", ";", "|", ">", ")")):
+                                break
+                            if arg not in known_ids and not PLACEHOLDER.search(arg):
+                                problems.append(f"uh run {arg}: no such run ID or group")
+                target = rest[0] if word == "./reproduce.sh" and rest else "-"
+                if not target.startswith("-") and target not in targets and not PLACEHOLDER.search(target):
+                    problems.append(f"./reproduce.sh {target}: no such target")
+                if word == "--profile" or word.startswith("--profile="):
+                    value = word.partition("=")[2] or (rest[0] if rest else "")
+                    if value and not PLACEHOLDER.search(value) and value not in PROFILES and value != "P":
+                        problems.append(f"--profile {value}: no such profile")
+    for name in re.findall(r"\bprofiles? `([\w-]+)`", text):
+        if name not in PROFILES:
+            problems.append(f"profile `{name}`: no such profile")
+    return problems
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_and_path_of_a_document_is_in_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+    assert link_problems(doc, text) + path_problems(text) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_command_profile_and_run_id_of_a_document_is_one_uh_knows(doc: Path) -> None:
+    assert name_problems(doc.read_text()) == []
+
+
+def test_no_document_or_comment_points_outside_the_repository() -> None:
+    tests = (p for p in (ROOT / "tests").rglob("*.py") if p.name != "test_docs.py")  # this file names them
+    sources = [*DOCS, *(ROOT / "src").rglob("*.py"), *tests]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in sources for m in OUTSIDE.finditer(p.read_text())]
+    assert found == []
+
+
+def test_the_readme_lists_every_profile() -> None:
+    section = (ROOT / "README.md").read_text().split("## Profiles")[1].split("\n## ")[0]
+    assert set(re.findall(r"^\| `([\w-]+)`", section, re.M)) == set(PROFILES)
+
+
+def test_the_checks_find_a_planted_bad_link_path_command_profile_and_run_id() -> None:
+    """The checks are not vacuous: each finds its planted fault in a document beside the real ones."""
+    text = (
+        "[design](design.md) [gone](no-such-file.md) [anchor](design.md#no-such-heading) [here](#planted)\n"
+        "# Planted\n`tests/test_docs.py::no_such_test` `docs/no-such-dir/` `docs/design.md`\n"
+        "```bash\nuh frobnicate\nuh run B9 B3 --profile paperish\n./reproduce.sh everything\nuh check\n```\n"
+    )
+    assert link_problems(ROOT / "docs" / "planted.md", text) == [
+        "no-such-file.md: no such path in the repository",
+        "design.md#no-such-heading: docs/design.md has no heading #no-such-heading",
+    ]
+    assert path_problems(text) == [
+        "tests/test_docs.py::no_such_test: tests/test_docs.py has no no_such_test",
+        "docs/no-such-dir/: no such path in the repository",
+    ]
+    assert name_problems(text) == [
+        "uh frobnicate: no such command",
+        "uh run B9: no such run ID or group",
+        "--profile paperish: no such profile",
+        "./reproduce.sh everything: no such target",
+    ]
+
+
+def test_citation_cff_is_valid_cff_and_agrees_with_pyproject() -> None:
+    tool = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
+    if not Path(tool).exists():
+        pytest.skip('check-jsonschema not installed: pip install -c constraints.txt -e ".[dev]"')
+    cff = ROOT / "CITATION.cff"
+    cmd = [tool, "--builtin-schema", "vendor.citation-file-format", "--default-filetype", "yaml", str(cff)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    citation = yaml.safe_load(cff.read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert (citation["version"], citation["license"]) == (project["version"], project["license"])
