@@ -556,7 +556,7 @@ def test_every_row_of_the_fault_table_names_a_test_that_exists() -> None:
 
 def test_uh_cpu_threads_not_omp_num_threads_fixes_the_count() -> None:
     """Issue 14.15: the docs said OMP_NUM_THREADS pins the count; UH_CPU_THREADS (default 1) overrides it."""
-    code = "import torch, uniform_herding.run as r; r.default_device(); print(torch.get_num_threads())"
+    code = "import torch, uniform_herding.devices as d; d.select('cpu', 'smoke'); print(torch.get_num_threads())"
     env = {**ENV, "OMP_NUM_THREADS": "2"}
     env.pop("UH_CPU_THREADS", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
