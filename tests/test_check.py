@@ -209,8 +209,8 @@ def test_claims_gate_the_exit_code_only_where_the_expected_set_says_so(
     [(41.0, "REPRODUCED"), (51.0, "REPRODUCED"), (40.75, "NOT REPRODUCED"), (51.25, "NOT REPRODUCED")],
 )
 def test_a_difference_of_exactly_the_tolerance_is_reproduced(observed: float, verdict: str) -> None:
-    """|difference| <= tolerance, boundary included: smoke accuracies lie on a grid of 0.5 pp, so a difference
-    of exactly the tolerance occurs (a2 ACC -5.00 at 5.0 was seen). Every value here is exactly representable:
+    """|difference| <= tolerance, boundary included: smoke accuracies lie on a grid of 0.5 pp, so differences of
+    exactly a tolerance occur (B1's ACC +5.00 at 5.0 between two CPU kinds). Every value here is exactly representable:
     expected mean 46.0, differences -5.0 and +5.0 (on the boundary) and 0.25 past it; the Welch interval cannot
     rescue them (the observed seeds agree, so it excludes 0)."""
     expected = Expected(Path("."), "smoke", pd.DataFrame({"run_id": ["B3"] * 3, "seed": [1993, 2023, 42],
