@@ -122,3 +122,28 @@ def fresh_state(cfg: Config, seed: int) -> tuple[Learner, Memory, list[torch.Gen
 def fresh():
     """fresh_state, for tests that build checkpoints by hand."""
     return fresh_state
+
+
+@pytest.fixture(scope="session")
+def one_at_a_time(tmp_path_factory):
+    """result.json of a smoke run made here, in this process (`run_seed`, one thread), by run ID and seed, each
+    run once per session: what a test of determinism compares another way of running that seed with. Smoke
+    numbers differ between kinds of CPU (expected_results/README.md), so such a test compares two runs made on
+    the same machine, never a run with the committed rows."""
+    import json
+
+    from uniform_herding.run import run_seed
+
+    root = tmp_path_factory.mktemp("one-at-a-time")
+
+    def get(run_id: str, seed: int) -> dict:
+        path = run_seed(run_id, seed, "smoke", root / "data", root / "results", echo=lambda _: None)
+        return json.loads(path.read_text())
+
+    return get
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "mutations: plants known bugs in a copy of the package; the fast tests must catch each one"
+    )

@@ -16,7 +16,9 @@ from scipy import stats
 
 from uniform_herding.check import (
     NO_PAPER_VALUE,
+    Expected,
     ExpectedError,
+    compare,
     expected_dir_for,
     find_expected_root,
     welch_interval,
@@ -200,6 +202,23 @@ def test_claims_gate_the_exit_code_only_where_the_expected_set_says_so(
     )
     assert "36 REPRODUCED" in res.output and "C2 CLAIM NOT SUPPORTED" in res.output
     assert res.exit_code == code
+
+
+@pytest.mark.parametrize(
+    ("observed", "verdict"),
+    [(41.0, "REPRODUCED"), (51.0, "REPRODUCED"), (40.75, "NOT REPRODUCED"), (51.25, "NOT REPRODUCED")],
+)
+def test_a_difference_of_exactly_the_tolerance_is_reproduced(observed: float, verdict: str) -> None:
+    """|difference| <= tolerance, boundary included: smoke accuracies lie on a grid of 0.5 pp, so differences of
+    exactly a tolerance occur (B1's ACC +5.00 at 5.0 between two CPU kinds). Every value here is exactly representable:
+    expected mean 46.0, differences -5.0 and +5.0 (on the boundary) and 0.25 past it; the Welch interval cannot
+    rescue them (the observed seeds agree, so it excludes 0)."""
+    expected = Expected(Path("."), "smoke", pd.DataFrame({"run_id": ["B3"] * 3, "seed": [1993, 2023, 42],
+                        "acc": [44.0, 46.0, 48.0], "forgetting": [20.0] * 3, "bwt": [-20.0] * 3}),
+                        {"acc": 5.0, "forgetting": 7.5, "bwt": 7.5}, gate_claims=False)  # fmt: skip
+    rerun = expected.per_seed.assign(acc=observed)
+    (acc, *_) = compare(expected, rerun)
+    assert (acc.metric, abs(acc.difference), acc.verdict) == ("acc", abs(observed - 46.0), verdict)
 
 
 # --- Welch interval ----------------------------------------------------------------------------

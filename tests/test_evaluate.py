@@ -1,9 +1,17 @@
-"""The readouts: NME on hand-made prototypes, and one accuracy row against a per-task loop."""
+"""The readouts: NME on hand-made prototypes, prototypes over the active exemplars only, and one accuracy row
+against a per-task loop written from the definitions (features, prototypes and predictions by hand)."""
+
+import dataclasses
 
 import pytest
 import torch
 
-from uniform_herding.evaluate import nme_predict
+from uniform_herding.config import resolve
+from uniform_herding.evaluate import accuracy_row, nme_predict, prototypes
+from uniform_herding.model import Learner
+
+CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)  # the README's normalisation
+SEEN_TASKS = 3
 
 
 def test_nme_predicts_nearest_normalised_prototype():
@@ -12,28 +20,63 @@ def test_nme_predicts_nearest_normalised_prototype():
     assert nme_predict(x, mu).tolist() == [0, 1, 0]
 
 
-def test_accuracy_row_equals_a_per_task_loop(tiny_stream):
-    """The one-pass readout gives, per task, the accuracy of predicting that task's test images alone."""
-    import dataclasses
+@torch.no_grad()
+def features_by_hand(learner: Learner, images: torch.Tensor) -> torch.Tensor:
+    """Raw backbone features under the evaluation transform (scale to [0, 1], normalise), eval mode, one batch."""
+    mean, std = torch.tensor(CIFAR100_MEAN).view(1, 3, 1, 1), torch.tensor(CIFAR100_STD).view(1, 3, 1, 1)
+    return learner.eval().backbone((images.float() / 255 - mean) / std)
 
-    from uniform_herding.config import resolve
-    from uniform_herding.evaluate import accuracy_row, features, nme_predict, prototypes
-    from uniform_herding.model import Learner
 
+@pytest.fixture
+def seen(tiny_stream):
+    """A learner after task 2 (6 classes) with a strict subset of each class active, and test images that are
+    copies of active exemplars (so that the readouts get some, not all, of them right)."""
     cfg = dataclasses.replace(resolve("B3", "smoke"), train_per_class=10)
     stream = tiny_stream(cfg)
     torch.manual_seed(0)
     learner = Learner(cfg.width, "cosine", cfg.cos_scale)
-    learner.head.grow(3 * cfg.classes_per_task)
-    active = {c: stream.class_items[c][:4] for c in range(3 * cfg.classes_per_task)}
+    n_classes = SEEN_TASKS * cfg.classes_per_task
+    learner.head.grow(n_classes)
+    active = {c: stream.class_items[c][c % 3 :: 2] for c in range(n_classes)}  # 4 or 5 of 10, not a prefix
+    for c in range(n_classes):
+        test = torch.nonzero(stream.test_y == c).squeeze(1)
+        stream.test_x[test] = stream.train_x[active[(c + 1) % n_classes][: len(test)]]  # another class's exemplars
+        stream.test_x[test[:2]] = stream.train_x[active[c][:2]]  # and two of its own
+    return cfg, stream, learner, active
+
+
+def test_prototypes_average_the_active_exemplars_only(seen):
+    """mu_c is the mean raw feature of class c's active exemplars, not of all its training images."""
+    _, stream, learner, active = seen
+    mu = prototypes(learner, stream, active, batch=3)  # batches cut across classes
+    for c, items in active.items():
+        assert len(items) < len(stream.class_items[c])
+        torch.testing.assert_close(mu[c], features_by_hand(learner, stream.train_x[items]).mean(0))
+        every = features_by_hand(learner, stream.train_x[stream.class_items[c]]).mean(0)
+        assert not torch.allclose(mu[c], every, rtol=1e-3, atol=1e-4)  # the subset's mean is another vector
+
+
+def test_accuracy_row_equals_a_per_task_loop(seen):
+    """R[t][j]: the share of task j's test images predicted right among all seen classes, by the nearest
+    normalised prototype (NME) or the head's largest logit, each computed here from its definition."""
+    cfg, stream, learner, active = seen
+    mu = torch.stack([features_by_hand(learner, stream.train_x[active[c]]).mean(0) for c in sorted(active)])
+    rows = {}
     for readout in ("nme", "head"):
-        row = accuracy_row(learner, stream, 2, readout, active, 7)
-        mu = prototypes(learner, stream, active, 7)
-        for j in range(3):
-            items = stream.test_items(j)
-            f = features(learner, stream, stream.test_x[items], 5)
-            pred = nme_predict(f, mu) if readout == "nme" else learner.head(f).argmax(1)
-            assert row[j] == pytest.approx(100.0 * (pred == stream.test_y[items]).double().mean().item())
+        row = accuracy_row(learner, stream, SEEN_TASKS - 1, readout, active, 7)
+        expected = []
+        for j in range(SEEN_TASKS):
+            in_task = (stream.test_y // cfg.classes_per_task) == j
+            f = features_by_hand(learner, stream.test_x[in_task])
+            if readout == "nme":
+                distance = torch.cdist(f / f.norm(dim=1, keepdim=True), mu / mu.norm(dim=1, keepdim=True))
+                pred = distance.argmin(dim=1)
+            else:
+                pred = learner.head(f).argmax(dim=1)
+            expected.append(100.0 * (pred == stream.test_y[in_task]).sum().item() / in_task.sum().item())
+        assert row == pytest.approx(expected)
+        rows[readout] = row
+    assert all(0 < acc < 100 for acc in rows["nme"]), rows  # neither all right nor all wrong: it can see a bug
 
 
 def test_the_accuracy_row_uses_no_op_without_a_deterministic_cuda_kernel(tiny_stream, monkeypatch):

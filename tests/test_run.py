@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from uniform_herding import metrics
 from uniform_herding.cli import main
 from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS, resolve
 from uniform_herding.memory import quotas
-from uniform_herding.results import read_per_seed_csv, write_per_seed_csv
 from uniform_herding.run import result_path, run_seed
 
 SEED = 1993
@@ -69,13 +67,6 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
 
 
-def test_uniform_herding_beats_no_replay_clearly(smoke_result):
-    """The learnable synthetic stream must show replay working: higher ACC, far less forgetting."""
-    b0, b3 = smoke_result("B0")["metrics"], smoke_result("B3")["metrics"]
-    assert b3["acc"] > b0["acc"] + 10, (b3, b0)  # chance is 10% after the last task
-    assert b3["forgetting"] < b0["forgetting"] - 20, (b3, b0)
-
-
 def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     data_dir, results_dir = smoke_dirs
     smoke_result("B0")
@@ -89,24 +80,22 @@ def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
 
 
-def test_smoke_runs_reproduce_the_committed_smoke_expectations(smoke_result, smoke_dirs, tmp_path):
-    """`uh check` on this run's seed against the committed expected_results/smoke rows of that seed."""
-    for run_id in RUNS:
-        smoke_result(run_id)
-    expected = Path(__file__).parents[1] / "expected_results" / "smoke"
-    rows = read_per_seed_csv(expected / "per_seed.csv")
-    mine = tmp_path / "expected"
-    mine.mkdir()
-    shutil.copy(expected / "tolerances.toml", mine)
-    write_per_seed_csv(mine / "per_seed.csv", rows[rows["seed"] == SEED])
-    res = CliRunner().invoke(
-        main,
-        ["check", "--results-dir", str(smoke_dirs[1]), "--expected", str(mine), "--json-out", str(tmp_path / "r.json")],
-    )
-    assert res.exit_code == 0, res.output
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert len(report["metrics"]) == 3 * len(RUNS)
-    assert {m["verdict"] for m in report["metrics"]} == {"REPRODUCED"}
+def test_the_smoke_claims_hold_end_to_end(smoke_result):
+    """The golden end-to-end test, on seed 1993 of every run ID, at the level of claims: without replay (B0) a run
+    forgets most of every task; every run with a memory forgets far less, and every run that reads out by NME also
+    ends with a far higher ACC. It is there for a pipeline broken as a whole (replay, memory refresh or the NME
+    readout not wired in, training or evaluation wrong for every run: the runs fall towards B0); the unit tests
+    catch bugs that move the numbers less. It compares no number with expected_results/smoke: a changed random
+    sequence or another kind of CPU moves one seed's ACC by up to 18 pp. Its margins hold on every CPU kind and
+    seed measured (expected_results/README.md: three kinds x three seeds): B0 forgot at least 83.1 pp, the NME runs
+    ended at least 14.5 pp ACC above B0 and 45 pp forgetting below it, B2 and a2 (head-logit readout) at least
+    8.75 pp forgetting below it."""
+    b0 = smoke_result("B0")["metrics"]
+    assert b0["forgetting"] > 70, b0
+    for run_id in (r for r in RUNS if resolve(r, "smoke").memory != "none"):
+        m, nme = smoke_result(run_id)["metrics"], resolve(run_id, "smoke").readout == "nme"
+        assert m["forgetting"] < b0["forgetting"] - (30 if nme else 4), (run_id, m, b0)
+        assert not nme or m["acc"] > b0["acc"] + 10, (run_id, m, b0)
 
 
 def test_every_task_records_its_training(smoke_result):
@@ -120,9 +109,10 @@ def test_every_task_records_its_training(smoke_result):
 
 def test_16_mixed_smoke_runs_on_the_cpu_reproduce_the_fp32_expectations(gpu_like_fp16_conv, smoke_dirs, tmp_path):
     """The paper's GPU path end to end through `uh run --precision 16-mixed` (scaler from 2^16 every task), B3 on
-    the three seeds, judged by `uh check` against the committed fp32 smoke rows with the smoke tolerances. One
-    seed alone is no test: fp16 skips the first steps of every task on this tiny model (a fresh 2^16 overflows)
-    and rounds differently, another trajectory, and single smoke seeds spread by 10 pp (fp32: 45.5-51.0)."""
+    the three seeds, judged by `uh check` against the committed fp32 smoke rows with the smoke tolerances, which
+    hold across CPU kinds (expected_results/README.md): REPRODUCED or WITHIN NOISE, as `./reproduce.sh smoke`
+    asks. One seed alone is no test: fp16 skips the first steps of every task on this tiny model (a fresh 2^16
+    overflows) and rounds differently, another trajectory, and single smoke seeds spread by 10 pp and more."""
     data_dir, _ = smoke_dirs
     res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--precision", "16-mixed",
                                     "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
@@ -137,7 +127,8 @@ def test_16_mixed_smoke_runs_on_the_cpu_reproduce_the_fp32_expectations(gpu_like
                                     "--json-out", str(report)])  # fmt: skip
     assert res.exit_code == 0, res.output
     verdicts = {(m["run_id"], m["metric"]): m["verdict"] for m in json.loads(report.read_text())["metrics"]}
-    assert verdicts == {("B3", metric): "REPRODUCED" for metric in ("acc", "forgetting", "bwt")}, res.output
+    assert set(verdicts) == {("B3", metric) for metric in ("acc", "forgetting", "bwt")}, res.output
+    assert set(verdicts.values()) <= {"REPRODUCED", "WITHIN NOISE"}, res.output
 
 
 def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tmp_path, monkeypatch):

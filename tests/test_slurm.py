@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, available  # tests/ is on the path (pytest rootdir)
 
-from uniform_herding.results import read_per_seed_csv
 from uniform_herding.run import result_path
 
-EXPECTED = Path(__file__).parents[1] / "expected_results" / "smoke" / "per_seed.csv"
 # No --slurm-gpus: a smoke run asks for no GPU by itself, and this cluster has none (sbatch would refuse).
 SLURM_RUN = ["--profile", "smoke", "--executor", "slurm", "--slurm-cpus", "1"]
 
@@ -68,7 +66,7 @@ def wait_for(condition, what: str, timeout: float = 600) -> None:
         time.sleep(2)
 
 
-def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_results(slurm, tmp_path):
+def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_results(slurm, tmp_path, one_at_a_time):
     """Three pairs as one array: B0 seed 42 fails at once (its checkpoint.pt is garbage), 1993 is
     requeued by `scontrol requeue` after its first task, 2023 runs through. 1993 resumes from its
     checkpoint; both give the one-at-a-time results; `uh status` names the failure and its log."""
@@ -103,11 +101,9 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
     assert "checkpoint.pt is damaged" in failed
     assert Path(failed.rsplit("log: ", 1)[1]).exists()
     assert lines["summary"] == "3 runs: 2 done, 1 failed"
-    expected = read_per_seed_csv(EXPECTED).set_index(["run_id", "seed"])
-    for seed in (1993, 2023):
-        result = json.loads(result_path(results, "B0", seed).read_text())
-        for metric, value in result["metrics"].items():
-            assert round(value, 4) == expected.loc[("B0", seed), metric], (seed, metric)
+    for seed in (1993, 2023):  # exactly what one run at a time gives on this machine
+        result, reference = json.loads(result_path(results, "B0", seed).read_text()), one_at_a_time("B0", seed)
+        assert (result["R"], result["metrics"]) == (reference["R"], reference["metrics"]), seed
 
 
 def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):

@@ -78,18 +78,64 @@ def test_stream_holds_only_training_images_of_the_run_classes():
     assert stream.test_items(1).tolist() == list(range(20, 40))  # internal labels 2, 3 of task 1
 
 
+def coordinate_stream(n: int) -> TaskStream:
+    """A stream whose training image i holds its own coordinates: channel 0 = row + 1, channel 1 = column + 1,
+    channel 2 = i % 251 + 1 (0 is the zero padding), so that every output pixel says where it came from."""
+    stream = TaskStream(indexed_raw(), resolve("B3", "smoke"), torch.device("cpu"))
+    side = torch.arange(1, 33, dtype=torch.uint8)
+    x = torch.empty(n, 3, 32, 32, dtype=torch.uint8)
+    x[:, 0], x[:, 1] = side.view(1, 32, 1), side.view(1, 1, 32)
+    x[:, 2] = (torch.arange(n) % 251 + 1).to(torch.uint8).view(n, 1, 1)
+    stream.train_x = x
+    return stream
+
+
+def decode(stream: TaskStream, out: torch.Tensor) -> torch.Tensor:
+    """Augmented images back to uint8 pixel values (the normalisation inverted)."""
+    return (out * stream.std + stream.mean).mul(255).round().to(torch.uint8)
+
+
+def window(image: torch.Tensor, dy: int, dx: int, flip: bool) -> torch.Tensor:
+    """The 32 x 32 crop at offset (dy, dx) of the image zero-padded by 4, mirrored left-right if `flip`."""
+    padded = torch.zeros(3, 40, 40, dtype=image.dtype)
+    padded[:, 4:36, 4:36] = image
+    crop = padded[:, dy : dy + 32, dx : dx + 32]
+    return crop.flip(-1) if flip else crop
+
+
+def offsets_and_flips(pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dy, dx, flipped) of each output, read off its central pixels (never padding: offsets are 0-8)."""
+    rows, cols = pixels[:, 0, 16, 16].long() - 1, pixels[:, 1, 16, 16].long() - 1  # source row and column
+    flipped = pixels[:, 1, 16, 17] < pixels[:, 1, 16, 16]  # columns run backwards
+    dy = rows - 16 + 4
+    dx = torch.where(flipped, cols - 15 + 4, cols - 16 + 4)  # output column 16 shows source column 15 mirrored
+    return dy, dx, flipped
+
+
 def test_augment_crops_and_flips_each_image_independently():
-    raw = indexed_raw()
-    cfg = resolve("B3", "smoke")
-    stream = TaskStream(raw, cfg, torch.device("cpu"))
-    stream.train_x = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
-    out = stream.augment(torch.arange(64), torch.Generator().manual_seed(0))
+    """Every output is its own image's window at some offset (dy, dx), mirrored or not, built here by slicing;
+    offsets and flips differ between images (not all flipped, not all unflipped)."""
+    stream = coordinate_stream(64)
+    items = torch.randperm(64, generator=torch.Generator().manual_seed(1))
+    out = stream.augment(items, torch.Generator().manual_seed(0))
     assert out.shape == (64, 3, 32, 32) and out.dtype == torch.float32
-    plain = stream.normalize(stream.train_x)
-    zero = stream.normalize(torch.zeros(1, 3, 1, 1, dtype=torch.uint8))  # a padded pixel, normalised
-    # every output is a shifted (and maybe flipped) window of its own zero-padded image
-    padded = torch.nn.functional.pad(plain - zero, (4, 4, 4, 4)) + zero
+    pixels = decode(stream, out)
+    dy, dx, flipped = offsets_and_flips(pixels)
     for i in range(64):
-        windows = [padded[i, :, dy : dy + 32, dx : dx + 32] for dy in range(9) for dx in range(9)]
-        assert any(torch.allclose(out[i], w) or torch.allclose(out[i], w.flip(-1)) for w in windows)
-    assert not torch.allclose(out, plain)  # something moved
+        assert torch.equal(pixels[i], window(stream.train_x[items[i]], int(dy[i]), int(dx[i]), bool(flipped[i])))
+    assert 0 < flipped.sum() < 64 and len(dy.unique()) > 1 and len(dx.unique()) > 1  # drawn per image
+
+
+def test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images():
+    """Over 4,500 images: flips at p = 0.5 (std 0.0075), each offset 0-8 of the zero-padded 40 x 40 image
+    vertically and horizontally at 1/9 (std 0.005), and the three draws independent of each other."""
+    n = 4500
+    stream = coordinate_stream(n)
+    out = stream.augment(torch.arange(n), torch.Generator().manual_seed(0))
+    dy, dx, flipped = offsets_and_flips(decode(stream, out))
+    assert abs(flipped.double().mean().item() - 0.5) < 0.03
+    for offset in (dy, dx):
+        share = torch.bincount(offset, minlength=9).double() / n
+        assert len(share) == 9 and ((share - 1 / 9).abs() < 0.03).all(), share
+    for a, b in ((dy, dx), (dy, flipped.long()), (dx, flipped.long())):
+        assert abs(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1].item()) < 0.06

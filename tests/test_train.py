@@ -30,16 +30,24 @@ def test_kd_matches_definition():
 
 
 def test_ce_kd_uses_margin_for_ce_but_margin_free_logits_for_kd():
+    """CE on the margin logits plus T^2 KL(teacher || student) on the margin-free old-class logits, both written
+    out here; the same loss with the margin left in the KD term is another number, and task_loss is not it."""
     cfg = resolve("B3", "smoke")
     torch.manual_seed(0)
     logits, teacher = torch.randn(4, 6), torch.randn(4, 4)
-    y = torch.tensor([0, 5, 4, 2])
-    ce = F.cross_entropy(margin_logits(logits, y, cfg.cos_scale, cfg.cos_margin), y)
-    kd = kd_loss(logits[:, :4], teacher, cfg.kd_temperature)  # margin-free student logits
-    assert task_loss(cfg, logits, y, teacher).item() == pytest.approx((ce + kd).item(), rel=1e-5)
-    # with the margin wrongly kept in the KD term the value would differ
-    wrong = kd_loss(margin_logits(logits, y, cfg.cos_scale, cfg.cos_margin)[:, :4], teacher, 2.0)
-    assert (ce + wrong).item() != pytest.approx((ce + kd).item(), rel=1e-5)
+    y = torch.tensor([0, 5, 4, 2])  # rows 0 and 3 have old-class targets: the margin reaches their KD logits
+    s, m, T = cfg.cos_scale, cfg.cos_margin, cfg.kd_temperature
+    margin = logits.clone()
+    margin[torch.arange(4), y] -= s * m
+    ce = -(margin.log_softmax(dim=1)[torch.arange(4), y]).mean()
+
+    def kd(student: torch.Tensor) -> torch.Tensor:
+        p = (teacher / T).softmax(dim=1)
+        return T * T * (p * (p.log() - (student[:, :4] / T).log_softmax(dim=1))).sum(dim=1).mean()
+
+    loss = task_loss(cfg, logits, y, teacher).item()
+    assert loss == pytest.approx((ce + kd(logits)).item(), rel=1e-5)
+    assert abs(loss - (ce + kd(margin)).item()) > 1e-3  # with the margin kept in the KD term
 
 
 def test_no_kd_and_linear_head_variants():
@@ -97,6 +105,35 @@ def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     assert seen and all(student and not teach for student, teach in seen)
     running = learner.backbone.stem[1].running_mean
     assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved
+
+
+def test_replay_draws_b_items_uniformly_with_replacement_from_the_stored_items(tiny_stream, monkeypatch):
+    """Each step appends b = 16 draws to the current batch, each uniform over all stored items (not classes),
+    with replacement. From n = 32 stored items a draw holds n (1 - (1 - 1/n)^b) = 12.75 distinct items on
+    average (16 without replacement); over 300 steps each item is drawn 150 times on average."""
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule
+
+    cfg = resolve("B3", "smoke")
+    stream = tiny_stream(dataclasses.replace(cfg, train_per_class=30))
+    monkeypatch.setattr(stream, "augment", lambda items, generator: items)  # the batch's items, unaugmented
+    replay = torch.cat([stream.class_items[0][:24], stream.class_items[1][:8]])  # classes of unequal size
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    module = TaskModule(cfg, learner, None, stream, replay, torch.Generator().manual_seed(0))
+    current = stream.class_items[2][:5]
+    b, n, steps = cfg.retrieval, len(replay), 300
+    draws = []
+    for _ in range(steps):
+        items, labels = module.on_after_batch_transfer(current, 0)
+        assert torch.equal(items[: len(current)], current) and len(items) == len(current) + b
+        assert torch.equal(labels, stream.train_y[items])
+        draws.append(items[len(current) :])
+    draws = torch.stack(draws)  # [steps, b]
+    assert torch.isin(draws, replay).all()  # only stored items
+    distinct = torch.tensor([len(d.unique()) for d in draws], dtype=torch.float64).mean().item()
+    assert b == 16 and abs(distinct - n * (1 - (1 - 1 / n) ** b)) < 0.5  # repeats, as with replacement
+    counts = torch.stack([(draws == item).sum() for item in replay])
+    assert ((counts - steps * b / n).abs() < 60).all(), counts  # uniform over items: 150 each (std 12)
 
 
 def fused_and_unfused_after_a_skipped_first_step(make_fused) -> tuple[torch.Tensor, torch.Tensor]:
