@@ -141,9 +141,3 @@ def one_at_a_time(tmp_path_factory):
         return json.loads(path.read_text())
 
     return get
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "mutations: plants known bugs in a copy of the package; the fast tests must catch each one"
-    )
