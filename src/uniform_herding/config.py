@@ -25,7 +25,7 @@ class Config:
     """The resolved protocol of one run. Units and paper sections in the comments."""
 
     # --- method (Sec. 3.2-3.4) -------------------------------------------------------------
-    memory: Literal["uniform_herding", "icarl", "static", "none"] = "uniform_herding"
+    memory: Literal["uniform_herding", "icarl", "static", "closest_to_mean", "none"] = "uniform_herding"
     selection: Literal["herding", "random"] = "herding"  # how Uniform Herding fills q_c (a4: random)
     loss: Literal["ce_kd", "icarl_bce"] = "ce_kd"  # CE (+KD when kd_lambda > 0) or iCaRL's BCE
     kd_lambda: float = 1.0  # lambda, distillation weight (a1: 0)
