@@ -67,15 +67,14 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
     n_done = sum(len(d) for d in done.values())
     lines = [f"sweep of {run_id}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
              f"{len(ids) * len(seeds)} runs (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
-    width = max(len(sets) for sets, _ in points)
-    id_width = max(len(rid) for rid in ids)
     base = parse(run_id).base
+    rows = []
     for sets, rid in points:
-        note = ""
-        if SEP not in rid:
-            note = f"{base} itself" if rid == base else f"run ID {rid}: the same config"
-        seen = f"done: {', '.join(map(str, done[rid]))}" if done[rid] else "done: none"
-        lines.append(f"  {sets:{width}}  {rid:{id_width}}  {seen}{f'  ({note})' if note else ''}")
+        note = "" if SEP in rid else f"({base} itself)" if rid == base else f"(run ID {rid}: the same config)"
+        rows.append((sets, rid, f"done: {', '.join(map(str, done[rid])) or 'none'}", note))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines += ["  " + "  ".join([*(f"{c:{w}}" for c, w in zip(row, widths, strict=False)), row[3]]).rstrip()
+              for row in rows]  # fmt: skip
     return lines
 
 
