@@ -4,16 +4,13 @@ sweep through the local executor that a second sweep finds done."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from uniform_herding.cli import main
-from uniform_herding.results import read_per_seed_csv, result_path
+from uniform_herding.results import result_path
 from uniform_herding.sweep import grid_points
-
-EXPECTED = Path(__file__).parents[1] / "expected_results" / "smoke" / "per_seed.csv"
 
 
 def uh(*args: str) -> Result:
@@ -89,8 +86,8 @@ def test_a_finished_sweep_is_skipped_whole(finished_result, no_training, tmp_pat
 
 
 def test_a_smoke_sweep_runs_every_point_and_a_second_sweep_finds_it_done(smoke_sweep):
-    """Through `--jobs 2` (submitit's local executor): r2 and B3 give the committed smoke numbers of those run
-    IDs, B3+rho=5 records its base and change; run again, the sweep starts nothing."""
+    """Through `--jobs 2` (submitit's local executor): rho=1 and rho=3 run as r2 and B3, B3+rho=5 records its
+    base and change; run again, the sweep starts nothing."""
     data, results, output = smoke_sweep
     assert output.splitlines()[:4] == [
         f"sweep of B3: 3 settings x 1 seed = 3 runs (profile smoke, {results}); 0 done already",
@@ -98,10 +95,9 @@ def test_a_smoke_sweep_runs_every_point_and_a_second_sweep_finds_it_done(smoke_s
         "  rho=3  B3        done: none  (B3 itself)",
         "  rho=5  B3+rho=5  done: none",
     ]
-    committed = read_per_seed_csv(EXPECTED).set_index(["run_id", "seed"])
-    for run_id in ("r2", "B3"):
-        metrics = json.loads(result_path(results, run_id, 1993).read_text())["metrics"]
-        assert {m: round(v, 4) for m, v in metrics.items()} == committed.loc[(run_id, 1993)].to_dict(), run_id
+    for run_id in ("r2", "B3"):  # run as the run IDs they are (their numbers: test_run.py, s1 bit for bit)
+        result = json.loads(result_path(results, run_id, 1993).read_text())
+        assert result["run_id"] == run_id and "variant" not in result
     variant = json.loads(result_path(results, "B3+rho=5", 1993).read_text())
     assert variant["run_id"] == "B3+rho=5" and variant["variant"] == {"base": "B3", "changes": {"rho": 5}}
     assert variant["command"].startswith("uh run B3+rho=5 --seed 1993 --profile smoke")  # as its job ran it

@@ -490,7 +490,8 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
             ax.set_ylabel(name)
         _title(panels[0], "(a) final average accuracy", [])
         _title(panels[1], "(b) forgetting", [])
-        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean ± std over seeds; hollow marks: single seeds",
+        n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
+        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean ± std over {n}; hollow marks: single seeds",
                      fontsize=RC["axes.titlesize"])  # fmt: skip
         handles, labels = panels[0].get_legend_handles_labels()
         settings = len(labels) - len(lines)  # the dotted settings come first: move them last
