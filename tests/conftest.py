@@ -69,6 +69,17 @@ def finished_result():
 
 
 @pytest.fixture
+def no_training(monkeypatch):
+    """A run that starts fails the test at once (instead of training for minutes)."""
+    from uniform_herding import run
+
+    def refuse(run_id, seed, *args, **kwargs):
+        raise AssertionError(f"{run_id} seed {seed} was started")
+
+    monkeypatch.setattr(run, "run_seed", refuse)
+
+
+@pytest.fixture
 def uninitialised_memory_is_nan(monkeypatch):
     """`torch.empty_like` returns NaN-filled tensors: uninitialised memory, made deterministic. torch's
     fused SGD creates its momentum buffers with it and, when its first step is skipped, reads them later."""

@@ -17,17 +17,6 @@ def uh(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
 
 
-@pytest.fixture
-def no_training(monkeypatch):
-    """A run that starts fails the test at once (instead of training for minutes)."""
-    from uniform_herding import run
-
-    def refuse(run_id, seed, *args, **kwargs):
-        raise AssertionError(f"{run_id} seed {seed} was started")
-
-    monkeypatch.setattr(run, "run_seed", refuse)
-
-
 def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
     assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
         ("rho=1 M=500", "B3+M=500+rho=1"), ("rho=1 M=1000", "B3+M=1000+rho=1"),
@@ -64,7 +53,7 @@ def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_r
         (["M=100,2000"], "M >= 380"),  # checked under the profile, for every point
     ],
 )
-def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, tmp_path):
+def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, no_training, tmp_path):
     res = uh("sweep", "B3", *grid, "--profile", "smoke", "--results-dir", str(tmp_path / "r"))
     assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()] and words in res.output, res.output
     assert list(tmp_path.iterdir()) == []

@@ -115,7 +115,7 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
         (["--set", "M=100"], ["M=100", "profile smoke", "M >= 380"]),
     ],
 )
-def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, tmp_path):
+def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
     res = uh("run", "B3", *args, "--profile", "smoke", "--data-dir", str(tmp_path / "data"),
              "--results-dir", str(tmp_path / "results"))  # fmt: skip
     line = only_line(res)
@@ -130,7 +130,7 @@ def test_a_bad_variant_id_is_refused_alike(run_id, words, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, tmp_path):
+def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):
     path = finished_result(tmp_path, "B3+M=1000+rho=5", SEED)
     for order in (["rho=5", "M=1000"], ["M=1000", "rho=5"]):
         sets = [a for s in order for a in ("--set", s)]
