@@ -473,7 +473,7 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
         for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
             x_of = _sweep_axis(ax, key, values, runs.profile)
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
-                ax.axvline(x_of(value), color="0.55", linestyle=(0, (1, 1)), linewidth=2.0, zorder=1.6,
+                ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
                            label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
