@@ -174,18 +174,25 @@ def drifting_stream(memory: Memory, n_tasks: int = 4, per_task: int = 3, per_cla
         yield t, (t + 1) * per_task, items, feats
 
 
-def test_r1_keeps_prefixes_of_the_ranking_herded_once_from_the_full_stream_on_arrival():
-    cfg = resolve("r1", "smoke")
+def assert_prefixes_of_arrival_ranking(run_id: str, kind: type, rank) -> Memory:
+    """`run_id`'s policy keeps of every class a prefix of `rank(features, q_c)`, ranked once on the class's arrival
+    in that task's representation over its whole stream; it stores exactly M and no pool. Returns it at the end."""
+    cfg = resolve(run_id, "smoke")
     memory = make_memory(cfg, torch.Generator().manual_seed(1))
-    assert isinstance(memory, ICaRL)
+    assert isinstance(memory, kind)
     arrival: dict[int, list[int]] = {}
     for _, C, items, feats in drifting_stream(memory):
         q = quotas(cfg.budget, C)
         for c in range(C):
-            if c not in arrival:  # herded once, on arrival, over the class's whole stream
-                arrival[c] = items[c][herd(feats[items[c]], q[c])].tolist()
+            if c not in arrival:  # ranked once, on arrival, over the class's whole stream
+                arrival[c] = items[c][rank(feats[items[c]], q[c])].tolist()
             assert memory.active[c].tolist() == arrival[c][: q[c]]  # later: only the prefix
         assert memory.pool_size() == 0 and memory.replay_items().numel() == cfg.budget
+    return memory
+
+
+def test_r1_keeps_prefixes_of_the_ranking_herded_once_from_the_full_stream_on_arrival():
+    assert_prefixes_of_arrival_ranking("r1", ICaRL, herd)
 
 
 def test_r2_stores_exactly_the_quotas_and_re_herds_each_class_among_its_own_exemplars():
@@ -235,22 +242,12 @@ def closest_to_mean_by_hand(f: np.ndarray, k: int) -> list[int]:
 
 def test_closest_to_mean_keeps_prefixes_of_the_nearest_to_the_mean_ranked_on_arrival():
     """`--set memory=closest_to_mean`: on arrival the q_c items nearest mu_c in that task's representation,
-    later the prefix of that ranking, never more than M items, never another class's item."""
-    cfg = resolve("B3+memory=closest_to_mean", "smoke")
-    memory = make_memory(cfg, torch.Generator().manual_seed(1))
-    assert isinstance(memory, ClosestToMean)
-    arrival: dict[int, list[int]] = {}
-    for _, C, items, feats in drifting_stream(memory):
-        q = quotas(cfg.budget, C)
-        for c in range(C):
-            if c not in arrival:
-                ranked = closest_to_mean_by_hand(feats[items[c]].double().numpy(), q[c])
-                arrival[c] = items[c][ranked].tolist()
-            assert memory.active[c].tolist() == arrival[c][: q[c]]
-        assert memory.pool_size() == 0 and memory.replay_items().numel() == cfg.budget
-    state = memory.state()  # what the checkpoint stores: the active sets are all of it
-    restored = make_memory(cfg, torch.Generator())
-    restored.load_state(state)
+    later the prefix of that ranking; the checkpoint's state() restores it."""
+    memory = assert_prefixes_of_arrival_ranking(
+        "B3+memory=closest_to_mean", ClosestToMean, lambda f, q: closest_to_mean_by_hand(f.double().numpy(), q)
+    )
+    restored = make_memory(resolve("B3+memory=closest_to_mean", "smoke"), torch.Generator())
+    restored.load_state(memory.state())
     assert all(torch.equal(restored.active[c], memory.active[c]) for c in memory.active)
 
 
