@@ -8,6 +8,7 @@ marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipp
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +79,53 @@ def tiny_stream():
         return TaskStream(raw, cfg, torch.device(device))
 
     return build
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory) -> tuple[Path, Path, str]:
+    """`uh sweep B3 rho=1,3,5 --seed 1993 --profile smoke --jobs 2`, once per session: r2 (rho=1 is r2), B3 and
+    the variant B3+rho=5, through the local executor. (data dir, results dir, the command's output)."""
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    root = tmp_path_factory.mktemp("sweep")
+    args = ["sweep", "B3", "rho=1,3,5", "--seed", "1993", "--profile", "smoke", "--jobs", "2",
+            "--data-dir", str(root / "data"), "--results-dir", str(root / "results")]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return root / "data", root / "results", res.output
+
+
+@pytest.fixture
+def finished_result():
+    """Write a valid result.json of a run or variant ID (what `uh run` finds done), with the given ACC; its path."""
+    from uniform_herding.config import CONFIG_VERSION, resolve
+    from uniform_herding.results import result_path, write_json_atomic
+    from uniform_herding.variants import record
+
+    def write(results_dir: Path, run_id: str, seed: int, acc: float = 50.0, profile: str = "smoke") -> Path:
+        T = resolve(run_id, profile).n_tasks
+        R = [[acc] * (i + 1) + [None] * (T - i - 1) for i in range(T)]
+        body = {"config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
+                "config": resolve(run_id, profile).to_dict(), **record(run_id), "R": R,
+                "metrics": {"acc": acc, "forgetting": 0.0, "bwt": 0.0}}  # fmt: skip
+        path = result_path(results_dir, run_id, seed)
+        write_json_atomic(path, body)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """A run that starts fails the test at once (instead of training for minutes)."""
+    from uniform_herding import run
+
+    def refuse(run_id, seed, *args, **kwargs):
+        raise AssertionError(f"{run_id} seed {seed} was started")
+
+    monkeypatch.setattr(run, "run_seed", refuse)
 
 
 @pytest.fixture

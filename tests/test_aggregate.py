@@ -137,3 +137,23 @@ def test_uh_aggregate_refuses_bad_input_with_exit_2(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "columns run_id,seed,acc" in res.output
     res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(bad), "--results-dir", str(tmp_path)])
     assert res.exit_code == 2 and "not both" in res.output
+
+
+def test_uh_aggregate_lists_variants_after_the_run_ids_with_deltas_against_their_base(tmp_path: Path) -> None:
+    per_seed = pd.DataFrame({
+        "run_id": ["a1+lr=0.05", "B3+rho=5", "B3", "a1", "B3+rho=5", "B3", "a1+lr=0.05"],
+        "seed": [1, 1, 1, 1, 2, 2, 2],
+        "acc": [30.0, 41.0, 40.0, 35.0, 44.0, 42.0, 99.0],
+        "forgetting": [5.0, 9.0, 10.0, 20.0, 8.0, 12.0, 1.0],
+        "bwt": 0.0,
+    })  # fmt: skip
+    assert list(summarize(per_seed).index) == ["B3", "a1", "B3+rho=5", "a1+lr=0.05"]
+    csv, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    per_seed.to_csv(csv, index=False)
+    res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv), "--per-seed-out", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = {line.split()[0]: line for line in res.output.splitlines()[2:-1]}
+    assert "dACC  +1.50  dF  -2.50" in lines["B3+rho=5"] and "(n=2)" in lines["B3+rho=5"]  # (1 + 2) / 2, (-1 - 4) / 2
+    assert "dACC  -5.00  dF -15.00" in lines["a1+lr=0.05"] and "(n=1) vs a1" in lines["a1+lr=0.05"]  # seed 1 only
+    assert list(read_per_seed_csv(out)["run_id"]) == ["B3", "B3", "a1", "B3+rho=5", "B3+rho=5", "a1+lr=0.05",
+                                                      "a1+lr=0.05"]  # fmt: skip

@@ -486,3 +486,32 @@ def test_findings_need_two_seeds_for_an_interval(tmp_path: Path, paper: pd.DataF
                               forgetting={"r1": [20.0] * 3, "r2": [19.0] * 3})
     res, _ = check(tmp_path, table[table["seed"] == 42])
     assert "r2-r1 acc: 42 +3.00; mean +3.00 (needs > 0); 95% t-interval undefined (fewer than 2 seeds)" in res.output
+
+
+def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """B3+rho=5 (acc B3 + 1, 2, 3 by seed) and a1+lr=0.05 against their bases; a variant without its base is NOT
+    CHECKED. Measured, never judged: the exit code is the paper's table's alone."""
+    b3 = paper[paper["run_id"] == "B3"].set_index("seed")
+    rows = [{"run_id": "B3+rho=5", "seed": s, "acc": b3.loc[s, "acc"] + d, "forgetting": b3.loc[s, "forgetting"] + f,
+             "bwt": 0.0} for s, d, f in ((1993, 1.0, -1.0), (2023, 2.0, -2.0), (42, 3.0, 0.5))]  # fmt: skip
+    rows += [{"run_id": "a1+lr=0.05", "seed": 42, "acc": 40.19, "forgetting": 30.64, "bwt": 0.0},
+             {"run_id": "B1+rho=2", "seed": 42, "acc": 40.0, "forgetting": 30.0, "bwt": 0.0}]  # fmt: skip
+    table = pd.concat([paper[paper["run_id"] != "B1"], pd.DataFrame(rows)], ignore_index=True)
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 0, res.output  # the variants' deltas never gate
+    half = T_975_2DF / 3**0.5
+    sd = float(np.std([-1.0, -2.0, 0.5], ddof=1))
+    lo, hi = -5 / 6 - T_975_2DF * sd / 3**0.5, -5 / 6 + T_975_2DF * sd / 3**0.5
+    assert "B3+rho=5 against B3 (rho=5): MEASURED (no paper value)" in res.output
+    assert (f"B3+rho=5 - B3 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00; "
+            f"95% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df)") in res.output  # fmt: skip
+    assert (f"B3+rho=5 - B3 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83; "
+            f"95% t-interval [{lo:+.2f}, {hi:+.2f}] (2 df)") in res.output  # fmt: skip
+    # a1 seed 42: acc 43.19, forgetting 28.64; one seed: no interval
+    assert ("a1+lr=0.05 - a1 acc: 42 -3.00; mean -3.00; 95% t-interval undefined (fewer than 2 seeds)"
+            in res.output)  # fmt: skip
+    verdicts_of = {c["claim_id"]: c["verdict"] for c in report["variants"]}
+    assert verdicts_of == {"B3+rho=5": "MEASURED (no paper value)", "a1+lr=0.05": "MEASURED (no paper value)",
+                           "B1+rho=2": "NOT CHECKED (missing: B1)"}  # fmt: skip
+    assert "variants: 2 measured, 1 not checked (never gate) -> exit 0" in res.output
+    assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value

@@ -1,6 +1,7 @@
 """Quota rule, herding against a brute-force reference, and the memory policies' invariants."""
 
 import itertools
+import typing
 
 import numpy as np
 import pytest
@@ -8,8 +9,18 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.config import resolve
-from uniform_herding.memory import ICaRL, Memory, StaticBank, UniformHerding, herd, make_memory, quotas
+from uniform_herding.config import Config, resolve
+from uniform_herding.memory import (
+    POLICIES,
+    ClosestToMean,
+    ICaRL,
+    Memory,
+    StaticBank,
+    UniformHerding,
+    herd,
+    make_memory,
+    quotas,
+)
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {
@@ -163,18 +174,25 @@ def drifting_stream(memory: Memory, n_tasks: int = 4, per_task: int = 3, per_cla
         yield t, (t + 1) * per_task, items, feats
 
 
-def test_r1_keeps_prefixes_of_the_ranking_herded_once_from_the_full_stream_on_arrival():
-    cfg = resolve("r1", "smoke")
+def assert_prefixes_of_arrival_ranking(run_id: str, kind: type, rank) -> Memory:
+    """`run_id`'s policy keeps of every class a prefix of `rank(features, q_c)`, ranked once on the class's arrival
+    in that task's representation over its whole stream; it stores exactly M and no pool. Returns it at the end."""
+    cfg = resolve(run_id, "smoke")
     memory = make_memory(cfg, torch.Generator().manual_seed(1))
-    assert isinstance(memory, ICaRL)
+    assert isinstance(memory, kind)
     arrival: dict[int, list[int]] = {}
     for _, C, items, feats in drifting_stream(memory):
         q = quotas(cfg.budget, C)
         for c in range(C):
-            if c not in arrival:  # herded once, on arrival, over the class's whole stream
-                arrival[c] = items[c][herd(feats[items[c]], q[c])].tolist()
+            if c not in arrival:  # ranked once, on arrival, over the class's whole stream
+                arrival[c] = items[c][rank(feats[items[c]], q[c])].tolist()
             assert memory.active[c].tolist() == arrival[c][: q[c]]  # later: only the prefix
         assert memory.pool_size() == 0 and memory.replay_items().numel() == cfg.budget
+    return memory
+
+
+def test_r1_keeps_prefixes_of_the_ranking_herded_once_from_the_full_stream_on_arrival():
+    assert_prefixes_of_arrival_ranking("r1", ICaRL, herd)
 
 
 def test_r2_stores_exactly_the_quotas_and_re_herds_each_class_among_its_own_exemplars():
@@ -210,3 +228,28 @@ def test_r3_refreshes_from_pools_of_at_most_rho_q():
             largest = max(largest, len(pool) - q[c])
         assert memory.replay_items().numel() == cfg.budget
     assert largest > 0  # r3 does keep candidates beyond its active sets (unlike r1 and r2)
+
+
+# --- the worked example of a new policy (docs/extending.md) ------------------------------------------
+
+
+def closest_to_mean_by_hand(f: np.ndarray, k: int) -> list[int]:
+    """The k rows nearest the rows' mean, nearest first, ties to the lowest index: written out literally."""
+    mu = f.mean(axis=0)
+    distance = [float(np.sqrt(((row - mu) ** 2).sum())) for row in f]
+    return sorted(range(len(f)), key=lambda i: (distance[i], i))[:k]
+
+
+def test_closest_to_mean_keeps_prefixes_of_the_nearest_to_the_mean_ranked_on_arrival():
+    """`--set memory=closest_to_mean`: on arrival the q_c items nearest mu_c in that task's representation,
+    later the prefix of that ranking; the checkpoint's state() restores it."""
+    memory = assert_prefixes_of_arrival_ranking(
+        "B3+memory=closest_to_mean", ClosestToMean, lambda f, q: closest_to_mean_by_hand(f.double().numpy(), q)
+    )
+    restored = make_memory(resolve("B3+memory=closest_to_mean", "smoke"), torch.Generator())
+    restored.load_state(memory.state())
+    assert all(torch.equal(restored.active[c], memory.active[c]) for c in memory.active)
+
+
+def test_every_memory_name_has_a_policy():
+    assert list(POLICIES) == list(typing.get_args(typing.get_type_hints(Config)["memory"]))

@@ -25,7 +25,7 @@ from uniform_herding.aggregate import paired, paired_deltas, summarize
 from uniform_herding.check import CLAIMS
 from uniform_herding.cli import main
 from uniform_herding.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
-from uniform_herding.figures import FIGURES, PAPER_LABEL
+from uniform_herding.figures import FIGURES, PAPER_LABEL, sweep_specs
 from uniform_herding.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
 from uniform_herding.results import METRICS, read_per_seed_csv, write_json_atomic
 from uniform_herding.run import run_seed
@@ -324,3 +324,38 @@ def test_r_runs_are_shown_when_present_and_say_no_paper_value(refresh: Path, smo
     # a reproduction of the paper without them lists the paper's twelve and no r-run gap
     assert {row[0] for row in md_rows(smoke / "report" / "tables" / "per_seed.md")} == set(PAPER_RUNS)
     assert "r1" not in (smoke / "report" / "tables" / "compute.md").read_text()
+
+
+# --- variants (uh run --set, uh sweep), beyond the paper ------------------------------------------------
+
+
+def test_a_three_value_smoke_sweep_gets_its_figure_and_the_variants_table(smoke_sweep) -> None:
+    """`uh sweep B3 rho=1,3,5` (r2, B3, B3+rho=5, real smoke runs): fig_sweep_rho draws ACC and F at rho = 1, 3, 5
+    from the results, with B3's (the paper's) rho = 3 marked; the variants table pairs B3+rho=5 with B3."""
+    _, results, _ = smoke_sweep
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(results)])
+    assert res.exit_code == 0, res.output
+    out = results / "report"
+    assert (out / "figures" / "fig_sweep_rho.png").read_bytes().startswith(b"\x89PNG")
+    assert "figures/fig_sweep_rho.png" in (out / "summary.md").read_text()
+    runs = load_runs(results)
+    (spec,) = sweep_specs(runs)
+    assert spec.stem == "fig_sweep_rho" and spec.runs == ("r2", "B3", "B3+rho=5")
+    fig = spec.draw(runs)
+    table = runs.per_seed.set_index("run_id")
+    for ax, name in zip(fig.axes, ("acc", "forgetting"), strict=True):
+        (line,) = [c.lines[0] for c in ax.containers]  # one line: B3 with rho varied, one seed each
+        assert list(line.get_xdata()) == [1.0, 3.0, 5.0]
+        assert list(line.get_ydata()) == [table.loc[r, name] for r in ("r2", "B3", "B3+rho=5")]
+        marked = [x for x in ax.get_lines() if x.get_label().startswith("paper's setting")]
+        assert [(m.get_label(), list(m.get_xdata())) for m in marked] == [("paper's setting of B3: rho=3", [3, 3])]
+    assert "B3, rho varied" in legend_texts(fig) and "seed 1993" in legend_texts(fig)
+    rows = md_rows(out / "tables" / "variants.md")
+    acc = paired(runs.per_seed, "B3+rho=5", "B3", "acc").mean()
+    assert [row[:4] for row in rows] == [["B3+rho=5", "B3", "rho=5", "1993"]] and rows[0][6] == f"{acc:+.2f}"
+    assert r"B3+rho=5 & B3 & rho=5" in (out / "tables" / "variants.tex").read_text()
+
+
+def test_the_paper_runs_alone_get_no_variant_outputs(smoke: Path) -> None:
+    assert not (smoke / "report" / "tables" / "variants.md").exists()
+    assert not list((smoke / "report" / "figures").glob("fig_sweep_*"))

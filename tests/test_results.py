@@ -105,6 +105,14 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
         (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(R="none"), "R must be a list of rows"),
+        (result(run_id="B3+M=500", config=resolve("s1", "smoke").to_dict()), "not a canonical ID: the same run is"),
+        (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict()), "records variant None, not"),
+        (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict(),
+                variant={"base": "B3", "changes": {"rho": 4}}), "records variant"),
+        (result(run_id="B3+rho=5", config=resolve("B3+rho=4", "smoke").to_dict(),
+                variant={"base": "B3", "changes": {"rho": 5}}), "config differs from B3+rho=5's under profile smoke"),
+        (result(run_id="B3+M=100"), "readout=nme needs one per class"),
+        (result(run_id=7), "run_id must be a string"),
     ],
 )
 def test_load_result_names_file_and_problem(tmp_path: Path, body: dict, message: str) -> None:
@@ -184,6 +192,8 @@ def test_read_per_seed_csv_reads_the_papers_table() -> None:
         ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,inf,3\n", "non-numeric forgetting 'inf'"),
         ("run_id,seed,acc,forgetting,bwt\nB3,19.5,1,2,3\n", "seeds must be integers"),
         ("run_id,seed,acc,forgetting,bwt\nX1,1993,1,2,3\n", "unknown run ID(s) X1"),
+        ("run_id,seed,acc,forgetting,bwt\nB3+rho=1,1993,1,2,3\n", "'B3+rho=1' is not a canonical ID: the same run is"),
+        ("run_id,seed,acc,forgetting,bwt\nB3+colour=red,1993,1,2,3\n", "unknown key 'colour'"),
         ("run_id,seed,acc,forgetting,bwt\nB3,1993,1,2,3\nB3,1993,1,2,3\n", "duplicate row for B3 seed 1993"),
         ("run_id,seed,acc,forgetting,bwt\n", "no rows"),
         ("run_id,seed,acc,forgetting,bwt\nB3,1993,150,2,3\n", "acc 150.0 out of range 0..100 (line 2)"),
@@ -239,3 +249,13 @@ def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) 
     finally:
         os.umask(before)
     assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()} == {oct(mode)}
+
+
+def test_a_variant_result_and_csv_row_are_read_like_a_run_ids(tmp_path: Path) -> None:
+    body = result(run_id="B3+M=1000+rho=5", config=resolve("B3+M=1000+rho=5", "smoke").to_dict(),
+                  variant={"base": "B3", "changes": {"M": 1000, "rho": 5}})  # fmt: skip
+    write_json_atomic(tmp_path / "B3+M=1000+rho=5" / "seed-1993" / "result.json", body)
+    assert per_seed_table(load_results(tmp_path))["run_id"].tolist() == ["B3+M=1000+rho=5"]
+    csv = tmp_path / "per_seed.csv"
+    csv.write_text("run_id,seed,acc,forgetting,bwt\nB3+M=1000+rho=5,1993,1,2,-2\n")
+    assert read_per_seed_csv(csv)["run_id"].tolist() == ["B3+M=1000+rho=5"]

@@ -151,3 +151,16 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tm
         f"{checkpoint} holds tasks 1-2 of 5"
     )
     assert not result_path(tmp_path, "B3", SEED).exists() and checkpoint.exists()
+
+
+def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dirs, tmp_path):
+    """`uh run B3 --set M=500` has s1's config: it is run as s1 (docs/extending.md), into s1's folder, with s1's R."""
+    data_dir, _ = smoke_dirs
+    res = CliRunner().invoke(main, ["run", "B3", "--set", "M=500", "--profile", "smoke", "--seed", str(SEED),
+                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == "B3 with M=500 is run ID s1 (the same config): running it as s1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.json", "s1"]
+    result = json.loads(result_path(tmp_path, "s1", SEED).read_text())
+    assert result["run_id"] == "s1" and "variant" not in result
+    assert result["R"] == smoke_result("s1")["R"]

@@ -93,3 +93,16 @@ def test_the_lock_of_an_ended_run_is_not_running_and_a_later_record_wins(tmp_pat
 def test_a_missing_results_dir_is_one_line(tmp_path):
     out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "nope")])
     assert out.exit_code == 1 and "is not a directory" in out.output
+
+
+def test_a_sweep_is_listed_by_its_ids_with_its_local_jobs(smoke_sweep, tmp_path):
+    """Variants are pairs like any other: the sweep's three runs (r2, B3, B3+rho=5) done, and a variant stopped
+    mid-run shows its checkpoint, under its own ID."""
+    _, results, _ = smoke_sweep
+    assert status(results) == ["B3 seed 1993: done", "B3+rho=5 seed 1993: done", "r2 seed 1993: done",
+                               "3 runs: 3 done"]  # fmt: skip
+    jobs = json.loads(next((submitit_folder(results) / "submissions").glob("local-*.json")).read_text())["pairs"]
+    assert sorted(j["run_id"] for j in jobs) == ["B3", "B3+rho=5", "r2"] and all(j["job_id"] for j in jobs)
+    checkpoint(seed_dir(tmp_path, "B3+M=1000+rho=5", 42), task=1)
+    stopped = "B3+M=1000+rho=5 seed 42: stopped (checkpoint after task 2 of 5; run it again to resume)"
+    assert status(tmp_path)[0] == stopped

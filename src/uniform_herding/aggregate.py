@@ -1,5 +1,6 @@
 """Aggregation over seeds as the paper reports it (Sec. 3.5): mean +/- population std per run ID,
-and for ablations and sweeps the deltas against Uniform Herding (B3) paired by seed, then averaged.
+and for ablations and sweeps the deltas against Uniform Herding (B3) paired by seed, then averaged;
+for a variant (`uh run --set`, `uh sweep`) the deltas against its base run ID.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from uniform_herding.results import (
     results_profile,
     write_per_seed_csv,
 )
+from uniform_herding.variants import base_of, is_variant, sort_key
 
 REFERENCE = "B3"
 
 
 def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """Per run ID (RUNS order): n seeds, mean and population std (ddof=0) of each metric."""
+    """Per run ID (RUNS order, then variants): n seeds, mean and population std (ddof=0) of each metric."""
     grouped = per_seed.groupby("run_id")
     table = pd.concat(
         {"n": grouped.size()}
@@ -35,7 +37,7 @@ def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
         | {f"{m}_std": grouped[m].std(ddof=0) for m in METRICS},
         axis=1,
     )
-    return table.reindex([r for r in RUNS if r in table.index]).rename_axis("run_id")
+    return table.reindex(sorted(table.index, key=sort_key)).rename_axis("run_id")
 
 
 def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> pd.Series:
@@ -74,25 +76,28 @@ def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.Data
     return pd.DataFrame.from_dict(rows, orient="index", columns=["n_paired", *METRICS]).rename_axis("run_id")
 
 
-def format_table(summary: pd.DataFrame, deltas: pd.DataFrame, profile: str = "paper") -> str:
-    """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps."""
+def format_table(per_seed: pd.DataFrame, profile: str = "paper") -> str:
+    """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps, and
+    for each variant against its base."""
+    summary = summarize(per_seed)
+    ids = max(3, *(len(r) for r in summary.index))
     width = max([20, *(len(run_name(r, profile)) for r in summary.index)])  # r2's name is longer
     lines = [
-        f"{'run':3} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
+        f"{'run':{ids}} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
     ]
     for run_id, row in summary.iterrows():
         cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
-        line = f"{run_id:3} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
+        line = f"{run_id:{ids}} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
-        if run_id[0] in "as":
-            if run_id in deltas.index:
-                d = deltas.loc[run_id]
-                line += (
-                    f"   dACC {d['acc']:+6.2f}  dF {d['forgetting']:+6.2f}  dBWT {d['bwt']:+6.2f}"
-                    f"  (n={int(d['n_paired'])})"
-                )
+        other = base_of(run_id) if is_variant(run_id) else REFERENCE if run_id[0] in "as" else None
+        if other is not None:
+            d = {m: paired(per_seed, run_id, other, m).mean() for m in METRICS}
+            n = len(paired(per_seed, run_id, other, "acc"))
+            if n:
+                line += (f"   dACC {d['acc']:+6.2f}  dF {d['forgetting']:+6.2f}  dBWT {d['bwt']:+6.2f}  (n={n})"
+                         + (f" vs {other}" if other != REFERENCE else ""))  # fmt: skip
             else:
-                line += f"   (no seed shared with {REFERENCE})"
+                line += f"   (no seed shared with {other})"
         lines.append(line)
     return "\n".join(lines)
 
@@ -145,14 +150,16 @@ def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_
     """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
     table, profile = load_input(results_dir, per_seed)
     click.echo(f"profile: {profile or 'not recorded (per-seed CSV)'}")
-    click.echo(format_table(summarize(table), paired_deltas(table), profile or "paper"))
+    click.echo(format_table(table, profile or "paper"))
     if per_seed_out is not None:
         write_per_seed_csv(per_seed_out, table.sort_values(["run_id", "seed"], key=_paper_order))
         click.echo(f"wrote {per_seed_out}")
 
 
 def _paper_order(column: pd.Series) -> pd.Series:
-    """Sort key: run IDs in RUNS order, seeds in SEEDS order (others last), as the paper lists them."""
+    """Sort key: run IDs in RUNS order (variants after them), seeds in SEEDS order (others last), as the
+    paper lists them."""
     if column.name == "run_id":
-        return column.map(list(RUNS).index)
+        rank = {r: i for i, r in enumerate(sorted(set(column), key=sort_key))}
+        return column.map(rank)
     return column.map(lambda s: SEEDS.index(s) if s in SEEDS else len(SEEDS))

@@ -5,7 +5,8 @@ WITHIN NOISE when it is not, but the Welch 95% interval of the difference of mea
 (the seeds cannot tell them apart); NOT REPRODUCED otherwise. The paper's qualitative claims are
 decided from the re-run alone, on means of values paired by seed. Findings C6-C8 (the refresh
 isolation, run IDs r1-r3, beyond the paper) are decided the same way and printed with a 95% t-interval
-of the paired mean; the paper has no value for them, so they never change the exit code.
+of the paired mean; the paper has no value for them, so they never change the exit code. Each variant
+(`uh run --set`, `uh sweep`) is reported in the same form against its base run ID, measured and not judged.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from scipy import stats
 from uniform_herding.aggregate import InputError, input_options, load_input, paired, paired_t_interval
 from uniform_herding.config import PROFILES, RUNS
 from uniform_herding.results import METRICS, ResultError, read_per_seed_csv, write_json_atomic
+from uniform_herding.variants import base_of, describe, sort_key
 
 REPRODUCED, WITHIN_NOISE, NOT_REPRODUCED = "REPRODUCED", "WITHIN NOISE", "NOT REPRODUCED"
 NO_EXPECTATION = "NOT CHECKED (no expected values)"
 NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
+MEASURED = "MEASURED (no paper value)"
 SUPPORTED, NOT_SUPPORTED = "SUPPORTED", "CLAIM NOT SUPPORTED"
 
 EXIT_POLICY = (
@@ -36,7 +39,7 @@ EXIT_POLICY = (
     "set's tolerances.toml says [claims] gate_exit_code = true (paper: yes, smoke: no), no claim is "
     "CLAIM NOT SUPPORTED; 1 otherwise; 2 for unusable or mismatched inputs, or a JSON report that "
     "cannot be written (read-only or full disk). Claims NOT CHECKED (runs missing) never fail and never pass. "
-    "Findings C6-C8 (beyond the paper) never change it."
+    "Findings C6-C8 (beyond the paper) and variants (uh run --set, uh sweep) never change it."
 )
 
 
@@ -335,21 +338,46 @@ class ClaimCheck:
     finding: bool = False
 
 
+def _shared_seeds(observed: pd.DataFrame, runs: tuple[str, ...]) -> tuple[str | None, pd.DataFrame]:
+    """The rows of `runs` on the seeds they all have; or why they cannot be compared (a NOT CHECKED verdict)."""
+    missing = [r for r in runs if r not in set(observed["run_id"])]
+    table = observed[observed["run_id"].isin(runs)]
+    shared = set.intersection(*(set(table.loc[table["run_id"] == r, "seed"]) for r in runs))
+    if missing:
+        return f"NOT CHECKED (missing: {', '.join(missing)})", table
+    if not shared:
+        return f"NOT CHECKED (no seed shared by {', '.join(runs)})", table
+    return None, table[table["seed"].isin(shared)]
+
+
 def check_claims(observed: pd.DataFrame) -> list[ClaimCheck]:
     """Every claim from the re-run alone; one whose runs or shared seeds are missing is NOT CHECKED."""
     checks = []
     for claim in CLAIMS:
-        missing = [r for r in claim.runs if r not in set(observed["run_id"])]
-        table = observed[observed["run_id"].isin(claim.runs)]
-        shared = set.intersection(*(set(table.loc[table["run_id"] == r, "seed"]) for r in claim.runs))
-        if missing:
-            verdict, evidence = f"NOT CHECKED (missing: {', '.join(missing)})", []
-        elif not shared:
-            verdict, evidence = f"NOT CHECKED (no seed shared by {', '.join(claim.runs)})", []
-        else:
-            holds, evidence = claim.decide(table[table["seed"].isin(shared)])
+        verdict, table = _shared_seeds(observed, claim.runs)
+        evidence: list[str] = []
+        if verdict is None:
+            holds, evidence = claim.decide(table)
             verdict = SUPPORTED if holds else NOT_SUPPORTED
         checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding))
+    return checks
+
+
+def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
+    """Each variant of the re-run (uh run --set, uh sweep) as a finding against its base: per-seed paired
+    deltas of ACC and F, their mean and 95% t-interval. Measured, not judged: there is no paper value."""
+    checks = []
+    for run_id in sorted(set(observed["run_id"]) - set(RUNS), key=sort_key):
+        base = base_of(run_id)
+        verdict, table = _shared_seeds(observed, (run_id, base))
+        evidence = []
+        if verdict is None:
+            for metric in ("acc", "forgetting"):
+                deltas = paired(table, run_id, base, metric)
+                evidence.append(f"{run_id} - {base} {metric}: {_seeds(deltas, '+.2f')}; mean {deltas.mean():+.2f}; "
+                                f"{_interval(deltas)}")  # fmt: skip
+        statement = f"{run_id} against {base} ({describe(run_id)})"
+        checks.append(ClaimCheck(run_id, statement, verdict or MEASURED, evidence, finding=True))
     return checks
 
 
@@ -379,6 +407,16 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
             f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {ci:21} "
             f"{c.n_expected:>2}/{c.n_observed:<2}  {c.verdict}"
         )
+    return lines
+
+
+def format_variants(checks: list[ClaimCheck]) -> list[str]:
+    if not checks:
+        return []
+    lines = ["variants against their base (no paper value: measured, not judged; they never change the exit code):"]
+    for c in checks:
+        lines.append(f"{c.statement}: {c.verdict}")
+        lines.extend(f"     {e}" for e in c.evidence)
     return lines
 
 
@@ -419,7 +457,7 @@ def check_command(
     json_out: Path | None,
 ) -> None:
     """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
-    and the findings C6-C8 beyond the paper (r1-r3; reported, never gating)."""
+    and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
     observed, run_profile = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
@@ -436,7 +474,7 @@ def check_command(
     metrics = compare(expected, observed)
     if all(m.verdict == NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
-    claims = check_claims(observed)
+    claims, variants = check_claims(observed), check_variants(observed)
     code = exit_code(metrics, claims, expected.gate_claims)
 
     source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
@@ -444,14 +482,17 @@ def check_command(
     n_claims = {v: sum(c.verdict == v for c in claims if not c.finding) for v in (SUPPORTED, NOT_SUPPORTED)}
     n_findings = {v: sum(c.verdict == v for c in claims if c.finding) for v in (SUPPORTED, NOT_SUPPORTED)}
     click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected_dir}")
-    click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), ""]))
+    click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), *format_variants(variants), ""]))
     click.echo(
         f"metrics: {', '.join(f'{n} {v}' for v, n in counts.items())}; "
         f"claims: {n_claims[SUPPORTED]} supported, {n_claims[NOT_SUPPORTED]} not supported, "
         f"{sum(not c.finding for c in claims) - sum(n_claims.values())} not checked "
         f"(claims {'gate' if expected.gate_claims else 'do not gate'} the exit code); "
         f"findings beyond the paper: {n_findings[SUPPORTED]} supported, {n_findings[NOT_SUPPORTED]} not supported, "
-        f"{sum(c.finding for c in claims) - sum(n_findings.values())} not checked (never gate) -> exit {code}"
+        f"{sum(c.finding for c in claims) - sum(n_findings.values())} not checked (never gate)"
+        + (f"; variants: {sum(c.verdict == MEASURED for c in variants)} measured, "
+           f"{sum(c.verdict != MEASURED for c in variants)} not checked (never gate)" if variants else "")
+        + f" -> exit {code}"
     )
 
     json_out = json_out or (
@@ -465,6 +506,7 @@ def check_command(
         "claims_gate_exit_code": expected.gate_claims,
         "metrics": [asdict(m) | {"difference": m.difference, "verdict": m.verdict} for m in metrics],
         "claims": [asdict(c) for c in claims],
+        "variants": [asdict(c) for c in variants],
         "counts": counts | n_claims,
         "finding_counts": n_findings,
         "exit_code": code,

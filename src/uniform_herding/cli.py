@@ -33,6 +33,7 @@ LAZY_COMMANDS = {
     "doctor": "uniform_herding.doctor:doctor_command",
     "report": "uniform_herding.report:report_command",
     "status": "uniform_herding.status:status_command",
+    "sweep": "uniform_herding.sweep:sweep_command",
 }
 
 
@@ -117,12 +118,16 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
               help="Short for --executor local with N runs per GPU (on a CPU: N at once). Env: UH_JOBS.")
 @click.option("--wait", is_flag=True, help="With --executor slurm: follow the array until every run has ended.")
 @slurm_options
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Change a method setting of every RUN_ID (repeatable), e.g. --set rho=5: a variant, with its "
+              "own ID (B3+rho=5) and results folder (docs/extending.md).")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, precision: str | None, device: str | None,
             deterministic: bool, executor: str | None, jobs: int | None, wait: bool, slurm_config: Path | None,
-            **slurm: object) -> None:
+            sets: tuple[str, ...] = (), **slurm: object) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
-    IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`).
+    IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`). A RUN_ID may be a variant ID
+    (B3+rho=5); --set makes variants.
 
     A finished run is skipped; an interrupted one resumes after its last finished task. SIGTERM or
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
@@ -132,11 +137,31 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 
     with stop_on_signals():
         try:
+            run_ids = run_names(run_ids, sets, profile)
             run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
                       slurm_config, slurm, device, deterministic)
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
+
+
+class BadName(click.ClickException):
+    """A run ID, variant or --set that cannot be run: one line, exit 2 (as click's usage errors), nothing written."""
+
+    exit_code = 2
+
+
+def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str) -> tuple[str, ...]:
+    """The canonical run and variant IDs that RUN_IDS with --set name, each checked under `profile`."""
+    from uniform_herding.variants import name_runs
+
+    try:
+        ids = name_runs(expand_run_ids(run_ids), sets, click.echo)
+        for run_id in ids:
+            resolve(run_id, profile)
+    except ConfigError as e:
+        raise BadName(str(e)) from None
+    return tuple(ids)
 
 
 def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
@@ -148,11 +173,8 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     from uniform_herding.durability import Interrupted, RunError
     from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
 
-    ids = expand_run_ids(run_ids)
-    try:
-        configs = [resolve(run_id, profile) for run_id in ids]
-    except ConfigError as e:
-        raise click.UsageError(str(e)) from None
+    ids = list(run_ids)  # canonical run and variant IDs, checked (run_names)
+    configs = [resolve(run_id, profile) for run_id in ids]
     pairs = []
     try:
         check_dir_profile(results_dir, profile)  # a results dir holds one profile

@@ -25,7 +25,7 @@ class Config:
     """The resolved protocol of one run. Units and paper sections in the comments."""
 
     # --- method (Sec. 3.2-3.4) -------------------------------------------------------------
-    memory: Literal["uniform_herding", "icarl", "static", "none"] = "uniform_herding"
+    memory: Literal["uniform_herding", "icarl", "static", "closest_to_mean", "none"] = "uniform_herding"
     selection: Literal["herding", "random"] = "herding"  # how Uniform Herding fills q_c (a4: random)
     loss: Literal["ce_kd", "icarl_bce"] = "ce_kd"  # CE (+KD when kd_lambda > 0) or iCaRL's BCE
     kd_lambda: float = 1.0  # lambda, distillation weight (a1: 0)
@@ -197,16 +197,25 @@ SIZE_FIELDS = frozenset(
 )
 
 
+VARIANT_SEP = "+"  # joins a variant ID's base and its changes: B3+rho=5 (variants.py)
+
+
 class ConfigError(ValueError):
     """A run ID, profile or setting the artifact does not know."""
 
 
 def resolve(run_id: str, profile: str = "paper") -> Config:
-    """Config of `run_id` under `profile`: B3's defaults, then the run's changes, then sizes."""
-    if run_id not in RUNS:
+    """Config of `run_id` under `profile`: B3's defaults, then the run's changes, then sizes.
+
+    A variant ID (`B3+rho=5`, variants.py) resolves to its base's config with its changes."""
+    if run_id not in RUNS and VARIANT_SEP not in run_id:
         raise ConfigError(f"unknown run ID {run_id!r}; known: {', '.join(RUNS)} (see `uh list`)")
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    if run_id not in RUNS:
+        from uniform_herding.variants import resolve_variant  # variants.py builds on this module
+
+        return resolve_variant(run_id, profile)
     sizes = PROFILES[profile]
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
@@ -228,6 +237,10 @@ def expand_run_ids(names: tuple[str, ...] | list[str]) -> list[str]:
 def run_name(run_id: str, profile: str = "paper") -> str:
     """The run's label with the sizes `profile` really uses: "Active budget 500" in the paper's
     protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size)."""
+    if run_id not in RUNS:  # a variant: its base's label and its changes
+        from uniform_herding.variants import base_of, describe
+
+        return f"{run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
     spec, cfg = RUNS[run_id], resolve(run_id, profile)
     if "M" in spec.changes:
         return f"Active budget {cfg.budget}"

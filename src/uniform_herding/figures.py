@@ -25,6 +25,7 @@ from uniform_herding.aggregate import REFERENCE, paired, summarize
 from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, resolve, run_name
 from uniform_herding.metrics import task_forgetting
 from uniform_herding.results import write_bytes_atomic
+from uniform_herding.variants import SweepLine, format_value, sweep_lines, value_order
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
@@ -326,7 +327,7 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
     ax = fig.subplots()
     summary = summarize(runs.per_seed)
     published = summarize(runs.paper) if runs.paper is not None else None
-    for run_id in summary.index:
+    for run_id in (r for r in summary.index if r in STYLE):  # the run IDs; variants have their own table
         colour, marker, _ = STYLE[run_id]
         x, y = summary.loc[run_id, "forgetting_mean"], summary.loc[run_id, "acc_mean"]
         ax.errorbar(x, y, xerr=summary.loc[run_id, "forgetting_std"], yerr=summary.loc[run_id, "acc_std"],
@@ -433,6 +434,86 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
                PAPER_RUNS, (), training_loss, False),
 )
+
+
+# --- sweeps (uh sweep, beyond the paper) -----------------------------------------------------------
+
+SWEEP_COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+SWEEP_STYLES = ("-", "--", "-.", ":")
+
+
+def _sweep_axis(ax: Axes, key: str, values: list, profile: str) -> Callable[[object], float]:
+    """Ticks for the swept values; returns value -> x. Numbers on their scale (log 2 when they span a
+    factor of 8 or more), other values (memory, head, imprint, ...) as categories in declared order."""
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        if min(values) > 0 and max(values) / min(values) >= 8:
+            ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+        ax.set_xticks(values, [format_value(v) for v in values])
+        scale = {"M": "memory_scale", "b": "retrieval_scale"}.get(key)
+        factor = getattr(resolve("B3", profile), scale) if scale else 1.0
+        ax.set_xlabel(key + (f" (paper's units; profile {profile} uses x{factor:g})" if factor != 1.0 else ""))
+        return float
+    ax.set_xticks(range(len(values)), [format_value(v) for v in values])
+    ax.set_xlim(-0.5, len(values) - 0.5)
+    ax.set_xlabel(key)
+    return values.index
+
+
+def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
+    """Final ACC and F against the swept value: one line per setting of the other keys (mean +/- population
+    std over seeds), each seed as a hollow mark, the base run's own value (the paper's setting) dotted."""
+
+    def draw(runs: Runs) -> Figure:
+        fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+        panels = fig.subplots(1, 2)
+        values = sorted({v for line in lines for v in line.points}, key=lambda v: value_order(key, v))
+        table = runs.per_seed.set_index("run_id")
+        seeds_shown: set[int] = set()
+        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
+            x_of = _sweep_axis(ax, key, values, runs.profile)
+            for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
+                ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
+                           label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
+            for k, line in enumerate(lines):
+                colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
+                xs = [x_of(v) for v in line.points]
+                seeds = [table.loc[[r]] for r in line.points.values()]
+                means, spread = [s[metric].mean() for s in seeds], [s[metric].std(ddof=0) for s in seeds]
+                ax.errorbar(xs, means, yerr=spread, color=colour, linestyle=dashes, marker="o",
+                            label=f"{line.context}, {key} varied")  # fmt: skip
+                for x, rows in zip(xs, seeds, strict=True):
+                    for seed, value in zip(rows["seed"], rows[metric], strict=True):
+                        ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
+                                linestyle="none", alpha=0.6)  # fmt: skip
+                        seeds_shown.add(seed)
+            ax.set_ylabel(name)
+        _title(panels[0], "(a) final average accuracy", [])
+        _title(panels[1], "(b) forgetting", [])
+        n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
+        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean ± std over {n}; hollow marks: single seeds",
+                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        handles, labels = panels[0].get_legend_handles_labels()
+        settings = len(labels) - len(lines)  # the dotted settings come first: move them last
+        handles, labels = handles[settings:] + handles[:settings], labels[settings:] + labels[:settings]
+        for seed in sorted(seeds_shown, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
+            handles += panels[0].plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none",
+                                      linestyle="none")  # fmt: skip
+            labels.append(f"seed {seed}")
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        return fig
+
+    return draw
+
+
+def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
+    """One figure per key swept over at least three values in these results (variants.sweep_lines)."""
+    return tuple(
+        FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
+                   f"Beyond the paper: final ACC and F against {key} (uh sweep)",
+                   tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
+        for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile).items()
+    )  # fmt: skip
 
 
 def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Refresh memory: the quota rule, greedy herding and the four memory policies (Sec. 3.2, 3.4).
+"""Refresh memory: the quota rule, greedy herding and the memory policies (Sec. 3.2, 3.4).
 
 Glossary (paper's symbols):
   M      active budget: replayable exemplars in total after every task
@@ -140,13 +140,33 @@ class StaticBank(Memory):
             self.active[c] = self._shuffle(items)[: q[c]]
 
 
+class ClosestToMean(Memory):
+    """Keep each class's q_c items closest to its mean feature mu_c, ranked once on arrival; shrink by
+    keeping the ranked prefix (iCaRL's schedule, ranked by distance instead of herding). Beyond the
+    paper: the worked example of adding a policy (docs/extending.md), `--set memory=closest_to_mean`."""
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        q = quotas(self.M, len(self.active) + len(new))
+        for c, f in self._embed_all(new, embed).items():
+            f = f.double()  # as herd(): the order does not depend on the device's summation order
+            distance = (f - f.mean(dim=0)).norm(dim=1)
+            ranked = distance.argsort(stable=True)  # ties to the lowest index
+            self.active[c] = new[c][ranked[: q[c]].to(new[c].device)]
+        for c in self.active:
+            self.active[c] = self.active[c][: q[c]]  # prefix truncation; the rest is dropped
+
+
+# Config.memory -> the policy (Config.memory's Literal lists the same names). A new policy: a Memory
+# subclass, one entry here, its name in that Literal (docs/extending.md).
+POLICIES: dict[str, Callable[[Config, torch.Generator], Memory]] = {
+    "uniform_herding": lambda cfg, gen: UniformHerding(cfg.budget, gen, cfg.rho, cfg.selection),
+    "icarl": lambda cfg, gen: ICaRL(cfg.budget, gen),
+    "static": lambda cfg, gen: StaticBank(cfg.budget, gen),
+    "closest_to_mean": lambda cfg, gen: ClosestToMean(cfg.budget, gen),
+    "none": lambda cfg, gen: Memory(cfg.budget, gen),
+}
+
+
 def make_memory(cfg: Config, generator: torch.Generator) -> Memory:
-    """The run's memory policy (Config.memory)."""
-    M = cfg.budget
-    if cfg.memory == "uniform_herding":
-        return UniformHerding(M, generator, cfg.rho, cfg.selection)
-    if cfg.memory == "icarl":
-        return ICaRL(M, generator)
-    if cfg.memory == "static":
-        return StaticBank(M, generator)
-    return Memory(M, generator)
+    """The run's memory policy (Config.memory), drawing its random choices from `generator`."""
+    return POLICIES[cfg.memory](cfg, generator)

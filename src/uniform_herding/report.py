@@ -1,4 +1,5 @@
-"""`uh report`: the paper's tables (LaTeX + Markdown), its figures (PDF + PNG) and a one-page summary.
+"""`uh report`: the paper's tables (LaTeX + Markdown), its figures (PDF + PNG) and a one-page summary;
+with variants among the results, their table and a figure per swept key (beyond the paper).
 
 Reads whatever results are present. A missing run ID or seed leaves a marked gap (— in Markdown,
 --- in LaTeX, "missing" in figure titles and the summary), never a crash. The numbers come from
@@ -32,13 +33,14 @@ from uniform_herding.check import (
     ExpectedError,
     MetricCheck,
     check_claims,
+    check_variants,
     compare,
     expected_dir_for,
     find_expected_root,
     load_expected,
 )
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
-from uniform_herding.figures import FIGURES, REFRESH_RUNS, Runs, save
+from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -48,6 +50,7 @@ from uniform_herding.results import (
     results_profile,
     write_text_atomic,
 )
+from uniform_herding.variants import base_of, describe, is_variant
 
 GAP_MD, GAP_TEX = "—", "---"
 METRIC_NAMES = {"acc": "ACC", "forgetting": "F", "bwt": "BWT"}
@@ -113,7 +116,7 @@ class Num:
 
 def _tex(text: str) -> str:
     """Markdown-table text as LaTeX: the few special characters the tables use."""
-    for plain, tex in (("%", r"\%"), ("Δ", r"$\Delta$"), ("–", "--"), ("—", "---")):
+    for plain, tex in (("%", r"\%"), ("_", r"\_"), ("Δ", r"$\Delta$"), ("–", "--"), ("—", "---")):
         text = text.replace(plain, tex)
     return text
 
@@ -303,6 +306,35 @@ TABLES: tuple[Callable[[Runs], Table], ...] = (
 )
 
 
+def variants_table(runs: Runs) -> Table:
+    """Beyond the paper: every variant present (uh run --set, uh sweep), paired by seed against its base."""
+    summary = summarize(runs.per_seed)
+    shown = [r for r in summary.index if is_variant(r)]
+    rows = [[r, base_of(r), describe(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))),
+             _pm(summary, r, "acc"), _pm(summary, r, "forgetting"),
+             *_paired_cells(runs, r, base_of(r), "acc"), *_paired_cells(runs, r, base_of(r), "forgetting")]
+            for r in shown]  # fmt: skip
+    return Table(
+        "variants", "tab:variants",
+        "Beyond the paper: variants of the run IDs (uh run --set, uh sweep). Deltas are paired by seed against "
+        "each variant's base, mean and 95% t-interval (n - 1 df); the paper has no values for them.",
+        ("Variant", "Base", "Changes", "Seeds", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "95% CI",
+         "Δ forgetting (pp)", "95% CI"), "lllrrrrrrr",
+        rows, _seeds_note(runs, tuple(dict.fromkeys(x for r in shown for x in (r, base_of(r))))),
+    )  # fmt: skip
+
+
+def tables_for(runs: Runs) -> list[Table]:
+    """The paper's tables, and the variants table when the results hold variants."""
+    tables = [build(runs) for build in TABLES]
+    return tables + ([variants_table(runs)] if any(map(is_variant, runs.per_seed["run_id"])) else [])
+
+
+def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
+    """The paper's figures, and a sweep figure for every key the results sweep over three values or more."""
+    return (*FIGURES, *sweep_specs(runs))
+
+
 # --- the checker's verdicts ----------------------------------------------------------------------
 
 
@@ -313,6 +345,7 @@ class Verdicts:
     metrics: list[MetricCheck] | None
     source: str  # the expected set used, or why the metrics are not checked
     claims: list[ClaimCheck]
+    variants: list[ClaimCheck]  # each variant against its base (check.check_variants)
 
     def of(self, run_id: str, metric: str) -> MetricCheck | None:
         return next((m for m in self.metrics or [] if (m.run_id, m.metric) == (run_id, metric)), None)
@@ -323,15 +356,16 @@ def expected_root() -> Path:
 
 
 def verdicts(runs: Runs) -> Verdicts:
-    """check.compare against the profile's expected set (as `uh check` picks it) and check.check_claims."""
-    claims = check_claims(runs.per_seed)
+    """check.compare against the profile's expected set (as `uh check` picks it), check.check_claims and
+    check.check_variants."""
+    claims = (check_claims(runs.per_seed), check_variants(runs.per_seed))
     try:
         expected = load_expected(expected_dir_for(runs.profile, expected_root()))
     except (ExpectedError, ResultError) as e:
-        return Verdicts(None, f"not checked: {e}", claims)
+        return Verdicts(None, f"not checked: {e}", *claims)
     if expected.profile != runs.profile:
-        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}", claims)
-    return Verdicts(compare(expected, runs.per_seed), f"checked against {expected.directory}", claims)
+        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}", *claims)
+    return Verdicts(compare(expected, runs.per_seed), f"checked against {expected.directory}", *claims)
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
@@ -341,7 +375,8 @@ def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
         return "missing"
     check = v.of(run_id, metric)
     if check is None or check.expected_mean is None:
-        return f"{observed.mean():.2f} {'no paper value' if RUNS[run_id].beyond_paper else 'not checked'}"
+        beyond = run_id not in RUNS or RUNS[run_id].beyond_paper  # r1-r3 and variants
+        return f"{observed.mean():.2f} {'no paper value' if beyond else 'not checked'}"
     return f"{check.observed_mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
 
 
@@ -381,10 +416,14 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
          [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
            *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in runs.shown()]),
-        ("h", 2, "Figures"),
     ]
+    if v.variants:
+        blocks += [("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
+                   ("table", ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
+                    [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants])]  # fmt: skip
+    blocks.append(("h", 2, "Figures"))
     claims = {c.claim_id: c for c in v.claims}
-    for spec in FIGURES:
+    for spec in figures_for(runs):
         lines = [_run_line(runs, v, r) for r in spec.runs]
         lines += [f"{c} {claims[c].verdict}: {claims[c].statement}" for c in spec.claims]
         blocks.append(("figure", f"figures/{spec.stem}.png", f"{spec.caption} ({spec.label})", lines))
@@ -474,7 +513,7 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
     """
     runs = load_runs(results_dir)
     runs = dataclasses.replace(runs, paper=published_values(runs, overlay, echo))
-    tables = [build(runs) for build in TABLES]
+    tables = tables_for(runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
@@ -483,7 +522,7 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
             for ext, text in (("tex", table.latex()), ("md", table.markdown())):
                 staged.append(staging / "tables" / f"{table.stem}.{ext}")
                 write_text_atomic(staged[-1], text)
-        for spec in FIGURES:
+        for spec in figures_for(runs):
             staged += save(spec, runs, staging / "figures")
         blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
         for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError, resolve
+from uniform_herding.variants import check_id, is_variant, record
 
 METRICS: tuple[str, ...] = ("acc", "forgetting", "bwt")
 # Percent: an accuracy is in [0, 100], so forgetting (max minus last) in [0, 100] and BWT in [-100, 100].
@@ -92,16 +93,21 @@ def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
 def validate_result(result: Any, path: Path) -> dict[str, Any]:
     """The one definition of a valid result, shared by run (is it done?), aggregate, check and report.
 
-    A valid result names a known run ID, seed and profile, was written by this config version with
-    exactly the config that run ID has under that profile, and holds finite metrics in range and R.
+    A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
+    profile, was written by this config version with exactly the config that ID has under that
+    profile, and holds finite metrics in range and R.
     """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
     missing = [k for k in ("run_id", "seed", "profile", "config_version", "config", "metrics", "R") if k not in result]
     if missing:
         raise ResultError(f"{path}: missing key(s) {', '.join(missing)}")
-    if result["run_id"] not in RUNS:
-        raise ResultError(f"{path}: unknown run ID {result['run_id']!r}; known: {', '.join(RUNS)}")
+    if not isinstance(result["run_id"], str):
+        raise ResultError(f"{path}: run_id must be a string, got {result['run_id']!r}")
+    try:
+        check_id(result["run_id"])  # a run ID or a canonical variant ID
+    except ConfigError as e:
+        raise ResultError(f"{path}: {e}") from None
     if not isinstance(result["seed"], int) or isinstance(result["seed"], bool) or result["seed"] < 0:
         raise ResultError(f"{path}: seed must be an integer >= 0, got {result['seed']!r}")
     if result["profile"] not in PROFILES:
@@ -110,13 +116,21 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
         raise ResultError(
             f"{path}: config_version {result['config_version']!r}, this code is {CONFIG_VERSION}; re-run it"
         )
-    expected = resolve(result["run_id"], result["profile"]).to_dict()
+    try:
+        expected = resolve(result["run_id"], result["profile"]).to_dict()
+    except ConfigError as e:  # a variant whose settings do not work together under this profile
+        raise ResultError(f"{path}: {e}") from None
     config = result["config"]
     if not isinstance(config, dict) or config != expected:
         differs = sorted(k for k in expected if not isinstance(config, dict) or config.get(k) != expected[k])
         raise ResultError(
             f"{path}: config differs from {result['run_id']}'s under profile {result['profile']} "
             f"(in {', '.join(differs) or 'extra keys'}); re-run it"
+        )
+    if result.get("variant") != record(result["run_id"]).get("variant"):
+        raise ResultError(
+            f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
+            f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
@@ -306,9 +320,14 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
         raise ResultError(f"{path}: columns {','.join(df.columns)}; expected {','.join(PER_SEED_COLUMNS)}")
     if df.empty:
         raise ResultError(f"{path}: no rows")
-    unknown = sorted(set(df["run_id"]) - set(RUNS))
+    unknown = sorted(r for r in set(df["run_id"]) if r not in RUNS and not is_variant(r))
     if unknown:
         raise ResultError(f"{path}: unknown run ID(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
+    for run_id in sorted(set(df["run_id"]) - set(RUNS)):
+        try:
+            check_id(run_id)
+        except ConfigError as e:
+            raise ResultError(f"{path}: {e}") from None
     for column in PER_SEED_COLUMNS[1:]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)
         bad = df.loc[~np.isfinite(values), column]

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uniform_herding import evaluate, metrics
+from uniform_herding import evaluate, metrics, variants
 from uniform_herding.archive import (
     DATASETS,
     DataError,
@@ -271,6 +271,7 @@ def assemble(
         "seed": seed,
         "profile": profile,
         "config": cfg.to_dict(),
+        **variants.record(run_id),  # a variant's base and changes (variants.py); nothing for a run ID
         "manifest": manifest(cfg, stream),
         "R": R,
         "metrics": {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)},

@@ -1,0 +1,105 @@
+"""`uh sweep RUN_ID KEY=V1,V2,... [KEY2=...]`: the cartesian product of the values as variants, times the seeds.
+
+The grid is printed first (each point's canonical ID and how many of its seeds are done); `--dry-run`
+prints only that. Then the variants go to `uh run` itself, with every option it takes (seeds,
+profile, executors, Slurm), so a sweep runs, skips, resumes and fails exactly as `uh run` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import click
+
+from uniform_herding.cli import BadName, run_cmd, run_names
+from uniform_herding.config import SEEDS, ConfigError
+from uniform_herding.variants import SEP, assignments, format_value, parse, parse_value
+
+
+def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
+    """KEY=V1,V2,... texts -> {key: [value texts]}; a key twice, a value twice (as parsed) or no value is refused."""
+    out: dict[str, list[str]] = {}
+    for key, values in assignments(grid).items():
+        texts = values.split(",")
+        parsed = [format_value(parse_value(key, text)) if text else "" for text in texts]
+        if "" in parsed:
+            raise ConfigError(f"{key}={values}: an empty value; give KEY=V1,V2,... without spaces")
+        twice = sorted({p for p in parsed if parsed.count(p) > 1})
+        if twice:
+            raise ConfigError(f"{key}={values}: {key}={twice[0]} is listed twice; list each value once")
+        out[key] = texts
+    return out
+
+
+def grid_points(run_id: str, grid: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(the point's KEY=VALUE list, its canonical ID) for every point of the product, in the order given."""
+    values = axes(grid)
+    taken = set(parse(run_id).changes) & set(values)
+    if taken:
+        raise ConfigError(f"{run_id} already sets {', '.join(sorted(taken))}; sweep its base or other keys")
+    points = []
+    for combo in itertools.product(*values.values()):
+        sets = [f"{k}={v}" for k, v in zip(values, combo, strict=True)]
+        points.append((" ".join(sets), parse(run_id, sets).run_id))
+    return points
+
+
+def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:
+    """The seeds of `run_id` whose valid result is there; anything `uh run` would refuse counts as not done."""
+    from uniform_herding.results import ResultError, is_finished, result_path
+
+    done = []
+    for seed in seeds:
+        try:
+            if is_finished(result_path(results_dir, run_id, seed), run_id, seed, profile):
+                done.append(seed)
+        except ResultError:
+            pass
+    return done
+
+
+def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...], profile: str,
+               results_dir: Path) -> list[str]:  # fmt: skip
+    """The grid as printed: a header, then per point its settings, canonical ID and seeds done."""
+    ids = list(dict.fromkeys(rid for _, rid in points))
+    done = {rid: done_seeds(results_dir, rid, seeds, profile) for rid in ids}
+    n_done = sum(len(d) for d in done.values())
+    lines = [f"sweep of {run_id}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
+             f"{len(ids) * len(seeds)} runs (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
+    base = parse(run_id).base
+    rows = []
+    for sets, rid in points:
+        note = "" if SEP in rid else f"({base} itself)" if rid == base else f"(run ID {rid}: the same config)"
+        rows.append((sets, rid, f"done: {', '.join(map(str, done[rid])) or 'none'}", note))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines += ["  " + "  ".join([*(f"{c:{w}}" for c, w in zip(row, widths, strict=False)), row[3]]).rstrip()
+              for row in rows]  # fmt: skip
+    return lines
+
+
+@click.command("sweep", epilog="Every option of `uh run` applies to each point of the grid (uh run --help).")
+@click.argument("run_id")
+@click.argument("grid", nargs=-1, required=True, metavar="KEY=V1,V2,...")
+@click.option("--dry-run", is_flag=True, help="Print the grid and what is done already; start nothing.")
+@click.pass_context
+def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_run: bool, **options: object) -> None:
+    """Run every combination of the values as a variant of RUN_ID, for every seed, e.g.
+    `uh sweep B3 rho=1,3,5`; finished runs are skipped (docs/extending.md)."""
+    seeds: tuple[int, ...] = options["seeds"] or SEEDS  # type: ignore[assignment]
+    profile, results_dir = str(options["profile"]), Path(str(options["results_dir"]))
+    try:
+        points = grid_points(run_id, grid)
+        ids = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile)
+    except ConfigError as e:
+        raise BadName(str(e)) from None
+    for line in grid_lines(run_id, points, seeds, profile, results_dir):
+        click.echo(line)
+    if dry_run:
+        click.echo("dry run: nothing started")
+        return
+    ctx.invoke(run_cmd, run_ids=ids, sets=(), **options)
+
+
+# The options of `uh run` (all but its run IDs and --set), so that a sweep takes each of them as uh run does.
+sweep_command.params.extend(p for p in run_cmd.params if p.name not in ("run_ids", "sets"))

@@ -1,0 +1,254 @@
+"""Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`).
+
+A variant's ID is its base run ID and its changes in alphabetical order of the keys, joined by `+`:
+`B3+rho=5`, `B3+M=1000+rho=5`. The same changes given in any order make the same ID. IDs use only
+[A-Za-z0-9_.=+-], so they are folder names on every filesystem and shell words that need no quoting
+(floats are written as Python's shortest repr with `e+` shortened to `e`: lr=0.05, weight_decay=1e-05).
+The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh status / check /
+report / aggregate, the executors): `config.resolve` resolves it through `resolve_variant`.
+
+Canonical form: a change equal to the base's own value is dropped, and a variant whose config equals a
+run ID's *is* that run ID (B3 with M=500 is s1, B3 with rho=1 is r2): it runs, and is found done, as that
+run ID, so one config has one results folder. M and b are in the paper's units; the profile scales them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from uniform_herding.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, resolve
+
+SEP = VARIANT_SEP
+# The method settings --set may change; sizes belong to a profile, and the split is every run's.
+KEYS: tuple[str, ...] = (
+    "memory", "selection", "loss", "kd_lambda", "kd_temperature", "head", "cos_scale", "cos_margin", "imprint",
+    "readout", "M", "b", "rho", "lr", "momentum", "weight_decay", "grad_clip",
+)  # fmt: skip
+SPLIT_FIELDS = frozenset({"split_seed", "probe_per_class", "val_per_class"})
+TYPES: dict[str, Any] = get_type_hints(Config)
+# The valid range of each real-valued key: a test and the words the refusal prints.
+RATES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "kd_lambda": (lambda x: x >= 0, ">= 0"),
+    "kd_temperature": (lambda x: x > 0, "> 0 (T_KD divides the logits)"),
+    "cos_scale": (lambda x: x > 0, "> 0 (s scales the cosines)"),
+    "cos_margin": (lambda x: x >= 0, ">= 0"),
+    "lr": (lambda x: x > 0, "> 0"),
+    "momentum": (lambda x: 0 <= x < 1, "in [0, 1)"),
+    "weight_decay": (lambda x: x >= 0, ">= 0"),
+    "grad_clip": (lambda x: x > 0, "> 0 (a clip of 0 zeroes every gradient)"),
+}
+SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")
+
+
+def parse_value(key: str, text: str) -> Any:
+    """`text` as a value of Config field `key`, checked: a Literal's choices, a count >= 1, a finite rate in range."""
+    kind = TYPES[key]
+    if get_origin(kind) is Literal:
+        if text not in get_args(kind):
+            raise ConfigError(f"{key}={text}: {key} is one of {', '.join(get_args(kind))}")
+        return text
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ConfigError(f"{key}={text}: {key} is true or false")
+        return text == "true"
+    if kind is int:
+        if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+            raise ConfigError(f"{key}={text}: {key} is a whole number >= 1")
+        return int(text)
+    test, valid = RATES[key]
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not test(value):
+        raise ConfigError(f"{key}={text}: {key} is a finite number {valid}")
+    return value
+
+
+def format_value(value: Any) -> str:
+    """A value as the ID writes it: parse_value(key, format_value(v)) == v, and no character a shell expands."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value).replace("e+", "e")
+    return str(value)
+
+
+def check_key(key: str) -> None:
+    if key in KEYS:
+        return
+    if key in SIZE_FIELDS:
+        raise ConfigError(f"{key} is a size, set by the profile (--profile), not by --set; --set changes "
+                          f"the method: {', '.join(KEYS)}")  # fmt: skip
+    if key in SPLIT_FIELDS:
+        raise ConfigError(f"{key} fixes the data split that every run shares, not a method setting; "
+                          f"--set changes: {', '.join(KEYS)}")  # fmt: skip
+    raise ConfigError(f"unknown key {key!r}; --set changes: {', '.join(KEYS)}")
+
+
+def assignments(texts: Iterable[str]) -> dict[str, str]:
+    """KEY=VALUE texts -> {key: value text}; a text without '=', an unknown key or a key given twice is refused."""
+    out: dict[str, str] = {}
+    for text in texts:
+        key, eq, value = text.partition("=")
+        if not eq or not key or not value:
+            raise ConfigError(f"{text!r} is not KEY=VALUE (e.g. rho=5)")
+        check_key(key)
+        if key in out:
+            raise ConfigError(f"{key} is given twice ({key}={out[key]}, {key}={value}); give each key once")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A base run ID and the changes to its config (key -> value), none equal to the base's own value."""
+
+    base: str
+    changes: dict[str, Any]
+
+    def config(self, profile: str = "paper") -> Config:
+        return dataclasses.replace(resolve(self.base, profile), **self.changes)
+
+    @property
+    def run_id(self) -> str:
+        """The canonical ID: the base alone, the run ID with the same config, or base+key=value+... ."""
+        if not self.changes:
+            return self.base
+        config = self.config()
+        same = next((r for r in RUNS if resolve(r) == config), None)
+        if same is not None:
+            return same
+        return SEP.join([self.base, *(f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes))])
+
+
+def parse(name: str, sets: Iterable[str] = ()) -> Variant:
+    """A run ID or variant ID, plus KEY=VALUE changes, as a Variant (the IDs' changes and `sets` together)."""
+    base, *parts = name.split(SEP)
+    if base not in RUNS:
+        raise ConfigError(f"unknown run ID {base!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    texts = [*parts, *sets]
+    given = assignments(texts)
+    own = resolve(base)
+    changes = {k: v for k, v in ((k, parse_value(k, text)) for k, text in given.items()) if getattr(own, k) != v}
+    return Variant(base, changes)
+
+
+def is_variant(run_id: str) -> bool:
+    return SEP in run_id
+
+
+def resolve_variant(run_id: str, profile: str) -> Config:
+    """The config of a variant ID under `profile`; refused when its settings cannot work together there."""
+    cfg = parse(run_id).config(profile)
+    if cfg.readout == "nme" and cfg.memory == "none":
+        raise ConfigError(f"{run_id}: memory=none keeps no exemplars for readout=nme; also set readout=head (as B0)")
+    if cfg.readout == "nme" and cfg.memory != "none" and cfg.budget < cfg.n_classes:
+        least = next(m for m in range(1, 10**7) if dataclasses.replace(cfg, M=m).budget >= cfg.n_classes)
+        raise ConfigError(
+            f"{run_id}: M={cfg.M} is {cfg.budget} exemplars in profile {profile}, fewer than its {cfg.n_classes} "
+            f"classes, and readout=nme needs one per class; give M >= {least} or readout=head"
+        )
+    return cfg
+
+
+def check_id(run_id: str) -> None:
+    """Refuse anything but a run ID or a canonical variant ID (what a results folder or a CSV row may name)."""
+    if run_id in RUNS:
+        return
+    canonical = parse(run_id).run_id
+    if canonical != run_id:
+        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {canonical!r}")
+
+
+def record(run_id: str) -> dict[str, Any]:
+    """What result.json records of a variant beside its config: {"variant": {base, changes}}; {} for a run ID."""
+    if not is_variant(run_id):
+        return {}
+    v = parse(run_id)
+    return {"variant": {"base": v.base, "changes": dict(sorted(v.changes.items()))}}
+
+
+def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None]) -> list[str]:
+    """Run IDs or variant IDs, each with `sets` applied, as canonical IDs in order, each once.
+
+    Says what it canonicalised: a change equal to the base's own value, a variant that is a run ID.
+    """
+    sets = list(sets)
+    out = []
+    for name in names:
+        variant = parse(name, sets)
+        asked = assignments([*name.split(SEP)[1:], *sets])
+        for key in sorted(asked.keys() - variant.changes.keys()):
+            echo(f"{key}={asked[key]} is {variant.base}'s own value: dropped")
+        if variant.changes and variant.run_id in RUNS:
+            echo(f"{variant.base} with {' '.join(f'{k}={asked[k]}' for k in sorted(variant.changes))} is run ID "
+                 f"{variant.run_id} (the same config): running it as {variant.run_id}")  # fmt: skip
+        out.append(variant.run_id)
+    return list(dict.fromkeys(out))
+
+
+def describe(run_id: str, profile: str = "paper") -> str:
+    """A variant's changes for people: `rho=5`, and the sizes M and b give under `profile` (`M=1000 (25 items)`)."""
+    v, cfg = parse(run_id), resolve(run_id, profile)
+    parts = []
+    for key in sorted(v.changes):
+        text = f"{key}={format_value(v.changes[key])}"
+        size = {"M": cfg.budget, "b": cfg.retrieval}.get(key)
+        parts.append(text if size in (None, v.changes[key]) else f"{text} ({size} items)")
+    return ", ".join(parts)
+
+
+def sort_key(run_id: str) -> tuple[int, str]:
+    """Run IDs in RUNS order, then variants by ID."""
+    return (list(RUNS).index(run_id), "") if run_id in RUNS else (len(RUNS), run_id)
+
+
+def base_of(run_id: str) -> str:
+    return parse(run_id).base if is_variant(run_id) else run_id
+
+
+@dataclass(frozen=True)
+class SweepLine:
+    """Results that differ in `key` alone: one line of a sweep figure."""
+
+    key: str
+    context: str  # the ID of the line's other settings (B3, B3+M=1000)
+    points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
+    base: str  # the run ID the line's variants change
+    base_value: Any  # the base's own value of `key`: the paper's setting when the base is a paper run
+
+
+def value_order(key: str, value: Any) -> Any:
+    """Sort key of a value of `key`: a Literal's values in their declared order, others as they compare."""
+    kind = TYPES[key]
+    return get_args(kind).index(value) if get_origin(kind) is Literal else value
+
+
+def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[str, list[SweepLine]]:
+    """Per key, the groups of `run_ids` that differ in that key alone: at least `least` values, a variant among them.
+
+    Grouped by config, not by name: a sweep of M over 500, 1000, 2000, 4000 is s1, B3+M=1000, B3 and s2.
+    """
+    ids = sorted(set(run_ids), key=sort_key)
+    configs = {r: dataclasses.asdict(resolve(r, profile)) for r in ids}
+    out: dict[str, list[SweepLine]] = {}
+    for key in KEYS:
+        groups: dict[tuple, dict[Any, str]] = {}
+        for r in ids:
+            rest = tuple((k, v) for k, v in configs[r].items() if k != key)
+            groups.setdefault(rest, {}).setdefault(configs[r][key], r)
+        for members in groups.values():
+            variant = next((r for r in members.values() if is_variant(r)), None)
+            if len(members) < least or variant is None:
+                continue
+            v = parse(variant)
+            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).run_id
+            points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
+            out.setdefault(key, []).append(SweepLine(key, context, points, v.base, getattr(resolve(v.base), key)))
+    return out

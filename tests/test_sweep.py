@@ -1,0 +1,98 @@
+"""`uh sweep`: the grid (cartesian product, canonical IDs, what is done), --dry-run, refusals, and a real smoke
+sweep through the local executor that a second sweep finds done."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner, Result
+
+from uniform_herding.cli import main
+from uniform_herding.results import result_path
+from uniform_herding.sweep import grid_points
+
+
+def uh(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
+    assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
+        ("rho=1 M=500", "B3+M=500+rho=1"), ("rho=1 M=1000", "B3+M=1000+rho=1"),
+        ("rho=5 M=500", "B3+M=500+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
+    ]  # fmt: skip
+    assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
+    assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]
+
+
+def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_result, no_training, tmp_path):
+    finished_result(tmp_path, "r2", 42)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    res = uh("sweep", "B3", "rho=1,3,5", "--profile", "smoke", "--results-dir", str(tmp_path), "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [
+        f"sweep of B3: 3 settings x 3 seeds = 9 runs (profile smoke, {tmp_path}); 1 done already",
+        "  rho=1  r2        done: 42    (run ID r2: the same config)",
+        "  rho=3  B3        done: none  (B3 itself)",
+        "  rho=5  B3+rho=5  done: none",
+        "dry run: nothing started",
+    ]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        (["rho=1,3,1"], "rho=1 is listed twice"),
+        (["lr=0.1,0.10"], "lr=0.1 is listed twice"),
+        (["rho=1,,5"], "an empty value"),
+        (["rho=1,2", "rho=5"], "rho is given twice"),
+        (["epochs=2,4"], "epochs is a size"),
+        (["rho=1,x"], "rho=x: rho is a whole number >= 1"),
+        (["M=100,2000"], "M >= 380"),  # checked under the profile, for every point
+    ],
+)
+def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, no_training, tmp_path):
+    res = uh("sweep", "B3", *grid, "--profile", "smoke", "--results-dir", str(tmp_path / "r"))
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()] and words in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_of_a_key_its_base_already_sets_is_refused(tmp_path):
+    res = uh("sweep", "B3+rho=5", "rho=1,2", "--results-dir", str(tmp_path / "r"))
+    assert res.exit_code == 2 and "B3+rho=5 already sets rho" in res.output, res.output
+
+
+def test_a_finished_sweep_is_skipped_whole(finished_result, no_training, tmp_path):
+    paths = [finished_result(tmp_path, rid, seed) for rid in ("r2", "B3", "B3+rho=5") for seed in (1993, 42)]
+    before = [p.read_bytes() for p in paths]
+    res = uh("sweep", "B3", "rho=1,3,5", "--seed", "1993", "--seed", "42", "--profile", "smoke",
+             "--results-dir", str(tmp_path))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "6 done already" in res.output.splitlines()[0] and res.output.count("done already (") == 6, res.output
+    assert [p.read_bytes() for p in paths] == before
+
+
+def test_a_smoke_sweep_runs_every_point_and_a_second_sweep_finds_it_done(smoke_sweep):
+    """Through `--jobs 2` (submitit's local executor): rho=1 and rho=3 run as r2 and B3, B3+rho=5 records its
+    base and change; run again, the sweep starts nothing."""
+    data, results, output = smoke_sweep
+    assert output.splitlines()[:4] == [
+        f"sweep of B3: 3 settings x 1 seed = 3 runs (profile smoke, {results}); 0 done already",
+        "  rho=1  r2        done: none  (run ID r2: the same config)",
+        "  rho=3  B3        done: none  (B3 itself)",
+        "  rho=5  B3+rho=5  done: none",
+    ]
+    for run_id in ("r2", "B3"):  # run as the run IDs they are (their numbers: test_run.py, s1 bit for bit)
+        result = json.loads(result_path(results, run_id, 1993).read_text())
+        assert result["run_id"] == run_id and "variant" not in result
+    variant = json.loads(result_path(results, "B3+rho=5", 1993).read_text())
+    assert variant["run_id"] == "B3+rho=5" and variant["variant"] == {"base": "B3", "changes": {"rho": 5}}
+    assert variant["command"].startswith("uh run B3+rho=5 --seed 1993 --profile smoke")  # as its job ran it
+
+    stamps = {p: p.stat().st_mtime_ns for p in results.glob("*/seed-*/result.json")}
+    res = uh("sweep", "B3", "rho=1,3,5", "--seed", "1993", "--profile", "smoke", "--jobs", "2",
+             "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
+    assert res.exit_code == 0 and "3 done already" in res.output.splitlines()[0], res.output
+    assert res.output.count("done already (") == 3 and {p: p.stat().st_mtime_ns for p in stamps} == stamps

@@ -1,0 +1,205 @@
+"""Variants (`uh run RUN --set KEY=VALUE`): parsing and checking of values, canonical and shell-safe IDs, run IDs
+recognised by their config, one-line refusals that write nothing, and, on real smoke runs, the same numbers as
+the equivalent config built by hand, and a resume after a kill to the identical result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from uniform_herding import config
+from uniform_herding.cli import main
+from uniform_herding.config import RUNS, SIZE_FIELDS, Config, RunSpec
+from uniform_herding.results import result_path
+from uniform_herding.run import run_seed
+from uniform_herding.variants import KEYS, SAFE, SPLIT_FIELDS, format_value, parse, parse_value
+
+SEED = 1993
+
+
+def uh(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def only_line(res: Result) -> str:
+    """The refusal is exactly one line (no usage text, no traceback); returns it."""
+    lines = res.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.output
+    return lines[0]
+
+
+def test_every_config_field_is_a_key_a_size_or_the_split():
+    """A new Config field must be sorted into one of them (and so be settable by --set, or refused)."""
+    assert set(KEYS) | SIZE_FIELDS | SPLIT_FIELDS == {f.name for f in dataclasses.fields(Config)}
+    assert not (set(KEYS) & SIZE_FIELDS or set(KEYS) & SPLIT_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "value"),
+    [("rho", "5", 5), ("M", "1000", 1000), ("lr", "0.05", 0.05), ("lr", "5e-2", 0.05), ("weight_decay", "0", 0.0),
+     ("memory", "icarl", "icarl"), ("imprint", "false", False), ("kd_lambda", "2", 2.0)],
+)  # fmt: skip
+def test_values_are_parsed_by_the_fields_type(key, text, value):
+    parsed = parse_value(key, text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_the_id_is_the_same_whatever_order_the_changes_are_given_in():
+    ids = {parse("B3", order).run_id for order in (["rho=5", "M=1000"], ["M=1000", "rho=5"])}
+    ids.add(parse("B3+rho=5+M=1000").run_id)  # an ID written in another order is read as the same variant
+    assert ids == {"B3+M=1000+rho=5"}
+    assert parse("B3", ["lr=0.050"]).run_id == parse("B3", ["lr=5e-2"]).run_id == "B3+lr=0.05"
+
+
+def test_changes_equal_to_the_base_are_dropped():
+    assert parse("B3", ["rho=3"]).run_id == "B3"
+    assert parse("a1", ["kd_lambda=0"]).run_id == "a1"
+    assert parse("B3", ["rho=3", "M=1000"]).run_id == "B3+M=1000"
+
+
+@pytest.mark.parametrize("run_id", list(RUNS))
+def test_a_variant_whose_config_is_a_run_ids_is_that_run_id(run_id):
+    """`B3 --set M=500` is s1, and so for every run ID: it runs, and is found done, as that run ID."""
+    assert parse("B3", [f"{k}={format_value(v)}" for k, v in RUNS[run_id].changes.items()]).run_id == run_id
+    assert parse("B1", ["memory=uniform_herding"]).run_id == "r3"  # from another base alike
+
+
+VARIANTS = [
+    ["lr=0.05"], ["weight_decay=1e-5"], ["kd_lambda=1e20"], ["cos_margin=0.000001"], ["imprint=false"],
+    ["memory=closest_to_mean", "rho=5"], ["loss=icarl_bce", "head=linear"], ["M=1000", "b=32", "momentum=0.5"],
+    ["selection=random", "readout=head", "grad_clip=2.5", "kd_temperature=0.5", "cos_scale=16"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("sets", VARIANTS)
+def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_path):
+    run_id = parse("B3", sets).run_id
+    assert SAFE.fullmatch(run_id) and shlex.quote(run_id) == run_id and not set(run_id) & set("[]*?{}~$`'\" ")
+    assert parse(run_id).run_id == run_id  # the ID reads back as the same variant
+    (tmp_path / "x.txt").touch()  # something a glob could match
+    echoed = subprocess.run(["bash", "-O", "failglob", "-c", f"cd {tmp_path} && printf '%s\\n' {run_id}"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert echoed == run_id + "\n"
+    (tmp_path / run_id).mkdir()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--set", "colour=red"], ["unknown key 'colour'", "rho"]),
+        (["--set", "epochs=3"], ["epochs is a size, set by the profile"]),
+        (["--set", "batch_size=64"], ["batch_size is a size"]),
+        (["--set", "split_seed=1"], ["split_seed fixes the data split"]),
+        (["--set", "rho"], ["'rho' is not KEY=VALUE"]),
+        (["--set", "rho=0"], ["rho=0", "whole number >= 1"]),
+        (["--set", "M=2.5"], ["M=2.5", "whole number >= 1"]),
+        (["--set", "memory=fifo"], ["memory=fifo", "uniform_herding, icarl, static, closest_to_mean, none"]),
+        (["--set", "imprint=yes"], ["imprint=yes", "true or false"]),
+        (["--set", "lr=nan"], ["lr=nan", "finite number > 0"]),
+        (["--set", "lr=inf"], ["lr=inf", "finite number > 0"]),
+        (["--set", "weight_decay=-1e-4"], ["weight_decay=-1e-4", ">= 0"]),
+        (["--set", "kd_temperature=0"], ["kd_temperature=0", "> 0"]),
+        (["--set", "momentum=1"], ["momentum=1", "[0, 1)"]),
+        (["--set", "rho=5", "--set", "rho=4"], ["rho is given twice"]),
+        (["--set", "memory=none"], ["memory=none", "readout=head"]),
+        (["--set", "M=100"], ["M=100", "profile smoke", "M >= 380"]),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
+    res = uh("run", "B3", *args, "--profile", "smoke", "--data-dir", str(tmp_path / "data"),
+             "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    line = only_line(res)
+    assert res.exit_code == 2 and all(w in line for w in words), line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("run_id", "words"), [("B9+rho=5", "unknown run ID 'B9'"), ("B3+rho=5+rho=4", "twice")])
+def test_a_bad_variant_id_is_refused_alike(run_id, words, tmp_path):
+    res = uh("run", run_id, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
+    assert res.exit_code == 2 and words in only_line(res)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):
+    path = finished_result(tmp_path, "B3+M=1000+rho=5", SEED)
+    for order in (["rho=5", "M=1000"], ["M=1000", "rho=5"]):
+        sets = [a for s in order for a in ("--set", s)]
+        res = uh("run", "B3", *sets, "--seed", str(SEED), "--profile", "smoke", "--results-dir", str(tmp_path))
+        assert res.exit_code == 0 and f"B3+M=1000+rho=5 seed {SEED}: done already ({path})" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["B3+M=1000+rho=5"]
+
+
+def test_a_result_or_checkpoint_of_another_variant_is_never_taken(finished_result, tmp_path):
+    """Folders are per ID; a result.json names its run ID and a checkpoint its whole config (durability.py)."""
+    other = finished_result(tmp_path, "B3+rho=4", SEED)
+    mine = result_path(tmp_path, "B3+rho=5", SEED)
+    mine.parent.mkdir(parents=True)
+    shutil.copy(other, mine)
+    res = uh("run", "B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--results-dir", str(tmp_path))
+    assert res.exit_code == 1 and "holds a result of another run (run_id 'B3+rho=4'" in res.output, res.output
+    assert mine.read_bytes() == other.read_bytes()
+
+
+# --- real smoke runs -------------------------------------------------------------------------------------
+
+
+def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_sweep, monkeypatch, tmp_path):
+    """B3+rho=5 (from the sweep, run by --jobs) against a run ID made by hand with rho=5: the same R, bit for bit."""
+    data, results, _ = smoke_sweep
+    variant = json.loads(result_path(results, "B3+rho=5", SEED).read_text())
+    assert variant["variant"] == {"base": "B3", "changes": {"rho": 5}} and variant["config"]["rho"] == 5
+    monkeypatch.setitem(config.RUNS, "x5", RunSpec("x5", "by hand", "B3 with rho=5, written as a run ID", {"rho": 5}))
+    by_hand = json.loads(run_seed("x5", SEED, "smoke", data, tmp_path, echo=lambda _: None).read_text())
+    assert by_hand["config"] == variant["config"]
+    assert by_hand["R"] == variant["R"] and by_hand["metrics"] == variant["metrics"]
+
+
+def test_a_variant_killed_mid_run_resumes_to_the_identical_result(smoke_sweep, tmp_path):
+    data, results, _ = smoke_sweep
+    args = ["B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "uniform_herding", "run", *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "task 1/5:" in line:
+            proc.kill()  # SIGKILL during task 2, or while its checkpoint is written
+            break
+    assert proc.wait() == -signal.SIGKILL
+    checkpoint = result_path(tmp_path, "B3+rho=5", SEED).with_name("checkpoint.pt")
+    assert checkpoint.exists() and not checkpoint.with_name("result.json").exists()
+
+    foreign = result_path(tmp_path, "B3+rho=4", SEED).with_name("checkpoint.pt")  # another variant's folder
+    foreign.parent.mkdir(parents=True)
+    shutil.copy(checkpoint, foreign)
+    res = uh("run", "B3+rho=4", *args[1:])
+    assert res.exit_code == 1 and f"checkpoint {foreign} was written with another config" in res.output, res.output
+    assert not foreign.with_name("result.json").exists()
+
+    res = uh("run", *args)
+    assert res.exit_code == 0 and "resuming after task" in res.output, res.output
+    resumed = json.loads(result_path(tmp_path, "B3+rho=5", SEED).read_text())
+    uninterrupted = json.loads(result_path(results, "B3+rho=5", SEED).read_text())
+    assert resumed["R"] == uninterrupted["R"] and resumed["metrics"] == uninterrupted["metrics"]
+    assert resumed["variant"] == uninterrupted["variant"]
+
+
+def test_ids_in_results_are_canonical(finished_result, tmp_path):
+    """A result.json whose run_id is not canonical (B3+M=500 is s1) is refused where results are read."""
+    path = finished_result(tmp_path / "ok", "B3+rho=5", SEED)
+    body = json.loads(path.read_text()) | {"run_id": "B3+M=500"}
+    Path(tmp_path / "bad" / "B3+M=500" / f"seed-{SEED}").mkdir(parents=True)
+    (tmp_path / "bad" / "B3+M=500" / f"seed-{SEED}" / "result.json").write_text(json.dumps(body))
+    res = uh("aggregate", "--results-dir", str(tmp_path / "bad"))
+    assert res.exit_code == 2 and "'B3+M=500' is not a canonical ID: the same run is 's1'" in res.output, res.output
