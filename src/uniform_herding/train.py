@@ -111,6 +111,8 @@ class TaskModule(L.LightningModule):
         self.task_stats: TaskStats | None = None  # read in on_train_end, before Lightning's teardown
 
     def on_train_start(self) -> None:
+        """Each fit's own record (doctor and bench fit one module several times)."""
+        self.steps, self.epoch_losses = 0, []
         self.skipped = torch.zeros((), device=self.device)
         self.last_finite_loss = torch.full((), math.nan, device=self.device)
 
