@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from uniform_herding.cli import main
-from uniform_herding.config import PROFILES, RUN_GROUPS, RUNS
+from uniform_herding.config import PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -74,12 +74,18 @@ def link_problems(doc: Path, text: str) -> list[str]:
     return problems
 
 
+def added_profiles(text: str) -> set[str]:
+    """Profiles a document adds itself, in a diff it shows (`+PROFILES["name"] = ...`): known within it."""
+    return set(re.findall(r'^\+PROFILES\["([\w-]+)"\]', text, re.M))
+
+
 def path_problems(text: str) -> list[str]:
     """Repository paths written in a document's code that do not exist (and tests that are not there)."""
     problems = []
+    own = tuple(f"expected_results/{name}/" for name in added_profiles(text))
     for snippet in code(text):
         for token in PATH.findall(snippet):
-            if PLACEHOLDER.search(token):
+            if PLACEHOLDER.search(token) or (own and token.startswith(own)):
                 continue
             file, _, name = token.rstrip(".,;:").partition("::")
             path = ROOT / file
@@ -88,6 +94,15 @@ def path_problems(text: str) -> list[str]:
             elif name and not re.search(rf"^\s*(def|class) {name}\b", path.read_text(), re.M):
                 problems.append(f"{token}: {file} has no {name}")
     return problems
+
+
+def variant(name: str) -> bool:
+    """Whether `name` is a variant ID that `uh run` accepts (B3+rho=5)."""
+    try:
+        resolve(name)
+    except ConfigError:
+        return False
+    return VARIANT_SEP in name
 
 
 def reproduce_targets() -> set[str]:
@@ -103,6 +118,7 @@ def name_problems(text: str) -> list[str]:
     ctx = click.Context(main)
     commands = set(main.list_commands(ctx))
     known_ids, targets = set(RUNS) | set(RUN_GROUPS), reproduce_targets()
+    profiles = set(PROFILES) | added_profiles(text)
     problems = []
     for snippet in code(text):
         for words in (line.split() for line in snippet.splitlines()):
@@ -120,17 +136,17 @@ def name_problems(text: str) -> list[str]:
                         for arg in rest[1:]:
                             if arg.startswith(("-", "#", "\\", "&", ";", "|", ">", ")")):
                                 break
-                            if arg not in known_ids and not PLACEHOLDER.search(arg):
+                            if arg not in known_ids and not PLACEHOLDER.search(arg) and not variant(arg):
                                 problems.append(f"uh run {arg}: no such run ID or group")
                 target = rest[0] if word == "./reproduce.sh" and rest else "-"
                 if not target.startswith("-") and target not in targets and not PLACEHOLDER.search(target):
                     problems.append(f"./reproduce.sh {target}: no such target")
                 if word == "--profile" or word.startswith("--profile="):
                     value = word.partition("=")[2] or (rest[0] if rest else "")
-                    if value and not PLACEHOLDER.search(value) and value not in PROFILES and value != "P":
+                    if value and not PLACEHOLDER.search(value) and value not in profiles and value != "P":
                         problems.append(f"--profile {value}: no such profile")
     for name in re.findall(r"\bprofiles? `([\w-]+)`", text):
-        if name not in PROFILES:
+        if name not in profiles:
             problems.append(f"profile `{name}`: no such profile")
     return problems
 
