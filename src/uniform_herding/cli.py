@@ -196,11 +196,11 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
 
     if executor is None and jobs is not None and jobs > 1:
         executor = "local"
-    from uniform_herding.devices import DeviceError, select, wanted
+    from uniform_herding.devices import select, wanted
 
     try:
         cuda = wanted(device, profile) == "cuda" if executor == "slurm" else select(device, profile).type == "cuda"
-    except DeviceError as e:
+    except ValueError as e:  # DeviceError, or a bad UH_CPU_THREADS
         raise click.ClickException(str(e)) from None
     if executor:
         from uniform_herding import executor as submit
