@@ -83,7 +83,7 @@ def gpu_problem() -> str | None:
                 f"cannot use it" + (f": it needs driver >= {need}" if need else ""))  # fmt: skip
     capability = torch.cuda.get_device_capability()
     arch_list = torch.cuda.get_arch_list()
-    if not arch_supported(capability, arch_list):
+    if arch_list and not arch_supported(capability, arch_list):  # an empty list: a build that does not say
         name = torch.cuda.get_device_name()
         return (f"{name} (compute capability {capability[0]}.{capability[1]}) has no kernels in torch "
                 f"{torch.__version__}, built for {' '.join(arch_list)}: the paper's CUDA 12.8 build needs 7.5 or newer")
