@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from uniform_herding.config import (
+    DEVICES,
     PROFILES,
     RUN_GROUPS,
     RUNS,
@@ -103,7 +104,7 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
               help="16-mixed: the paper's fp16 GPU path (fp16 autocast, loss scaling, fused SGD, channels_last); "
               "32-true: fp32. Default: 16-mixed on a GPU, 32-true on a CPU. Env: UH_PRECISION.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), envvar="UH_DEVICE",
+@click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE",
               help="auto: the GPU for the paper-size profiles (paper, cifar10; refused at once where no GPU is "
               "usable), the CPU for smoke and the CPU profiles, where their expectations were made; cuda or cpu "
               "insists. [default: auto] Env: UH_DEVICE.")

@@ -184,6 +184,8 @@ PROFILES: dict[str, dict[str, Any]] = {
 # the larger CPU size of the refresh-isolation study (docs/validation.md, r1 vs r2).
 PROFILES["cifar10-cpu-long"] = {**PROFILES["cifar10-cpu"], "epochs": 12}
 
+DEVICES = ("auto", "cuda", "cpu")  # --device (devices.py); here, so that the CLI names them without torch
+
 # Where each profile is meant to run (`--device auto`): the paper's sizes on a GPU; the small profiles on
 # the CPU, where their expected results were made (a GPU computes other numbers: fp16, other kernels).
 PROFILE_DEVICE: dict[str, Literal["cuda", "cpu"]] = {

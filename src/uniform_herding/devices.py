@@ -16,9 +16,8 @@ from pathlib import Path
 
 import torch
 
-from uniform_herding.config import PROFILE_DEVICE
+from uniform_herding.config import DEVICES, PROFILE_DEVICE
 
-DEVICES = ("auto", "cuda", "cpu")
 # The NVIDIA driver each CUDA major.minor needs on Linux (NVIDIA's CUDA release notes, table 3).
 MIN_DRIVER = {"12.8": "570.26", "13.0": "580.65.06"}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.config import PAPER_RUNS, PROFILES, RUNS, SEEDS, Config, resolve
+from uniform_herding.config import DEVICES, PAPER_RUNS, PROFILES, RUNS, SEEDS, Config, resolve
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
@@ -182,7 +182,7 @@ def print_line(line: Line) -> None:
               show_default=True, help="Env: UH_RESULTS_DIR.")
 @click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
               help="The runs' precision to time (default: 16-mixed on a GPU, 32-true on a CPU). Env: UH_PRECISION.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), envvar="UH_DEVICE",
+@click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE",
               help="As `uh run --device` [default: auto]. Env: UH_DEVICE.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
               help="The runs per GPU you plan (`uh run --jobs`): checked against the GPU's compute mode.")
