@@ -1,0 +1,53 @@
+"""benchmarks/gpu-acceptance: steps chosen with --steps, and a later call into the same --out keeps the figures
+of the earlier ones (a GPU held in short turns runs the steps in several calls). The whole dry run is .ci/run's."""
+
+import importlib.machinery
+import importlib.util
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "gpu-acceptance"
+
+
+@pytest.fixture(scope="module")
+def acceptance():
+    loader = importlib.machinery.SourceFileLoader("gpu_acceptance", str(SCRIPT))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_acceptance", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_steps_run_in_their_order_and_an_unknown_or_no_step_is_refused(acceptance):
+    assert acceptance.steps("run, tests,compile") == ("tests", "run", "compile")
+    with pytest.raises(click.BadParameter, match="bogus is not a step; the steps are tests,doctor,bench"):
+        acceptance.steps("tests,bogus")
+    with pytest.raises(click.BadParameter, match="name at least one step"):
+        acceptance.steps(" , ")
+
+
+def test_a_call_with_some_steps_keeps_the_figures_of_earlier_calls(acceptance, tmp_path):
+    earlier = acceptance.Acceptance(tmp_path, True, 60)
+    earlier.resume("cpu (dry run)")
+    earlier.record("doctor", True, 12.0, step_ms=3.5)
+    res = CliRunner().invoke(acceptance.main, ["--dry-run", "--out", str(tmp_path), "--steps", "tests"])
+    assert res.exit_code == 0, res.output
+    figures = json.loads((tmp_path / "gpu-acceptance.json").read_text())
+    assert list(figures["steps"]) == ["doctor", "tests"] and figures["steps"]["doctor"]["step_ms"] == 3.5
+    assert [call["steps"] for call in figures["calls"]] == [["tests"]]
+    assert "PASS" in res.output and "not run yet: bench, task0, run, compile" in res.output
+    md = (tmp_path / "gpu-acceptance.md").read_text()
+    assert "| doctor | True | 12.0 |" in md and "| tests | True |" in md and "calls: tests in " in md
+
+
+def test_figures_of_another_device_are_refused_and_kept(acceptance, tmp_path):
+    gpu = acceptance.Acceptance(tmp_path, False, 60)
+    gpu.resume("NVIDIA H100 80GB HBM3")
+    gpu.record("tests", True, 30.0)
+    before = (tmp_path / "gpu-acceptance.json").read_text()
+    with pytest.raises(click.ClickException, match="holds the figures of 'NVIDIA H100 80GB HBM3'; give this call"):
+        acceptance.Acceptance(tmp_path, True, 60).resume("cpu (dry run)")
+    assert (tmp_path / "gpu-acceptance.json").read_text() == before
