@@ -55,3 +55,16 @@ def test_estimate_arithmetic_on_the_paper_profile():
     from uniform_herding.config import PAPER_RUNS  # `all`: the paper's twelve, not r1-r3
 
     assert est["all_hours"] == pytest.approx(3 * sum(est["per_run_hours"][r] for r in PAPER_RUNS))
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("UH_CPU_THREADS", "two", "UH_CPU_THREADS='two' is not a thread count; set an integer >= 1"),
+    ("UH_COMPILE", "fast", "UH_COMPILE='fast' is not a setting; use 0, 1, reduce-overhead, max-autotune"),
+])  # fmt: skip
+def test_a_bad_setting_in_the_environment_is_one_line_before_any_check(variable, value, message, tmp_path,
+                                                                      monkeypatch):  # fmt: skip
+    monkeypatch.setenv(variable, value)
+    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "d"),
+                                    "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    assert res.exit_code == 1 and res.output.startswith(f"Error: {message}") and res.output.count("\n") == 1
+    assert not (tmp_path / "r").exists()

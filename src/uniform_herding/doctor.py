@@ -194,10 +194,15 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
-    from uniform_herding.devices import DeviceError, select
+    from uniform_herding.devices import DeviceError, cpu_threads, select
     from uniform_herding.results import write_json_atomic
+    from uniform_herding.train import compile_mode
     from uniform_herding.train import precision as run_precision
 
+    try:
+        compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS: one line, before any check runs
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
     cfg = resolve("B3", profile)
     lines = check_environment(data_dir, results_dir, cfg, jobs)
     try:
