@@ -69,9 +69,9 @@ def test_two_deterministic_gpu_runs_agree_bitwise(tmp_path):
         torch.use_deterministic_algorithms(False)
 
 
-def test_a_gpu_run_killed_after_a_task_resumes_from_its_checkpoint(tmp_path, monkeypatch):
-    """The checkpoint holds the run's own GPU's random state; a resumed GPU run finishes (bitwise equality
-    with an uninterrupted run needs --deterministic: that is the test above)."""
+def test_a_deterministic_gpu_run_killed_after_a_task_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """The checkpoint holds the run's own GPU's random state, and the resumed learner has the layout the
+    uninterrupted one has (channels_last), so under --deterministic the resumed run equals an uninterrupted one."""
     from uniform_herding import durability
 
     save = durability.Checkpoint.save
@@ -81,11 +81,18 @@ def test_a_gpu_run_killed_after_a_task_resumes_from_its_checkpoint(tmp_path, mon
         if t == 1:
             raise durability.Interrupted(15)
 
-    monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
-    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
-                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
-    assert res.exit_code == 143 and (tmp_path / "r" / "B3" / "seed-1993" / "checkpoint.pt").exists()
-    monkeypatch.setattr(durability.Checkpoint, "save", save)
-    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
-                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
-    assert res.exit_code == 0 and "resuming after task 2/5" in res.output, res.output
+    args = ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda", "--deterministic",
+            "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")]  # fmt: skip
+    try:
+        whole = run_smoke(tmp_path, "whole", "--deterministic")
+        monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 143 and (tmp_path / "r" / "B3" / "seed-1993" / "checkpoint.pt").exists()
+        monkeypatch.setattr(durability.Checkpoint, "save", save)
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 0 and "resuming after task 2/5" in res.output, res.output
+        resumed = json.loads((tmp_path / "r" / "B3" / "seed-1993" / "result.json").read_text())
+        assert resumed["R"] == whole["R"]
+        assert [t["epoch_loss"] for t in resumed["tasks"]] == [t["epoch_loss"] for t in whole["tasks"]]
+    finally:
+        torch.use_deterministic_algorithms(False)

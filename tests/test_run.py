@@ -164,3 +164,32 @@ def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dir
     result = json.loads(result_path(tmp_path, "s1", SEED).read_text())
     assert result["run_id"] == "s1" and "variant" not in result
     assert result["R"] == smoke_result("s1")["R"]
+
+
+def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_like_fp16_conv, smoke_dirs, tmp_path,
+                                                                          monkeypatch):  # fmt: skip
+    """The GPU path trains in channels_last, and an uninterrupted run keeps that layout from its first fit on. A
+    learner rebuilt from a checkpoint must have it before its first forward (the next task's imprint): otherwise
+    it runs other convolution kernels, which round differently (on a GPU, cuDNN's NCHW ones instead of NHWC),
+    and a resumed --deterministic GPU run drifts from the uninterrupted one."""
+    from uniform_herding import durability
+
+    data_dir, _ = smoke_dirs
+    args = ["run", "B3", "--profile", "smoke", "--seed", str(SEED), "--precision", "16-mixed", "--data-dir",
+            str(data_dir), "--results-dir"]  # fmt: skip
+    assert CliRunner().invoke(main, [*args, str(tmp_path / "whole")]).exit_code == 0
+    save = durability.Checkpoint.save
+
+    def stop_after_task_two(self, t, *rest):
+        save(self, t, *rest)
+        if t == 1:
+            raise durability.Interrupted(15)
+
+    monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
+    assert CliRunner().invoke(main, [*args, str(tmp_path / "resumed")]).exit_code == 143
+    monkeypatch.setattr(durability.Checkpoint, "save", save)
+    res = CliRunner().invoke(main, [*args, str(tmp_path / "resumed")])
+    assert res.exit_code == 0 and "resuming after task 2/5" in res.output, res.output
+    whole, resumed = (json.loads(result_path(tmp_path / name, "B3", SEED).read_text()) for name in ("whole", "resumed"))
+    assert resumed["R"] == whole["R"]
+    assert [t["epoch_loss"] for t in resumed["tasks"]] == [t["epoch_loss"] for t in whole["tasks"]]

@@ -36,7 +36,7 @@ from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
 from uniform_herding.results import StaleResult, check_dir_profile, claim_dir, is_finished, result_path
 from uniform_herding.stream import TaskStream
-from uniform_herding.train import TaskModule, compile_mode, fit_task, freeze
+from uniform_herding.train import TaskModule, channels_last, compile_mode, fit_task, freeze
 from uniform_herding.train import precision as train_precision
 
 
@@ -203,6 +203,7 @@ def run_seed(
             checkpoint.path.unlink(missing_ok=True)
         L.seed_everything(seed, verbose=False)
         learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
+        channels_last(learner, precision == "16-mixed")  # before the checkpoint's weights are loaded into it
         data_gen = torch.Generator(device=device).manual_seed(seed)  # shuffles, replay draws, augmentation
         memory_gen = torch.Generator().manual_seed(seed)  # the memory policies' random choices
         memory = make_memory(cfg, memory_gen)

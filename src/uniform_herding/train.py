@@ -301,6 +301,17 @@ def compile_backbone(learner: Learner) -> None:
         learner.backbone.compile(mode=mode)
 
 
+def channels_last(model: Learner, gpu_path: bool) -> None:
+    """The GPU path's layout, NHWC: it suits fp16 tensor cores, and augment() already returns NHWC images.
+
+    A run's learner gets it when made, before a checkpoint is loaded into it (loading copies into the
+    parameters and keeps their layout): a resumed run's first forward, the next task's imprint, then runs
+    the convolution kernels an uninterrupted run's does, which round alike.
+    """
+    if gpu_path:
+        model.to(memory_format=torch.channels_last)
+
+
 def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> TaskStats:
     """One Trainer.fit: cfg.epochs epochs over the task's items; the task's stats, read once before
     Lightning's teardown. Returns with the learner on `device`, wherever the teardown left it."""
@@ -308,8 +319,7 @@ def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: 
     quiet_lightning()
     module.learner.train()  # Lightning keeps the mode it finds; evaluation left the learner in eval mode
     for model in (m for m in (module.learner, module.teacher) if m is not None):
-        if module.gpu_path:  # NHWC suits fp16 tensor cores; augment() already returns NHWC images
-            model.to(memory_format=torch.channels_last)
+        channels_last(model, module.gpu_path)
         compile_backbone(model)
     trainer = L.Trainer(
         accelerator=device.type,
