@@ -249,6 +249,49 @@ def test_uh_compile_setting(monkeypatch, value, mode):
     assert compile_mode() == mode
 
 
+@pytest.mark.parametrize(("lacks", "message"), [
+    ("compiler", "UH_COMPILE='1' needs a C compiler (gcc or clang, or CC) to build torch.compile's kernels"),
+    ("headers", "UH_COMPILE='1' needs Python's headers ("),
+])  # fmt: skip
+def test_uh_compile_on_a_host_that_cannot_build_kernels_is_refused_before_anything_runs(lacks, message, monkeypatch,
+                                                                                       tmp_path):  # fmt: skip
+    """The image has no C compiler and no Python.h: torch.compile would fail inside the first task's fit."""
+    import shutil
+    import sysconfig
+
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    monkeypatch.setenv("UH_COMPILE", "1")
+    monkeypatch.delenv("CC", raising=False)
+    if lacks == "compiler":
+        monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    else:
+        monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"include": str(tmp_path / "no-headers")})
+    result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and message in result.output, result.output
+    assert "install it (Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("mode", "replays"), [(None, False), ("default", False), ("reduce-overhead", True),
+                                               ("max-autotune", True)])  # fmt: skip
+def test_every_mode_that_replays_cuda_graphs_marks_each_training_step(mode, replays, tiny_stream, monkeypatch):
+    """max-autotune replays CUDA graphs as reduce-overhead does, in either precision: each step must mark a new
+    iteration (torch.compiler.cudagraph_mark_step_begin) so the last step's graph outputs may be overwritten."""
+    from uniform_herding.model import Learner
+    from uniform_herding.train import TaskModule
+
+    monkeypatch.setenv("UH_COMPILE", mode or "0")
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    for precision in ("16-mixed", "32-true"):
+        module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0), precision)
+        assert module.cuda_graphs is replays
+
+
 def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tmp_path):
     from click.testing import CliRunner
 

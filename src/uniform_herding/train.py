@@ -25,8 +25,11 @@ import copy
 import logging
 import math
 import os
+import shutil
+import sysconfig
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -105,7 +108,7 @@ class TaskModule(L.LightningModule):
         self.__dict__["teacher"] = teacher
         self.stream, self.replay, self.generator = stream, replay, generator
         self.gpu_path = precision == "16-mixed"  # + fused SGD, channels_last
-        self.cuda_graphs = self.gpu_path and compile_mode() == "reduce-overhead"
+        self.cuda_graphs = replays_cuda_graphs(compile_mode())
         self.steps, self.epoch_losses = 0, []  # loss sums stay on the device until the task ends
         self.skipped = self.last_finite_loss = self.epoch_sum = self.epoch_finite = None
         self.task_stats: TaskStats | None = None  # read in on_train_end, before Lightning's teardown
@@ -283,7 +286,9 @@ def compile_mode() -> str | None:
 
     UH_COMPILE=1 compiles with the default mode; `reduce-overhead` also replays the compiled graphs
     as CUDA graphs (one launch per graph instead of one per kernel: pays when the host, not the GPU,
-    limits a step); `max-autotune` also searches kernel configurations. All change speed only.
+    limits a step); `max-autotune` also searches kernel configurations, and replays CUDA graphs too.
+    All change speed only. torch.compile builds C code (Triton's launcher on a GPU, inductor's kernels
+    on a CPU), so a host without a C compiler or Python's headers is refused here, before any work.
     """
     value = os.environ.get("UH_COMPILE", "")
     if value in ("", "0"):
@@ -291,7 +296,20 @@ def compile_mode() -> str | None:
     mode = "default" if value == "1" else value
     if mode not in COMPILE_MODES:
         raise ValueError(f"UH_COMPILE={value!r} is not a setting; use 0, 1, {', '.join(COMPILE_MODES[1:])}")
+    compiler = shutil.which(os.environ.get("CC") or "gcc") or shutil.which("clang")
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    if compiler is None or not headers.exists():
+        need = "a C compiler (gcc or clang, or CC)" if compiler is None else f"Python's headers ({headers})"
+        raise ValueError(f"UH_COMPILE={value!r} needs {need} to build torch.compile's kernels; install it "
+                         "(Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE")  # fmt: skip
     return mode
+
+
+def replays_cuda_graphs(mode: str | None) -> bool:
+    """Whether torch.compile's `mode` replays CUDA graphs (then every training step marks a new iteration)."""
+    from torch._inductor import list_mode_options  # the modes' own settings, as torch.compile applies them
+
+    return mode is not None and bool(list_mode_options(mode).get("triton.cudagraphs"))
 
 
 def compile_backbone(learner: Learner) -> None:
