@@ -35,8 +35,9 @@ def test_every_profile_says_where_it_runs():
 
 @pytest.fixture
 def usable_gpu(monkeypatch):
-    """A host where torch can use a GPU (nothing runs on it in these tests)."""
+    """A host where torch can use a GPU (nothing runs on it in these tests); select's TF32 setting is undone after."""
     monkeypatch.setattr(devices, "gpu_problem", lambda: None)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
 
 
 @pytest.fixture
@@ -49,6 +50,14 @@ def test_auto_takes_the_gpu_for_the_paper_and_the_cpu_for_the_smoke(usable_gpu, 
     assert devices.select(None, "paper").type == "cuda"
     assert devices.select(None, "smoke").type == "cpu"  # its expected results are a CPU's
     assert devices.select("cuda", "smoke").type == "cuda"  # insisted on
+
+
+def test_on_the_gpu_fp32_convolutions_are_ieee_not_tf32(usable_gpu, monkeypatch):
+    """torch runs fp32 convolutions in TF32 by default on Ampere and later; the paper's T4 has no TF32, so the
+    fp32 work outside autocast (evaluation, herding, imprint) must not either."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)  # torch's default, restored after the test
+    assert devices.select("cuda", "paper").type == "cuda"
+    assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
 
 
 def test_auto_refuses_a_paper_size_profile_without_a_usable_gpu(no_gpu, monkeypatch):

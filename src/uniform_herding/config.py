@@ -267,7 +267,8 @@ OPEN_CHOICES: dict[str, str] = {
     "the class's training images (eval transform, current backbone); bias 0",
     "optimizer": "fresh SGD per task, weight decay on all parameters, no schedule, last partial batch kept",
     "precision": "16-mixed on GPU (as the paper): fp16 autocast, dynamic loss scale from 2^16 with a fresh "
-    "scaler per task, overflowing steps skipped; fp32 on CPU",
+    "scaler per task, overflowing steps skipped; fp32 outside autocast without TF32, as on the paper's T4; "
+    "fp32 on CPU",
     "replay": "b items per step, uniform with replacement over all stored active items, re-augmented",
     "kd": "softmax over old-class logits / T on both sides, KL batchmean, student margin-free, teacher = "
     "frozen eval-mode snapshot before head growth, on every image of the step",

@@ -106,7 +106,8 @@ def wanted(device: str | None, profile: str) -> str:
 
 def select(device: str | None, profile: str) -> torch.device:
     """The run's device for `--device` (None: UH_DEVICE, else auto) and `profile`; on the CPU the fixed
-    thread count is set. Raises DeviceError, before anything is written, when it cannot run."""
+    thread count is set, on the GPU fp32 convolutions without TF32. Raises DeviceError, before anything is
+    written, when it cannot run."""
     want = wanted(device, profile)
     if want == "cuda":
         if problem := gpu_problem():
@@ -116,6 +117,9 @@ def select(device: str | None, profile: str) -> torch.device:
                 f"profile {profile!r} trains at the paper's size, which takes days on a CPU, and {problem}; "
                 "run it on a GPU host (docs/reproducing.md, `uh doctor`), or insist with --device cpu"
             )
+        # fp32 work outside autocast (evaluation, herding and imprint features) in IEEE fp32, as on the paper's
+        # T4, which has no TF32: torch's default runs fp32 convolutions in TF32 on Ampere and later GPUs
+        torch.backends.cudnn.allow_tf32 = False
         return torch.device("cuda")
     torch.set_num_threads(cpu_threads())
     return torch.device("cpu")
