@@ -49,12 +49,20 @@ from torchvision import transforms
 from uniform_herding import selftest, train
 from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
 from uniform_herding.config import Config, resolve
+from uniform_herding.devices import select
 from uniform_herding.model import Learner
 from uniform_herding.run import run_seed
 from uniform_herding.stream import TaskStream
 
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
-PEAK_FP16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "T4": 65.0}  # dense tensor-core peaks
+# Dense fp16 tensor-core peaks (NVIDIA's datasheets: half the figures "with sparsity"); the first key found in
+# the device's name counts, so the PCIe and NVL H100s come before the SXM one ("NVIDIA H100 80GB HBM3").
+PEAK_FP16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "T4": 65.0}
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The GPU's dense fp16 peak, for MFU; None for a GPU not in the table."""
+    return next((peak for key, peak in PEAK_FP16_TFLOPS.items() if key in device_name), None)
 
 
 class PILCifar(Dataset):
@@ -199,7 +207,7 @@ def step_flops(learner: Learner, device: torch.device) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=train.PRECISIONS,
                         help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU")
     parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", metavar="PROFILE", help="also time `uh run B3 --profile PROFILE --seed 1993`")
     parser.add_argument("--profile-steps", type=int, default=0, help="profile this many Lightning steps")
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
+    device = select("cuda", "paper") if args.device == "cuda" else torch.device("cpu")  # the runs' GPU settings
     gpu = device.type == "cuda"
     precision = train.precision(device, args.precision)
     width, steps = args.width or (64 if gpu else 16), args.steps or (108 if gpu else 6)
@@ -299,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         f"(Lightning Trainer.fit, Trainer start-up included)   {flops / 1e9:.2f} GFLOP/img   "
         f"{lightning_rate * flops / 1e12:.1f} TFLOP/s"
     )
-    peak = next((p for key, p in PEAK_FP16_TFLOPS.items() if gpu and key in name), None)
+    peak = peak_tflops(name) if gpu else None
     print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
     def per_step(count: Callable[[Callable[[], object]], float]) -> float:

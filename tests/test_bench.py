@@ -39,3 +39,9 @@ def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_d
     assert "projection  25200 steps of a paper-size B3 run" in out
     assert seen and set(seen[:3]) == {precision == "16-mixed"}
 
+
+
+@pytest.mark.parametrize(("name", "peak"), [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0),
+                                            ("NVIDIA H100 NVL", 835.0), ("Tesla T4", 65.0), ("NVIDIA L4", None)])
+def test_mfu_uses_the_peak_of_the_gpu_model_not_of_its_family(bench, name, peak):
+    assert bench.peak_tflops(name) == peak

@@ -4,6 +4,8 @@ of the earlier ones (a GPU held in short turns runs the steps in several calls).
 import importlib.machinery
 import importlib.util
 import json
+import signal
+import sys
 from pathlib import Path
 
 import click
@@ -51,3 +53,33 @@ def test_figures_of_another_device_are_refused_and_kept(acceptance, tmp_path):
     with pytest.raises(click.ClickException, match="holds the figures of 'NVIDIA H100 80GB HBM3'; give this call"):
         acceptance.Acceptance(tmp_path, True, 60).resume("cpu (dry run)")
     assert (tmp_path / "gpu-acceptance.json").read_text() == before
+
+
+def test_a_step_past_its_time_is_stopped_and_says_so(acceptance, tmp_path):
+    a = acceptance.Acceptance(tmp_path, True, 60)
+    rc, _ = a.call("sleep", [sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
+    assert a.stopped and rc == -signal.SIGTERM
+    rc, _ = a.call("quick", [sys.executable, "-c", "pass"], timeout=60)
+    assert not a.stopped and rc == 0
+
+
+def test_each_compile_mode_is_bounded_by_the_budget_and_recorded_at_once(acceptance, tmp_path, monkeypatch):
+    """A mode that outlasts the budget (max-autotune tunes every convolution) is stopped, not waited for, and
+    the modes measured before it are already in the file; only a mode that exits with an error fails the step."""
+    a = acceptance.Acceptance(tmp_path, False, 3600)
+    a.resume("NVIDIA H100 80GB HBM3")
+    a.figures["task0_eager_s"] = 20.0
+    seen = []
+
+    def task0(a, deterministic, mode, timeout=None):
+        seen.append((mode, timeout is not None and timeout <= a.left() + 1))
+        path = tmp_path / "gpu-acceptance.json"
+        written = json.loads(path.read_text())["steps"].get("compile", {}) if path.exists() else {}
+        assert all(m in written for m, _ in seen[:-1]), "each mode is written before the next starts"
+        return {"failed": "stopped at the budget after 3000 s"} if mode == "max-autotune" else {"seconds": 12.5}
+
+    monkeypatch.setattr(acceptance, "task0", task0)
+    acceptance.compiled(a)
+    step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
+    assert seen == [(mode, True) for mode in acceptance.COMPILE_MODES]
+    assert step["passed"] and step["default"] == 12.5 and step["max-autotune"].startswith("stopped at the budget")

@@ -24,6 +24,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.plugins import MixedPrecision
+from lightning.pytorch.plugins.environments import LightningEnvironment
 from torch import Tensor
 
 from uniform_herding.archive import RawData
@@ -170,7 +171,8 @@ def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison
     ref.learner.train()
     L.Trainer(
         accelerator=device.type, devices=1, max_epochs=1,
-        plugins=[MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type))],
+        plugins=[MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
+                 LightningEnvironment()],  # as fit_task's: one plain process, inside a Slurm job too
         gradient_clip_val=cfg.grad_clip, gradient_clip_algorithm="norm", logger=False,
         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
     ).fit(ref, train_dataloaders=Batches(items, cfg.batch_size, ref.generator))  # fmt: skip
