@@ -370,11 +370,14 @@ def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its
 def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, teardown_to_meta):
     """The fixture can fail: the stats read as before the fix (after fit, from the module) mix devices."""
     import lightning as L
+    from lightning.pytorch.plugins.environments import LightningEnvironment
 
-    from uniform_herding.train import Batches
+    from uniform_herding.train import Batches, quiet_lightning
 
+    quiet_lightning()
     module, items = small_task(tiny_stream, "32-true")
     trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, gradient_clip_val=1.0, logger=False,
+                        plugins=[LightningEnvironment()],
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     trainer.fit(module, train_dataloaders=Batches(items, 8, module.generator))
     with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
