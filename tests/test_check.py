@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ from uniform_herding.check import (
     compare,
     expected_dir_for,
     find_expected_root,
+    load_expected,
     welch_interval,
 )
 from uniform_herding.cli import main
@@ -219,6 +221,20 @@ def test_a_difference_of_exactly_the_tolerance_is_reproduced(observed: float, ve
     rerun = expected.per_seed.assign(acc=observed)
     (acc, *_) = compare(expected, rerun)
     assert (acc.metric, abs(acc.difference), acc.verdict) == ("acc", abs(observed - 46.0), verdict)
+
+
+def test_the_smoke_tolerances_are_the_spread_measured_between_cpu_kinds() -> None:
+    """expected_results/smoke/tolerances.toml: each tolerance is the largest difference of 3-seed means between two
+    of the three CPU kinds measured (the committed rows and expected_results/smoke/cpu_kinds/), rounded up to
+    0.5 pp, so that every kind is REPRODUCED on every metric against the committed rows."""
+    smoke = load_expected(EXPECTED / "smoke")
+    kinds = [smoke.per_seed, *(read_per_seed_csv(p) for p in sorted((EXPECTED / "smoke" / "cpu_kinds").glob("*.csv")))]
+    assert len(kinds) == 3 and all(len(k) == 45 for k in kinds)
+    means = [k.groupby("run_id")[["acc", "forgetting", "bwt"]].mean() for k in kinds]
+    spread = pd.concat([(a - b).abs() for i, a in enumerate(means) for b in means[i + 1 :]]).max()
+    assert smoke.tolerance == {m: math.ceil(2 * spread[m]) / 2 for m in ("acc", "forgetting", "bwt")}, spread
+    for kind in kinds[1:]:
+        assert {c.verdict for c in compare(smoke, kind)} == {"REPRODUCED"}
 
 
 # --- Welch interval ----------------------------------------------------------------------------
