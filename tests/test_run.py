@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from uniform_herding import metrics
@@ -63,7 +64,8 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
         else:
             assert task["pool_size"] == 0
     env = result["environment"]
-    assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu")
+    assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu: ")
+    assert env["device"].endswith(f" ({torch.backends.cpu.get_cpu_capability()})")  # the CPU kind: numbers depend on it
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -111,8 +112,20 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
     }
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name; for a CPU its model and the instruction set torch's kernels use (AVX512, AVX2, ...):
+    smoke numbers differ between CPU kinds (expected_results/README.md), so a result says which it is."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+    except OSError:
+        model = None
+    return f"{model[1].strip() if model else platform.processor() or 'cpu'} ({torch.backends.cpu.get_cpu_capability()})"
+
+
 def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    name = device_name(device)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
