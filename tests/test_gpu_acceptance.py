@@ -83,3 +83,16 @@ def test_each_compile_mode_is_bounded_by_the_budget_and_recorded_at_once(accepta
     step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
     assert seen == [(mode, True) for mode in acceptance.COMPILE_MODES]
     assert step["passed"] and step["default"] == 12.5 and step["max-autotune"].startswith("stopped at the budget")
+
+
+def test_a_host_that_cannot_build_kernels_skips_the_compile_modes_saying_why(acceptance, tmp_path, monkeypatch):
+    from uniform_herding import train
+
+    a = acceptance.Acceptance(tmp_path, False, 3600)
+    a.resume("NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(train, "compiler_missing", lambda: "a C compiler (gcc or clang, or CC)")
+    monkeypatch.setattr(acceptance, "task0", lambda *args, **kwargs: pytest.fail("no mode can run here"))
+    acceptance.compiled(a)
+    step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
+    assert step["passed"] and {step[m] for m in acceptance.COMPILE_MODES} == {
+        "skipped: torch.compile needs a C compiler (gcc or clang, or CC)"}

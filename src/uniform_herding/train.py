@@ -296,13 +296,18 @@ def compile_mode() -> str | None:
     mode = "default" if value == "1" else value
     if mode not in COMPILE_MODES:
         raise ValueError(f"UH_COMPILE={value!r} is not a setting; use 0, 1, {', '.join(COMPILE_MODES[1:])}")
-    compiler = shutil.which(os.environ.get("CC") or "gcc") or shutil.which("clang")
-    headers = Path(sysconfig.get_paths()["include"], "Python.h")
-    if compiler is None or not headers.exists():
-        need = "a C compiler (gcc or clang, or CC)" if compiler is None else f"Python's headers ({headers})"
+    if need := compiler_missing():
         raise ValueError(f"UH_COMPILE={value!r} needs {need} to build torch.compile's kernels; install it "
                          "(Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE")  # fmt: skip
     return mode
+
+
+def compiler_missing() -> str | None:
+    """What torch.compile lacks on this host to build its kernels (a C compiler, Python's headers), or None."""
+    if not (shutil.which(os.environ.get("CC") or "gcc") or shutil.which("clang")):
+        return "a C compiler (gcc or clang, or CC)"
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    return None if headers.exists() else f"Python's headers ({headers})"
 
 
 def replays_cuda_graphs(mode: str | None) -> bool:
