@@ -307,6 +307,8 @@ def test_an_unwritable_report_is_one_line_and_exit_2(
 def test_every_command_states_the_variables_it_reads() -> None:
     for command, variables in [
         ("run", ["UH_RESULTS_DIR", "UH_DATA_DIR", "UH_JOBS", "UH_CPU_THREADS", "UH_COMPILE"]),
+        ("sweep", ["UH_RESULTS_DIR", "UH_DATA_DIR", "UH_JOBS", "UH_CPU_THREADS", "UH_COMPILE"]),
+        ("doctor", ["UH_RESULTS_DIR", "UH_DATA_DIR", "UH_JOBS", "UH_CPU_THREADS", "UH_COMPILE", "UH_DEVICE"]),
         ("check", ["UH_RESULTS_DIR"]),
         ("aggregate", ["UH_RESULTS_DIR"]),
         ("report", ["UH_RESULTS_DIR"]),

@@ -19,6 +19,7 @@ from uniform_herding.config import (
     RUN_GROUPS,
     RUNS,
     SEEDS,
+    TRAINING_ENVIRONMENT,
     ConfigError,
     differences,
     expand_run_ids,
@@ -88,8 +89,7 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 
 
 @main.command("run", epilog="Environment: UH_RESULTS_DIR, UH_DATA_DIR, UH_JOBS (as the options above); "
-              "UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
-              "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")
+              + TRAINING_ENVIRONMENT)
 @click.argument("run_ids", nargs=-1, required=True)
 @click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
               help="Seed, 0..2^32-1 (repeatable). Default: 1993 2023 42.")

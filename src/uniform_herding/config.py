@@ -185,6 +185,9 @@ PROFILES: dict[str, dict[str, Any]] = {
 PROFILES["cifar10-cpu-long"] = {**PROFILES["cifar10-cpu"], "epochs": 12}
 
 DEVICES = ("auto", "cuda", "cpu")  # --device (devices.py); here, so that the CLI names them without torch
+# The variables every command that trains reads besides its options (`uh run`, `uh sweep`, `uh doctor` --help).
+TRAINING_ENVIRONMENT = ("UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
+                        "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")  # fmt: skip
 
 # Where each profile is meant to run (`--device auto`): the paper's sizes on a GPU; the small profiles on
 # the CPU, where their expected results were made (a GPU computes other numbers: fp16, other kernels).

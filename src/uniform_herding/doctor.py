@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.config import DEVICES, PAPER_RUNS, PROFILES, RUNS, SEEDS, Config, resolve
+from uniform_herding.config import DEVICES, PAPER_RUNS, PROFILES, RUNS, SEEDS, TRAINING_ENVIRONMENT, Config, resolve
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
@@ -173,7 +173,7 @@ def print_line(line: Line) -> None:
     click.echo(f"{line.status:4}  {line.what:12} {line.detail}")
 
 
-@click.command("doctor")
+@click.command("doctor", epilog="Environment: UH_JOBS (as --jobs); " + TRAINING_ENVIRONMENT)
 @click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True,
               help="The profile whose archive to check and whose runs to time.")
 @click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from uniform_herding.cli import BadName, run_cmd, run_names
-from uniform_herding.config import SEEDS, ConfigError
+from uniform_herding.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
 from uniform_herding.variants import SEP, assignments, format_value, parse, parse_value
 
 
@@ -78,7 +78,8 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
     return lines
 
 
-@click.command("sweep", epilog="Every option of `uh run` applies to each point of the grid (uh run --help).")
+@click.command("sweep", epilog="Every option of `uh run` applies to each point of the grid (uh run --help). "
+               "Environment: as uh run's; " + TRAINING_ENVIRONMENT)
 @click.argument("run_id")
 @click.argument("grid", nargs=-1, required=True, metavar="KEY=V1,V2,...")
 @click.option("--dry-run", is_flag=True, help="Print the grid and what is done already; start nothing.")
