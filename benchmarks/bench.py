@@ -1,4 +1,4 @@
-"""Speed benchmark (issue 6): our on-device data path against a conventional one, in one invocation.
+"""Speed benchmark: our on-device data path against a conventional one, in one invocation.
 
 Goal: one B3 run (70 epochs x 10 tasks, ~20 PFLOP) in <= 120 s on one H100. Prints, for a full-size
 synthetic CIFAR-100 archive (speed does not depend on pixel values):

@@ -6,7 +6,7 @@ M=2000, retrieval b=64, candidate multiplier rho=3, KD lambda=1 at T_KD=2, cosin
 1993/2023/42. Every ablation (a1-a4) and sweep (s1-s4) changes exactly one setting of B3;
 B0-B2 are their own protocols. A profile changes sizes only (data, width, epochs, budgets scaled).
 
-Beyond the paper (issue 17): r1-r3 are the matched experiment its Discussion asks for, which
+Beyond the paper: r1-r3 are the matched experiment its Discussion asks for, which
 isolates refresh. Each changes exactly one setting of its base run (B3 or B1); none has a paper value.
 """
 
