@@ -195,3 +195,29 @@ def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_li
     whole, resumed = (json.loads(result_path(tmp_path / name, "B3", SEED).read_text()) for name in ("whole", "resumed"))
     assert resumed["R"] == whole["R"]
     assert [t["epoch_loss"] for t in resumed["tasks"]] == [t["epoch_loss"] for t in whole["tasks"]]
+
+
+def test_each_task_says_where_it_trained_when_a_run_resumes_elsewhere(smoke_dirs, tmp_path, monkeypatch):
+    """A run resumed on another machine (a Slurm requeue, a copied results dir) mixes two devices' numbers: the
+    result says which tasks ran where, and environment.device says where it finished."""
+    from uniform_herding import durability, run
+
+    save = durability.Checkpoint.save
+
+    def stop_after_task_two(self, t, *rest):
+        save(self, t, *rest)
+        if t == 1:
+            raise durability.Interrupted(15)
+
+    data_dir, _ = smoke_dirs
+    args = ["run", "B0", "--profile", "smoke", "--seed", str(SEED), "--data-dir", str(data_dir),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
+    monkeypatch.setattr(run, "device_name", lambda device: "Machine A (AVX512)")
+    assert CliRunner().invoke(main, args).exit_code == 143
+    monkeypatch.setattr(durability.Checkpoint, "save", save)
+    monkeypatch.setattr(run, "device_name", lambda device: "Machine B (AVX2)")
+    assert CliRunner().invoke(main, args).exit_code == 0
+    result = json.loads(result_path(tmp_path, "B0", SEED).read_text())
+    assert [t["device"] for t in result["tasks"]] == ["cpu: Machine A (AVX512)"] * 2 + ["cpu: Machine B (AVX2)"] * 3
+    assert result["environment"]["device"] == "cpu: Machine B (AVX2)"

@@ -74,7 +74,8 @@ def load_runs(results_dir: Path) -> Runs:
         raise ResultError(f"{results_dir}: results have different numbers of tasks {sorted(sizes)}; re-run them")
     wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
                           columns=["run_id", "seed", "wall_s"])
-    devices = tuple(sorted({str(r.get("environment", {}).get("device", "unknown device")) for r in results}))
+    devices = tuple(sorted({str(r.get("environment", {}).get("device", "unknown device")) for r in results}
+                           | {t["device"] for r in results for t in r.get("tasks", []) if "device" in t}))
     epoch_loss: dict[str, dict[int, np.ndarray]] = {}
     for r in results:  # recorded since the divergence guard; older results lack it
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):

@@ -125,12 +125,11 @@ def device_name(device: torch.device) -> str:
 
 
 def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
-    name = device_name(device)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "lightning": L.__version__,
-        "device": f"{device.type}: {name}",
+        "device": f"{device.type}: {device_name(device)}",
         "cpu_threads": torch.get_num_threads(),
         "precision": settings["precision"],
         "compile": settings["compile"],
@@ -228,6 +227,7 @@ def run_seed(
             return evaluate.features(learner, stream, stream.train_x[items], cfg.eval_batch_size)
 
         uses_teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
+        trained_on = f"{device.type}: {device_name(device)}"
         try:
             for t in range(checkpoint.task + 1, cfg.n_tasks):
                 tic = time.perf_counter()
@@ -246,6 +246,7 @@ def run_seed(
                 record["tasks"].append(
                     {
                         "task": t,
+                        "device": trained_on,  # a resumed run may go on elsewhere: each task says where it ran
                         "wall_s": round(time.perf_counter() - tic, 3),
                         "active_size": sum(len(a) for a in memory.active.values()),
                         "pool_size": memory.pool_size(),
