@@ -266,8 +266,7 @@ def main(argv: list[str] | None = None) -> None:
 
     learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
     learner.head.grow(2 * cfg.classes_per_task)
-    if precision == "16-mixed":
-        learner.to(memory_format=torch.channels_last)
+    train.channels_last(learner, precision == "16-mixed")
     teacher = train.freeze(learner)
     # one epoch per fit; replay draws from the task's own items: only their count matters for speed
     module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen, precision)

@@ -213,10 +213,10 @@ def test_each_task_says_where_it_trained_when_a_run_resumes_elsewhere(smoke_dirs
     args = ["run", "B0", "--profile", "smoke", "--seed", str(SEED), "--data-dir", str(data_dir),
             "--results-dir", str(tmp_path)]  # fmt: skip
     monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
-    monkeypatch.setattr(run, "device_name", lambda device: "Machine A (AVX512)")
+    monkeypatch.setattr(run, "device_name", lambda device: "cpu: Machine A (AVX512)")
     assert CliRunner().invoke(main, args).exit_code == 143
     monkeypatch.setattr(durability.Checkpoint, "save", save)
-    monkeypatch.setattr(run, "device_name", lambda device: "Machine B (AVX2)")
+    monkeypatch.setattr(run, "device_name", lambda device: "cpu: Machine B (AVX2)")
     assert CliRunner().invoke(main, args).exit_code == 0
     result = json.loads(result_path(tmp_path, "B0", SEED).read_text())
     assert [t["device"] for t in result["tasks"]] == ["cpu: Machine A (AVX512)"] * 2 + ["cpu: Machine B (AVX2)"] * 3

@@ -113,15 +113,16 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name; for a CPU its model and the instruction set torch's kernels use (AVX512, AVX2, ...):
-    smoke numbers differ between CPU kinds (expected_results/README.md), so a result says which it is."""
+    """"cuda: <the GPU's name>", or "cpu: <its model> (<the instruction set torch's kernels use>)": smoke
+    numbers differ between CPU kinds (expected_results/README.md), so a result says which it is."""
     if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+        return f"cuda: {torch.cuda.get_device_name(device)}"
     try:
         model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
         model = None
-    return f"{model[1].strip() if model else platform.processor() or 'cpu'} ({torch.backends.cpu.get_cpu_capability()})"
+    name = model[1].strip() if model else platform.processor() or "cpu"
+    return f"cpu: {name} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
@@ -129,7 +130,7 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "lightning": L.__version__,
-        "device": f"{device.type}: {device_name(device)}",
+        "device": device_name(device),
         "cpu_threads": torch.get_num_threads(),
         "precision": settings["precision"],
         "compile": settings["compile"],
@@ -227,7 +228,7 @@ def run_seed(
             return evaluate.features(learner, stream, stream.train_x[items], cfg.eval_batch_size)
 
         uses_teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
-        trained_on = f"{device.type}: {device_name(device)}"
+        trained_on = device_name(device)
         try:
             for t in range(checkpoint.task + 1, cfg.n_tasks):
                 tic = time.perf_counter()
