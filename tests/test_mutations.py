@@ -60,11 +60,11 @@ BUGS = {
         "torch.randint(0, 2 * PAD,",
         ("tests/test_stream.py::test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images",),
     ),
-    "REPRODUCED only strictly inside the tolerance": Bug(
-        "check.py",
-        "abs(self.difference) <= self.tolerance",
-        "abs(self.difference) < self.tolerance",
-        ("tests/test_check.py::test_a_difference_of_exactly_the_tolerance_is_reproduced",),
+    "REPLICATED only strictly inside the tolerance": Bug(
+        "decide.py",
+        "abs(difference) <= tolerance",
+        "abs(difference) < tolerance",
+        ("tests/test_check.py::test_a_difference_of_exactly_the_tolerance_is_replicated",),
     ),
     "quota remainder to the highest labels": Bug(
         "memory.py",

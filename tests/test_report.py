@@ -183,8 +183,32 @@ def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
         tables / "quotas.md"
     ).read_text()
     summary = (paper / "report" / "summary.md").read_text()
-    assert "NOT REPRODUCED" not in summary and "| B3 | Uniform Herding | 1993, 2023, 42 | 44.00" in summary
+    assert "NOT REPLICATED" not in summary and "| B3 | Uniform Herding | 1993, 2023, 42 | 44.00" in summary
     assert re.search(r"\| C1 \| SUPPORTED \|", summary)
+    assert "Verdict: RESULTS REPLICATED (ACM v1.1)" in summary  # the same line as `uh check`
+    # the metric checks, as `uh check` prints them: the verdict, then the Welch interval and the TOST statement
+    assert ("| B3 | ACC | 44.00 | 44.00 | +0.00 | 1.50 | REPLICATED | 3/3 | [-1.41, +1.41] | equivalent at 90%"
+            in summary)
+    assert "90% t-interval [+0.04, +3.31] (2 df), one-sided p 0.048: supports" in summary
+    html_text = (paper / "report" / "summary.html").read_text()
+    assert '<span class="ok">RESULTS REPLICATED</span>' in html_text
+
+
+def test_the_report_says_how_many_seeds_an_inconclusive_claim_needs(tmp_path: Path) -> None:
+    """B3 - a4 ACC of -1, +2, +2: INCONCLUSIVE with about 8 more seeds, in the summary as `uh check` says it."""
+    results = tmp_path / "results"
+    table = read_per_seed_csv(ROOT / "expected_results" / "paper_per_seed.csv")
+    b3 = table[table["run_id"] == "B3"].set_index("seed")["acc"]
+    for row in table.itertuples():
+        metrics = {m: getattr(row, m) for m in METRICS}
+        if row.run_id == "a4":
+            metrics["acc"] = b3[row.seed] - {1993: -1.0, 2023: 2.0, 42: 2.0}[row.seed]
+        write(results, fake_result(row.run_id, row.seed, "paper", 10, metrics))
+    write_report(results, results / "report", echo=lambda _: None)
+    summary = (results / "report" / "summary.md").read_text()
+    assert "| C3 | INCONCLUSIVE (about 8 more seeds would decide it at this spread) |" in summary
+    assert "Verdict: NOT REPLICATED (C3 INCONCLUSIVE)" in summary
+    assert '<span class="noise">INCONCLUSIVE</span>' in (results / "report" / "summary.html").read_text()
 
 
 def test_the_paper_values_overlay_can_be_turned_on_and_off(paper: Path) -> None:
@@ -318,7 +342,7 @@ def test_the_refresh_figure_draws_the_five_runs_in_both_panels(refresh: Path) ->
 def test_r_runs_are_shown_when_present_and_say_no_paper_value(refresh: Path, smoke: Path) -> None:
     summary = (refresh / "report" / "summary.md").read_text()
     assert "| r1 | Uniform Herding without refresh | 1993, 2023, 42 |" in summary
-    assert re.search(r"\| C6 \| SUPPORTED \| Beyond the paper", summary)
+    assert "| C6 | NOT EVIDENCE (profile smoke: synthetic data) | Beyond the paper" in summary
     per_seed = {row[0] for row in md_rows(refresh / "report" / "tables" / "per_seed.md")}
     assert per_seed == set(PAPER_RUNS) | {"r1", "r2", "r3"}
     # a reproduction of the paper without them lists the paper's twelve and no r-run gap

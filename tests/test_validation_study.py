@@ -40,8 +40,8 @@ def test_the_refresh_study_holds_its_fifteen_runs_and_its_per_seed_csv() -> None
 
 @pytest.mark.parametrize(("results", "claims"), [("results", ("C6", "C7", "C8")), ("long/results", ("C6",))])
 def test_the_documented_finding_lines_are_what_the_checker_prints(results: str, claims: tuple[str, ...]) -> None:
-    per_seed = load_runs(STUDY / results).per_seed
-    lines = format_claims([c for c in check_claims(per_seed) if c.claim_id in claims])
+    runs = load_runs(STUDY / results)
+    lines = format_claims([c for c in check_claims(runs.per_seed, runs.profile) if c.claim_id in claims])
     assert "\n".join(lines[1:]) in DOC  # after the header line, as docs/validation.md shows them
 
 
@@ -60,7 +60,7 @@ def test_the_documented_t4_is_what_uh_report_writes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("results", "reproduced"),
+    ("results", "replicated"),
     [
         ("docs/validation/results", 36),
         ("docs/validation/refresh/results", 6),
@@ -68,16 +68,16 @@ def test_the_documented_t4_is_what_uh_report_writes() -> None:
     ],
 )
 def test_uh_check_checks_the_committed_study_against_its_expected_set(
-    tmp_path: Path, results: str, reproduced: int
+    tmp_path: Path, results: str, replicated: int
 ) -> None:
     """`uh check --results-dir` on each committed study finds its profile's expected set
-    (expected_results/cifar10-cpu*/) and reproduces it."""
+    (expected_results/cifar10-cpu*/) and replicates it."""
     out = CliRunner().invoke(main, ["check", "--results-dir", str(ROOT / results), "--json-out", str(tmp_path / "c")])
     assert out.exit_code == 0, out.output
-    assert f"metrics: {reproduced} REPRODUCED, 0 WITHIN NOISE, 0 NOT REPRODUCED" in out.output
+    assert f"metrics: {replicated} REPLICATED;" in out.output
 
 
 def test_the_documented_claim_lines_are_what_uh_check_prints() -> None:
-    per_seed = load_runs(ROOT / "docs" / "validation" / "results").per_seed
-    lines = format_claims([c for c in check_claims(per_seed) if not c.finding])
+    runs = load_runs(ROOT / "docs" / "validation" / "results")
+    lines = format_claims([c for c in check_claims(runs.per_seed, runs.profile) if not c.finding])
     assert "\n".join(lines) in DOC

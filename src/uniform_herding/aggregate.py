@@ -48,18 +48,6 @@ def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> 
     return (a[common] - b[common]).rename(metric)
 
 
-def paired_t_interval(deltas: pd.Series, level: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean paired delta (n - 1 degrees of freedom, sample std); None for
-    fewer than 2 seeds, where no variance can be estimated. Used for the findings beyond the paper."""
-    from scipy import stats  # here: `uh aggregate` itself does not need scipy
-
-    n = len(deltas)
-    if n < 2:
-        return None
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * deltas.std(ddof=1) / n**0.5)
-    return float(deltas.mean()) - half, float(deltas.mean()) + half
-
-
 def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
     """Per run ID other than `reference`: n paired seeds and the mean paired delta of each metric.
 

@@ -18,8 +18,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from uniform_herding.aggregate import REFERENCE, InputError, paired, paired_deltas, paired_t_interval, summarize
+from uniform_herding.aggregate import REFERENCE, InputError, paired, paired_deltas, summarize
 from uniform_herding.check import (
     ClaimCheck,
     ExpectedError,
@@ -35,11 +34,15 @@ from uniform_herding.check import (
     check_claims,
     check_variants,
     compare,
+    exit_code,
     expected_dir_for,
     find_expected_root,
     load_expected,
+    overall,
+    tally,
 )
 from uniform_herding.config import RUNS, SEEDS, resolve, run_name
+from uniform_herding.decide import t_interval
 from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs
 from uniform_herding.results import (
     METRICS,
@@ -235,7 +238,7 @@ T4_PAIRS = (
 def _paired_cells(runs: Runs, run_id: str, other: str, metric: str) -> list[str | Num]:
     """Mean paired delta and its 95% t-interval (n - 1 df); gaps without a shared seed or a second seed."""
     deltas = paired(runs.per_seed, run_id, other, metric)
-    ci = paired_t_interval(deltas)
+    ci = t_interval(tuple(deltas))
     interval = GAP_MD if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
     return [Num(deltas.mean() if len(deltas) else None, signed=True), interval]
 
@@ -341,12 +344,13 @@ def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
 
 @dataclass(frozen=True)
 class Verdicts:
-    """`uh check`'s decisions on these results; `metrics` is None when no expected set applies."""
+    """`uh check`'s decisions on these results; `metrics` and `overall` are None when no expected set applies."""
 
     metrics: list[MetricCheck] | None
     source: str  # the expected set used, or why the metrics are not checked
     claims: list[ClaimCheck]
     variants: list[ClaimCheck]  # each variant against its base (check.check_variants)
+    overall: str | None = None  # check.overall: the one verdict line
 
     def of(self, run_id: str, metric: str) -> MetricCheck | None:
         return next((m for m in self.metrics or [] if (m.run_id, m.metric) == (run_id, metric)), None)
@@ -357,16 +361,17 @@ def expected_root() -> Path:
 
 
 def verdicts(runs: Runs) -> Verdicts:
-    """check.compare against the profile's expected set (as `uh check` picks it), check.check_claims and
-    check.check_variants."""
-    claims = (check_claims(runs.per_seed), check_variants(runs.per_seed))
+    """What `uh check` decides on these results against the profile's expected set (as it picks it)."""
+    claims = (check_claims(runs.per_seed, runs.profile), check_variants(runs.per_seed))
     try:
         expected = load_expected(expected_dir_for(runs.profile, expected_root()))
     except (ExpectedError, ResultError) as e:
         return Verdicts(None, f"not checked: {e}", *claims)
     if expected.profile != runs.profile:
         return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}", *claims)
-    return Verdicts(compare(expected, runs.per_seed), f"checked against {expected.directory}", *claims)
+    metrics = compare(expected, runs.per_seed)
+    line = overall(expected, runs.per_seed, metrics, claims[0], exit_code(metrics, claims[0], expected.gate_claims))
+    return Verdicts(metrics, f"checked against {expected.directory}", *claims, overall=line)
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
@@ -379,6 +384,19 @@ def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
         beyond = run_id not in RUNS or RUNS[run_id].beyond_paper  # r1-r3 and variants
         return f"{observed.mean():.2f} {'no paper value' if beyond else 'not checked'}"
     return f"{check.observed_mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
+
+
+def _metric_rows(v: Verdicts) -> list[list[str]]:
+    """One row per checked metric, as `uh check` prints it: the verdict, then the interval and equivalence."""
+    rows = []
+    for m in v.metrics or []:
+        if m.difference is None:
+            continue
+        ci = "no interval" if m.welch95 is None else f"[{m.welch95[0]:+.2f}, {m.welch95[1]:+.2f}]"
+        rows.append([m.run_id, METRIC_NAMES[m.metric], f"{m.expected_mean:.2f}", f"{m.observed_mean:.2f}",
+                     f"{m.difference:+.2f}", f"{m.tolerance:.2f}", m.verdict, f"{m.n_expected}/{m.n_observed}", ci,
+                     m.equivalence_text()])  # fmt: skip
+    return rows
 
 
 def _run_line(runs: Runs, v: Verdicts, run_id: str) -> str:
@@ -394,30 +412,31 @@ def _run_line(runs: Runs, v: Verdicts, run_id: str) -> str:
 Block = tuple  # ("h", level, text) | ("p", text) | ("table", header, rows) | ("figure", src, title, lines)
 
 
-def _counts(verdicts: Iterable[str]) -> str:
-    return ", ".join(f"{n} {verdict}" for verdict, n in Counter(verdicts).items()) or "not checked"
-
-
 def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Table]) -> list[Block]:
     missing = runs.missing(runs.shown())
     claims_of = {False: [c for c in v.claims if not c.finding], True: [c for c in v.claims if c.finding]}
     blocks: list[Block] = [
-        ("h", 1, "Uniform Herding: reproduction report"),
+        ("h", 1, "Uniform Herding: replication report"),
+        ("p", f"Verdict: {v.overall or v.source} (expected_results/README.md states the rules)."),
         ("p", f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
               f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
               f"{', '.join(missing) or 'none'}. Metrics {v.source}."),
-        ("p", "At a glance: metrics " + _counts(m.verdict for m in v.metrics or []) + "; claims "
-              + _counts(c.verdict.split(" (")[0] for c in claims_of[False]) + "; findings beyond the paper "
-              + _counts(c.verdict.split(" (")[0] for c in claims_of[True]) + "."),
-        ("h", 2, "Claims (decided from the re-run alone, paired by seed)"),
-        ("table", ("Claim", "Verdict", "Statement"),
+        ("p", f"At a glance: metrics {tally(m.verdict for m in v.metrics or [])}; claims "
+              f"{tally(c.verdict for c in claims_of[False])}; findings beyond the paper "
+              f"{tally(c.verdict for c in claims_of[True])}."),
+        ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-test at 5%)"),
+        ("table", ("Claim", "Verdict", "Statement", "Evidence (per-seed deltas; mean; 90% t-interval)"),
          [[c.claim_id, c.verdict, ("Beyond the paper, no paper value, never gates: " if c.finding else "")
-           + c.statement] for c in v.claims]),
+           + c.statement, " / ".join(c.evidence)] for c in v.claims]),
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
         ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
          [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
            *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in runs.shown()]),
     ]
+    if _metric_rows(v):
+        blocks += [("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
+                   ("table", ("Run", "Metric", "Expected", "Re-run", "Diff", "Tol", "Verdict", "Seeds",
+                              "Welch 95% CI of diff", "Equivalence at the tolerance (TOST)"), _metric_rows(v))]
     if v.variants:
         blocks += [("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
                    ("table", ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
@@ -451,10 +470,12 @@ def summary_markdown(blocks: list[Block]) -> str:
     return "\n\n".join(out) + "\n"
 
 
-VERDICT_RE = re.compile(r"CLAIM NOT SUPPORTED|NOT REPRODUCED|WITHIN NOISE|REPRODUCED|SUPPORTED|NOT CHECKED"
+VERDICT_RE = re.compile(r"RESULTS REPLICATED|NOT REPLICATED|REPLICATED|NOT SUPPORTED|SUPPORTED|INCONCLUSIVE"
+                        r"|PIPELINE CHECK PASSED|PIPELINE CHECK FAILED|NOT EVIDENCE|INCOMPLETE|NOT CHECKED"
                         r"|not checked|missing")
-VERDICT_CLASS = {"CLAIM NOT SUPPORTED": "bad", "NOT REPRODUCED": "bad", "WITHIN NOISE": "noise",
-                 "REPRODUCED": "ok", "SUPPORTED": "ok"}
+VERDICT_CLASS = {"RESULTS REPLICATED": "ok", "REPLICATED": "ok", "SUPPORTED": "ok", "PIPELINE CHECK PASSED": "ok",
+                 "NOT REPLICATED": "bad", "NOT SUPPORTED": "bad", "PIPELINE CHECK FAILED": "bad",
+                 "INCONCLUSIVE": "noise", "INCOMPLETE": "noise"}
 CSS = """body{font-family:sans-serif;max-width:72em;margin:1em auto;font-size:14px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 .fig{display:flex;gap:1.5em;align-items:flex-start;margin-bottom:1.5em}.fig img{max-width:58%}

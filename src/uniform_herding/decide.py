@@ -1,0 +1,198 @@
+"""The decision rules of `uh check`, on plain numbers: one function per rule, each stated here once.
+
+Metrics (a re-run's mean against the expected mean, each over its own seeds):
+  - the verdict: REPLICATED when |observed mean - expected mean| <= the pre-registered tolerance, else
+    NOT REPLICATED. Nothing else decides it: an interval, however wide, never turns a miss into a pass.
+  - information beside it: the Welch 95% interval of the difference of means, and the equivalence at the
+    tolerance by two one-sided Welch tests at 5% each (TOST; the same as the Welch 90% interval lying
+    inside [-tol, +tol]). Where equivalence is not shown, the number of re-run seeds that would show it if
+    the difference and both spreads stayed as they are.
+Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed differences paired by seed:
+  - one comparison supports the claim when a one-sided paired t-test in the claimed direction rejects
+    "no difference or the other way" at 5% (the 90% t-interval of the mean paired delta lies above 0, or
+    below it for a claimed decrease); it contradicts the claim when the same test in the other direction
+    rejects at 5%; otherwise it is undecided, with the number of seeds that would decide it at this spread.
+  - a claim of several comparisons is supported when every comparison supports it (an intersection-union
+    test: level 5% without correction), contradicted when any contradicts it, inconclusive otherwise.
+With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing
+is decided from one: a standard deviation from 2 seeds has 1 degree of freedom, whose one-sided 95%
+t-quantile (6.31) makes any interval uninformative.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """scipy warns of precision loss when a side's values are all equal; smoke values lie on a 0.5 pp grid, so
+    that happens, and a zero variance is exact there (the other side's, or none, carries the interval)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        yield
+
+
+ALPHA = 0.05  # each one-sided test; two-sided intervals at 1 - 2 * ALPHA = 90%
+MIN_SEEDS = 3
+MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as not reachable
+
+Outcome = Literal["supports", "contradicts", "undecided"]
+
+
+def replicated(difference: float, tolerance: float) -> bool:
+    """The metric verdict: the pre-registered tolerance alone decides."""
+    return abs(difference) <= tolerance
+
+
+def welch_interval(expected: Sequence[float], observed: Sequence[float], level: float = 0.95
+                   ) -> tuple[float, float] | None:  # fmt: skip
+    """Welch interval of mean(observed) - mean(expected) (scipy); None below MIN_SEEDS on a side or with
+    no spread on either side (a zero standard error)."""
+    e, o = np.asarray(expected, float), np.asarray(observed, float)
+    if min(len(e), len(o)) < MIN_SEEDS or np.var(e) + np.var(o) == 0:
+        return None
+    with _quiet():
+        ci = stats.ttest_ind(o, e, equal_var=False).confidence_interval(level)
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """TOST at the tolerance: `equivalent` is None without an interval; `seeds_needed` (re-run seeds in
+    all) is None where no number of re-run seeds would show it at this difference and spread, and
+    `expected_too_noisy` says when that is because of the expected side's own seeds."""
+
+    equivalent: bool | None
+    p_value: float | None  # the larger of the two one-sided p-values
+    seeds_needed: int | None
+    expected_too_noisy: bool = False
+
+    def describe(self, n_expected: int, n_observed: int, difference: float, tolerance: float) -> str:
+        if self.equivalent is None:
+            return f"no interval ({min(n_expected, n_observed)} seeds; needs {MIN_SEEDS} per side)"
+        if self.equivalent:
+            return f"equivalent at 90% (TOST {p_text(self.p_value)})"  # type: ignore[arg-type]
+        if abs(difference) >= tolerance:
+            return "not shown: the difference is beyond the tolerance"
+        if self.expected_too_noisy:
+            return f"not shown; the expected side's {n_expected} seeds alone are too spread to show it"
+        if self.seeds_needed is None:
+            return f"not shown; more than {MAX_SEEDS} seeds would be needed at this spread"
+        return f"not shown; about {self.seeds_needed - n_observed} more seeds would decide it at this spread"
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
+
+
+def _welch_half_width(v_expected: float, v_observed: float, n_expected: int, n_observed: int) -> float:
+    """Half-width of the Welch 90% interval for sample variances v and sizes n (Welch-Satterthwaite df)."""
+    a, b = v_expected / n_expected, v_observed / n_observed
+    df = (a + b) ** 2 / (a**2 / (n_expected - 1) + b**2 / (n_observed - 1))
+    return float(stats.t.ppf(1 - ALPHA, df) * math.sqrt(a + b))
+
+
+def equivalence(expected: Sequence[float], observed: Sequence[float], tolerance: float) -> Equivalence:
+    """Two one-sided Welch tests (scipy) of |mean(observed) - mean(expected)| < tolerance, each at ALPHA."""
+    e, o = np.asarray(expected, float), np.asarray(observed, float)
+    if welch_interval(e, o) is None:
+        return Equivalence(None, None, None)
+    with _quiet():
+        above = stats.ttest_ind(o + tolerance, e, equal_var=False, alternative="greater").pvalue  # diff > -tol
+        below = stats.ttest_ind(o - tolerance, e, equal_var=False, alternative="less").pvalue  # diff < +tol
+    p = float(max(above, below))
+    if p < ALPHA:
+        return Equivalence(True, p, len(o))
+    difference, ve, vo = float(o.mean() - e.mean()), float(np.var(e, ddof=1)), float(np.var(o, ddof=1))
+    # as the re-run's seeds grow, the half-width falls to the expected side's own (Welch df -> n_e - 1)
+    floor = float(stats.t.ppf(1 - ALPHA, len(e) - 1) * math.sqrt(ve / len(e)))
+    if abs(difference) + floor >= tolerance:
+        return Equivalence(False, p, None, expected_too_noisy=True)
+    needed = next((n for n in range(len(o), MAX_SEEDS + 1)
+                   if abs(difference) + _welch_half_width(ve, vo, len(e), n) < tolerance), None)  # fmt: skip
+    return Equivalence(False, p, needed)
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean (scipy; n - 1 df, sample std); None below 2 values (no spread known),
+    a point when every value is the same. Descriptive where fewer than MIN_SEEDS values decide nothing."""
+    if len(values) < 2:
+        return None
+    if np.ptp(values) == 0:
+        return float(values[0]), float(values[0])
+    ci = stats.ttest_1samp(values, 0.0).confidence_interval(level)
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """One comparison of a claim: the per-seed deltas (run - other), the claimed sign (+1: delta > 0)."""
+
+    deltas: tuple[float, ...]
+    sign: int
+
+    @property
+    def n(self) -> int:
+        return len(self.deltas)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.deltas))
+
+    @property
+    def decidable(self) -> bool:
+        return self.n >= MIN_SEEDS
+
+    def interval(self) -> tuple[float, float] | None:
+        """The 90% t-interval of the mean paired delta (the one-sided tests' two bounds)."""
+        return t_interval(self.deltas, 1 - 2 * ALPHA) if self.decidable else None
+
+    def p_value(self, sign: int) -> float | None:
+        """One-sided p-value of the paired t-test for `sign * mean delta > 0` (scipy)."""
+        if not self.decidable:
+            return None
+        if np.ptp(self.deltas) == 0:  # no spread: the sign decides, exactly
+            return 0.0 if sign * self.mean > 0 else 1.0
+        return float(stats.ttest_1samp(self.deltas, 0.0, alternative="greater" if sign > 0 else "less").pvalue)
+
+    @property
+    def outcome(self) -> Outcome:
+        if not self.decidable:
+            return "undecided"
+        if self.p_value(self.sign) < ALPHA:  # type: ignore[operator]
+            return "supports"
+        if self.p_value(-self.sign) < ALPHA:  # type: ignore[operator]
+            return "contradicts"
+        return "undecided"
+
+    def seeds_needed(self) -> int | None:
+        """Seeds in all at which the one-sided test would decide, if the mean and spread stayed as they are;
+        None with fewer than 2 seeds (no spread known), a zero mean, or beyond MAX_SEEDS."""
+        if self.n < 2 or self.mean == 0:
+            return None
+        sd = float(np.std(self.deltas, ddof=1))
+        return next((n for n in range(max(self.n, MIN_SEEDS), MAX_SEEDS + 1)
+                     if stats.t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n) < abs(self.mean)), None)  # fmt: skip
+
+
+def claim_outcome(tests: Sequence[PairedTest]) -> Outcome:
+    """A claim of several comparisons: supported when all support it, contradicted when any contradicts it."""
+    outcomes = [t.outcome for t in tests]
+    if "contradicts" in outcomes:
+        return "contradicts"
+    return "supports" if all(o == "supports" for o in outcomes) else "undecided"
+
+
+def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:
+    """Seeds in all that would decide every undecided comparison of a claim; None if one never would."""
+    needed = [t.seeds_needed() for t in tests if t.outcome == "undecided"]
+    return None if not needed or None in needed else max(needed)  # type: ignore[type-var]

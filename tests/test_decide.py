@@ -1,0 +1,146 @@
+"""decide.py: each decision rule against scipy and against its textbook formula, on hand-made numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from uniform_herding import decide
+from uniform_herding.decide import PairedTest, equivalence, replicated, t_interval, welch_interval
+
+T_95_2DF = 2.919985580355516  # scipy.stats.t.ppf(0.95, 2): the one-sided 5% quantile at 3 seeds
+T_975_2DF = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2)
+
+
+def test_the_quantiles_used_below_are_scipys() -> None:
+    assert stats.t.ppf(0.95, 2) == pytest.approx(T_95_2DF) and stats.t.ppf(0.975, 2) == pytest.approx(T_975_2DF)
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("difference", "ok"), [(1.5, True), (-1.5, True), (1.5001, False), (-4.88, False)])
+def test_the_tolerance_alone_decides_a_metric(difference: float, ok: bool) -> None:
+    assert replicated(difference, 1.5) is ok
+
+
+def test_welch_interval_is_the_textbook_formula_and_scipys() -> None:
+    expected, observed = [43.64, 44.72, 43.65], [38.0, 46.0, 42.0, 41.0]
+    v1, v2 = np.var(expected, ddof=1) / 3, np.var(observed, ddof=1) / 4
+    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 3)
+    half = stats.t.ppf(0.975, df) * math.sqrt(v1 + v2)
+    diff = np.mean(observed) - np.mean(expected)
+    assert welch_interval(expected, observed) == pytest.approx((diff - half, diff + half))
+    ci = stats.ttest_ind(observed, expected, equal_var=False).confidence_interval(0.95)
+    assert welch_interval(expected, observed) == pytest.approx((ci.low, ci.high))
+
+
+def test_no_interval_below_three_seeds_on_a_side_or_without_spread() -> None:
+    assert welch_interval([1.0, 2.0, 3.0], [5.0, 6.0]) is None
+    assert welch_interval([1.0, 2.0], [5.0, 6.0, 7.0]) is None
+    assert welch_interval([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]) is None
+    assert welch_interval([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) is not None
+    assert equivalence([1.0, 2.0, 3.0], [2.0, 2.5], 1.0).equivalent is None
+
+
+def test_tost_is_two_one_sided_welch_tests_and_the_90_percent_interval_inside_the_tolerance() -> None:
+    """Equivalent iff both one-sided tests reject at 5%, iff the Welch 90% interval lies in [-tol, +tol]."""
+    expected = [43.64, 44.72, 43.65]
+    for observed, tol in (([44.0, 44.3, 43.8], 1.5), ([44.0, 46.3, 43.8], 1.5), ([44.0, 44.3, 43.8], 0.8)):
+        ci = stats.ttest_ind(observed, expected, equal_var=False).confidence_interval(0.90)
+        lower = stats.ttest_ind(np.add(observed, tol), expected, equal_var=False, alternative="greater").pvalue
+        upper = stats.ttest_ind(np.subtract(observed, tol), expected, equal_var=False, alternative="less").pvalue
+        eq = equivalence(expected, observed, tol)
+        assert eq.p_value == pytest.approx(max(lower, upper))
+        assert eq.equivalent == bool(-tol < ci.low and ci.high < tol) == bool(max(lower, upper) < 0.05)
+
+
+def test_seeds_needed_for_equivalence_is_the_first_n_whose_90_percent_interval_fits() -> None:
+    expected, observed, tol = [43.5, 44.0, 44.5], [43.5, 45.5, 44.6], 1.8
+    eq = equivalence(expected, observed, tol)
+    assert eq.equivalent is False and eq.seeds_needed is not None
+    diff, v1, v2 = np.mean(observed) - 44.0, 0.25, np.var(observed, ddof=1)
+
+    def fits(n: int) -> bool:
+        a, b = v1 / 3, v2 / n
+        df = (a + b) ** 2 / (a**2 / 2 + b**2 / (n - 1))
+        return abs(diff) + stats.t.ppf(0.95, df) * math.sqrt(a + b) < tol
+
+    assert fits(eq.seeds_needed) and not fits(eq.seeds_needed - 1)
+
+
+def test_equivalence_the_expected_side_alone_cannot_show_is_said() -> None:
+    """Half-width never falls below the expected side's t(0.95, n_e - 1) * s_e / sqrt(n_e): here 2.92 * 1.0."""
+    eq = equivalence([43.0, 44.0, 45.0], [44.0, 44.1, 43.9], 1.5)
+    assert eq.equivalent is False and eq.seeds_needed is None and eq.expected_too_noisy
+
+
+def test_a_wider_spread_never_turns_a_miss_into_a_pass() -> None:
+    """The a3 case: the paper's mean 43.22, a re-run mean 38.33 (tolerance 1.5). Any spread: NOT REPLICATED."""
+    for spread in (0.0, 1.0, 3.0, 10.0, 100.0):
+        observed = np.array([38.33 - spread, 38.33, 38.33 + spread])
+        assert not replicated(float(observed.mean()) - 43.22, 1.5)
+        assert equivalence([43.32, 43.60, 42.73], observed, 1.5).equivalent in (False, None)
+
+
+# --- claims --------------------------------------------------------------------------------------
+
+
+def test_a_paired_test_is_scipys_one_sided_t_test_and_the_90_percent_interval() -> None:
+    deltas = (2.76, 0.90, 1.36)  # the paper's B3 - B1 ACC by seed
+    test = PairedTest(deltas, +1)
+    mean, sd = np.mean(deltas), np.std(deltas, ddof=1)
+    assert test.interval() == pytest.approx((mean - T_95_2DF * sd / math.sqrt(3), mean + T_95_2DF * sd / math.sqrt(3)))
+    assert test.p_value(+1) == pytest.approx(stats.ttest_1samp(deltas, 0, alternative="greater").pvalue)
+    assert test.p_value(+1) == pytest.approx(stats.ttest_rel([d + 10 for d in deltas], [10] * 3,
+                                                             alternative="greater").pvalue)  # fmt: skip
+    assert test.p_value(+1) < 0.05 and test.outcome == "supports"
+    two_sided = stats.ttest_1samp(deltas, 0).confidence_interval(0.95)
+    assert two_sided.low < 0 < two_sided.high  # a two-sided 95% interval would not decide the paper's own lead
+
+
+@pytest.mark.parametrize(
+    ("deltas", "sign", "outcome"),
+    [
+        ((-1.0, 2.0, 2.0), +1, "undecided"),  # mean +1 but the interval spans 0
+        ((1.0, 2.0, 3.0), +1, "supports"),
+        ((1.0, 2.0, 3.0), -1, "contradicts"),
+        ((0.5, 0.5, 0.5), -1, "contradicts"),  # no spread: the sign decides
+        ((0.0, 0.0, 0.0), +1, "undecided"),  # a tie is not "beats"
+        ((5.0, 6.0), +1, "undecided"),  # two seeds: nothing is decided
+    ],
+)
+def test_paired_outcomes(deltas: tuple[float, ...], sign: int, outcome: str) -> None:
+    assert PairedTest(deltas, sign).outcome == outcome
+
+
+def test_seeds_needed_for_a_claim_is_the_first_n_whose_one_sided_bound_clears_zero() -> None:
+    test = PairedTest((-1.0, 2.0, 2.0), +1)  # mean 1, sd sqrt(3)
+    needed = test.seeds_needed()
+
+    def bound(n: int) -> float:
+        return stats.t.ppf(0.95, n - 1) * math.sqrt(3) / math.sqrt(n)
+
+    assert needed == 11 and bound(11) < 1 <= bound(10)
+    assert PairedTest((0.0, 1.0, -1.0), +1).seeds_needed() is None  # a zero mean is never decided
+    assert PairedTest((1.0,), +1).seeds_needed() is None  # one seed: no spread known
+
+
+def test_a_claim_of_several_comparisons_needs_each_one() -> None:
+    sure, unsure, against = PairedTest((1.0, 2.0, 3.0), +1), PairedTest((-1.0, 2.0, 2.0), +1), PairedTest(
+        (1.0, 2.0, 3.0), -1)
+    assert decide.claim_outcome([sure, sure]) == "supports"
+    assert decide.claim_outcome([sure, unsure]) == "undecided"
+    assert decide.claim_outcome([sure, unsure, against]) == "contradicts"
+    assert decide.claim_seeds_needed([sure, unsure]) == 11
+
+
+def test_t_interval_is_scipys_and_needs_two_values() -> None:
+    values = (1.0, 2.0, 3.0)
+    ci = stats.ttest_1samp(values, 0).confidence_interval(0.95)
+    assert t_interval(values) == pytest.approx((ci.low, ci.high))
+    assert t_interval(values) == pytest.approx((2 - T_975_2DF / math.sqrt(3), 2 + T_975_2DF / math.sqrt(3)))
+    assert t_interval((4.0,)) is None and t_interval((4.0, 4.0)) == (4.0, 4.0)
