@@ -109,7 +109,7 @@ def test_every_task_records_its_training(smoke_result):
     assert result["tasks"][0]["epoch_loss"][-1] < result["tasks"][0]["epoch_loss"][0]  # task 0 learns
 
 
-def test_16_mixed_smoke_runs_on_the_cpu_reproduce_the_fp32_expectations(gpu_like_fp16_conv, smoke_dirs, tmp_path):
+def test_16_mixed_smoke_runs_on_the_cpu_replicate_the_fp32_expectations(gpu_like_fp16_conv, smoke_dirs, tmp_path):
     """The paper's GPU path end to end through `uh run --precision 16-mixed` (scaler from 2^16 every task), B3 on
     the three seeds, judged by `uh check` against the committed fp32 smoke rows with the smoke tolerances, which
     hold across CPU kinds (expected_results/README.md): REPLICATED, as `./reproduce.sh smoke` asks. One seed alone

@@ -54,7 +54,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """Reproduce 'Uniform Herding: Exemplar Replay with Representation Refresh'."""
+    """Replicate 'Uniform Herding: Exemplar Replay with Representation Refresh' (an independent implementation)."""
 
 
 @main.command("list")

@@ -93,7 +93,7 @@ class Runs:
 
     def shown(self) -> tuple[str, ...]:
         """The paper's twelve run IDs (a missing one is a marked gap), then the runs beyond the paper
-        that are present (a reproduction of the paper need not have them)."""
+        that are present (a replication of the paper need not have them)."""
         return (*PAPER_RUNS, *(r for r in BEYOND_PAPER if r in self.R))
 
 

@@ -489,7 +489,7 @@ def _html(text: str) -> str:
 
 
 def summary_html(blocks: list[Block]) -> str:
-    out = ["<!doctype html>", '<html><head><meta charset="utf-8"><title>Uniform Herding: reproduction report</title>',
+    out = ["<!doctype html>", '<html><head><meta charset="utf-8"><title>Uniform Herding: replication report</title>',
            f"<style>{CSS}</style></head><body>"]
     for kind, *rest in blocks:
         if kind == "h":
