@@ -2,17 +2,22 @@
 
 The suite runs on the CPU wherever it runs (UH_DEVICE=cpu, for in-process runs and for the `uh`
 processes tests start): its expectations (fp32, bit-identical reruns, CPU numbers) are a CPU's. Tests
-marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere.
+marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere. A test
+that trains carries the `trains` marker, so that `-m "not trains"` is the fast part of the suite: one
+that reaches Lightning's `Trainer.fit` in this process without it fails, naming the marker (tests that
+train only in processes they start are marked by hand).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch import Trainer
 from lightning.pytorch.strategies import Strategy
 
 from uniform_herding.archive import RawData
@@ -22,6 +27,31 @@ from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
 
 os.environ["UH_DEVICE"] = "cpu"
+
+_running: list[pytest.Item] = []  # the test being run (its fixtures' setup included)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def _fit_only_where_marked(fit):
+    @functools.wraps(fit)
+    def fit_if_marked(self: Trainer, *args, **kwargs):
+        if _running and _running[-1].get_closest_marker("trains") is None:
+            pytest.fail(f"{_running[-1].nodeid} trains (Trainer.fit) but is not marked @pytest.mark.trains: "
+                        "mark it, so that `-m 'not trains'` stays the fast suite", pytrace=False)  # fmt: skip
+        return fit(self, *args, **kwargs)
+
+    return fit_if_marked
+
+
+Trainer.fit = _fit_only_where_marked(Trainer.fit)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

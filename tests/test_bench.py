@@ -21,6 +21,7 @@ def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("bench")  # the full-size synthetic archive, written once
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
 def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_dir, teardown_to_meta,
                                                         gpu_like_fp16_conv, capsys, monkeypatch):  # fmt: skip

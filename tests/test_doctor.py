@@ -11,6 +11,7 @@ from uniform_herding.config import RUNS
 from uniform_herding.doctor import estimates, run_steps
 
 
+@pytest.mark.trains
 def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_meta):
     """With Lightning's teardown moving modules to `meta` (a GPU run's move to the CPU), so that the self-test
     and the timing must not read a module after fit."""
@@ -28,6 +29,7 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
     assert set(report["estimates"]["per_run_hours"]) == set(RUNS)
 
 
+@pytest.mark.trains
 def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitialised_memory_is_nan):
     """torch's fused SGD as it is, without the zero-filled momentum buffers: the self-test fails, exit 1."""
     from uniform_herding import train

@@ -86,6 +86,7 @@ def test_a_checkpoint_that_no_longer_fits_the_code_is_refused(fresh, tmp_path) -
         checkpoint.load(*fresh(cfg, 1))
 
 
+@pytest.mark.trains
 def test_a_checkpoint_of_another_precision_is_refused_with_how_to_resume(tmp_path):
     """--precision 16-mixed after a 32-true start would mix rounding regimes in one result."""
     from uniform_herding.cli import main

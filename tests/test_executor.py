@@ -69,6 +69,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.trains
 def test_two_seeds_at_once_give_the_one_at_a_time_results(tmp_path, one_at_a_time):
     """Two local submitit jobs at once give exactly what one run at a time gives on the same machine."""
     results = tmp_path / "results"
@@ -83,6 +84,7 @@ def test_two_seeds_at_once_give_the_one_at_a_time_results(tmp_path, one_at_a_tim
     assert [p["job_id"] is not None for p in jobs_of(results)] == [True, True]
 
 
+@pytest.mark.trains
 def test_nothing_new_starts_after_a_failure(tmp_path):
     """Three pairs, one at a time: the first fails at once (a foreign result.json), so the others never start."""
     results = tmp_path / "results"
@@ -97,6 +99,7 @@ def test_nothing_new_starts_after_a_failure(tmp_path):
     assert not result_path(results, "B0", 2).parent.exists()
 
 
+@pytest.mark.trains
 def test_sigterm_reaches_every_job_which_keeps_its_checkpoint(tmp_path):
     """Two smoke seeds at once, SIGTERM to `uh run` after both finished a task: exit 143, checkpoints kept."""
     results = tmp_path / "results"
@@ -112,6 +115,7 @@ def test_sigterm_reaches_every_job_which_keeps_its_checkpoint(tmp_path):
     assert rest.count("stopped by SIGTERM") == 2, rest
 
 
+@pytest.mark.trains
 def test_a_killed_parent_leaves_no_orphan_run(tmp_path):
     """SIGKILL to `uh run --executor local`: its job stops by itself within seconds, keeping its checkpoint."""
     results = tmp_path / "results"
@@ -132,6 +136,7 @@ def test_a_killed_parent_leaves_no_orphan_run(tmp_path):
     assert (result_path(results, "B0", 3).parent / "checkpoint.pt").exists()
 
 
+@pytest.mark.trains
 def test_submitit_interrupt_requeues_and_the_run_resumes_to_the_same_result(tmp_path, one_at_a_time):
     """submitit's pre-emption signal (USR2) to a local job after task 1: RunPair.checkpoint requeues it, the
     restarted job resumes from the per-task checkpoint and ends with the one-at-a-time result."""

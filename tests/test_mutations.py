@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "uniform_herding"
 
-pytestmark = pytest.mark.mutations
+pytestmark = [pytest.mark.mutations, pytest.mark.trains]  # the tests it runs train
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ def files(folder: Path) -> dict[str, bytes]:
 # --- two processes, SIGKILL, resume -----------------------------------------------------------------------
 
 
+@pytest.mark.trains
 def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(reference, data, tmp_path) -> None:
     first = Uh(data, tmp_path)
     first.wait_for(line(1))
@@ -235,6 +236,7 @@ def test_a_finished_run_is_found_done_without_importing_torch(data, tmp_path) ->
     assert "done already" in done.stdout and done.stdout.splitlines()[-1] == "exit 0 []", done.stdout + done.stderr
 
 
+@pytest.mark.trains
 def test_a_full_disk_or_sigterm_costs_no_finished_task(reference, data, tmp_path, monkeypatch, one_thread) -> None:
     checkpoint = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
     with monkeypatch.context() as m:  # the disk fills up while the checkpoint after task 2 is written

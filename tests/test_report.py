@@ -104,6 +104,7 @@ def legend_texts(fig: object) -> list[str]:
     return [t.get_text() for legend in legends for t in legend.get_texts()]
 
 
+@pytest.mark.trains
 def test_every_table_and_figure_is_written(smoke: Path) -> None:
     out = smoke / "report"
     expected = {"t1_main", "t2_ablations", "t3_resource_sensitivity", "t4_refresh_isolation", "per_seed", "compute",
@@ -123,6 +124,7 @@ def test_every_table_and_figure_is_written(smoke: Path) -> None:
         assert f"figures/{spec.stem}.png" in summary_md and f'src="figures/{spec.stem}.png"' in summary_html
 
 
+@pytest.mark.trains
 def test_tables_print_the_aggregated_numbers(smoke: Path) -> None:
     runs = load_runs(smoke)
     summary, deltas = summarize(runs.per_seed), paired_deltas(runs.per_seed)
@@ -147,6 +149,7 @@ def test_tables_print_the_aggregated_numbers(smoke: Path) -> None:
     assert per_seed[("B3", "Uniform Herding / 1993")] == [f"{b3[m]:.2f}" for m in METRICS]
 
 
+@pytest.mark.trains
 def test_a_missing_run_is_a_marked_gap(smoke: Path) -> None:
     out = smoke / "report"
     name = RUNS[MISSING].name
@@ -160,6 +163,7 @@ def test_a_missing_run_is_a_marked_gap(smoke: Path) -> None:
     assert t3[2][2:] == ["—"] * 4  # s2
 
 
+@pytest.mark.trains
 def test_missing_runs_are_named_in_figure_titles(smoke: Path) -> None:
     runs = load_runs(smoke)
     spec = next(s for s in FIGURES if s.stem == "fig_forgetting_by_task")
@@ -223,12 +227,14 @@ def test_the_paper_values_overlay_can_be_turned_on_and_off(paper: Path) -> None:
     assert published_values(runs, None, print) is not None  # on by default for the paper profile
 
 
+@pytest.mark.trains
 def test_no_overlay_for_smoke_results(smoke: Path) -> None:
     notes: list[str] = []
     assert published_values(load_runs(smoke), True, notes.append) is None
     assert "not overlaid" in notes[0]
 
 
+@pytest.mark.trains
 def test_cli_writes_to_results_dir_report_and_names_the_gaps(smoke_cli: tuple[Path, str]) -> None:
     results, output = smoke_cli
     assert f"missing run IDs: {MISSING}, s2" in output
@@ -241,6 +247,7 @@ def test_cli_refuses_a_missing_results_dir(tmp_path: Path) -> None:
     assert not (tmp_path / "none").exists()
 
 
+@pytest.mark.trains
 def test_paper_readme_maps_every_output(smoke: Path) -> None:
     readme = (ROOT / "paper" / "README.md").read_text()
     outputs = [(f"tables/{t.stem}.tex", t.label) for t in tables_of(smoke)]
@@ -251,6 +258,7 @@ def test_paper_readme_maps_every_output(smoke: Path) -> None:
         assert f"| {claim.claim_id} |" in readme
 
 
+@pytest.mark.trains
 def test_training_loss_figure_draws_the_runs_that_record_it(smoke: Path) -> None:
     """Only the real B3 run records per-epoch losses (the synthetic results do not): one line, T x E points."""
     from uniform_herding.config import resolve
@@ -339,6 +347,7 @@ def test_the_refresh_figure_draws_the_five_runs_in_both_panels(refresh: Path) ->
     assert (refresh / "report" / "figures" / "fig_refresh_isolation.png").is_file()
 
 
+@pytest.mark.trains
 def test_r_runs_are_shown_when_present_and_say_no_paper_value(refresh: Path, smoke: Path) -> None:
     summary = (refresh / "report" / "summary.md").read_text()
     assert "| r1 | Uniform Herding without refresh | 1993, 2023, 42 |" in summary
@@ -353,6 +362,7 @@ def test_r_runs_are_shown_when_present_and_say_no_paper_value(refresh: Path, smo
 # --- variants (uh run --set, uh sweep), beyond the paper ------------------------------------------------
 
 
+@pytest.mark.trains
 def test_a_three_value_smoke_sweep_gets_its_figure_and_the_variants_table(smoke_sweep) -> None:
     """`uh sweep B3 rho=1,3,5` (r2, B3, B3+rho=5, real smoke runs): fig_sweep_rho draws ACC and F at rho = 1, 3, 5
     from the results, with B3's (the paper's) rho = 3 marked; the variants table pairs B3+rho=5 with B3."""
@@ -380,6 +390,7 @@ def test_a_three_value_smoke_sweep_gets_its_figure_and_the_variants_table(smoke_
     assert r"B3+rho=5 & B3 & rho=5" in (out / "tables" / "variants.tex").read_text()
 
 
+@pytest.mark.trains
 def test_the_paper_runs_alone_get_no_variant_outputs(smoke: Path) -> None:
     assert not (smoke / "report" / "tables" / "variants.md").exists()
     assert not list((smoke / "report" / "figures").glob("fig_sweep_*"))

@@ -37,6 +37,7 @@ def smoke_result(smoke_dirs):
     return get
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("run_id", list(RUNS))
 def test_every_run_id_runs_and_records(smoke_result, run_id):
     result = smoke_result(run_id)
@@ -69,6 +70,7 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
 
 
+@pytest.mark.trains
 def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     data_dir, results_dir = smoke_dirs
     smoke_result("B0")
@@ -82,6 +84,7 @@ def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
 
 
+@pytest.mark.trains
 def test_the_smoke_claims_hold_end_to_end(smoke_result):
     """The golden end-to-end test, on seed 1993 of every run ID, at the level of claims: without replay (B0) a run
     forgets most of every task; every run with a memory forgets far less, and every run that reads out by NME also
@@ -100,6 +103,7 @@ def test_the_smoke_claims_hold_end_to_end(smoke_result):
         assert not nme or m["acc"] > b0["acc"] + 10, (run_id, m, b0)
 
 
+@pytest.mark.trains
 def test_every_task_records_its_training(smoke_result):
     """Per task: skipped steps, the final loss scale (None in fp32) and each epoch's mean training loss."""
     result, cfg = smoke_result("B3"), resolve("B3", "smoke")
@@ -109,6 +113,7 @@ def test_every_task_records_its_training(smoke_result):
     assert result["tasks"][0]["epoch_loss"][-1] < result["tasks"][0]["epoch_loss"][0]  # task 0 learns
 
 
+@pytest.mark.trains
 def test_16_mixed_smoke_runs_on_the_cpu_replicate_the_fp32_expectations(gpu_like_fp16_conv, smoke_dirs, tmp_path):
     """The paper's GPU path end to end through `uh run --precision 16-mixed` (scaler from 2^16 every task), B3 on
     the three seeds, judged by `uh check` against the committed fp32 smoke rows with the smoke tolerances, which
@@ -133,6 +138,7 @@ def test_16_mixed_smoke_runs_on_the_cpu_replicate_the_fp32_expectations(gpu_like
     assert set(verdicts.values()) == {"REPLICATED"}, res.output
 
 
+@pytest.mark.trains
 def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tmp_path, monkeypatch):
     from uniform_herding import train
 
@@ -155,6 +161,7 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tm
     assert not result_path(tmp_path, "B3", SEED).exists() and checkpoint.exists()
 
 
+@pytest.mark.trains
 def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dirs, tmp_path):
     """`uh run B3 --set M=500` has s1's config: it is run as s1 (docs/extending.md), into s1's folder, with s1's R."""
     data_dir, _ = smoke_dirs
@@ -168,6 +175,7 @@ def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dir
     assert result["R"] == smoke_result("s1")["R"]
 
 
+@pytest.mark.trains
 def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_like_fp16_conv, smoke_dirs, tmp_path,
                                                                           monkeypatch):  # fmt: skip
     """The GPU path trains in channels_last, and an uninterrupted run keeps that layout from its first fit on. A
@@ -197,6 +205,7 @@ def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_li
     assert [t["epoch_loss"] for t in resumed["tasks"]] == [t["epoch_loss"] for t in whole["tasks"]]
 
 
+@pytest.mark.trains
 def test_each_task_says_where_it_trained_when_a_run_resumes_elsewhere(smoke_dirs, tmp_path, monkeypatch):
     """A run resumed on another machine (a Slurm requeue, a copied results dir) mixes two devices' numbers: the
     result says which tasks ran where, and environment.device says where it finished."""

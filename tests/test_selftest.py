@@ -1,10 +1,12 @@
 """The GPU path equals Lightning's stock "16-mixed" path at the paper's size, on a CPU."""
 
+import pytest
 import torch
 
 from uniform_herding import selftest
 
 
+@pytest.mark.trains
 def test_paper_size_gpu_path_equals_lightnings_stock_path(gpu_like_fp16_conv, uninitialised_memory_is_nan):
     """Width 64, batch 128 + 64 replayed, KD, clip 1.0, scaler from 2^16, 6 steps with overflows forced at
     step 1 (the fused optimizer's first step: its momentum buffers are still unfilled) and step 3. Both
@@ -18,6 +20,7 @@ def test_paper_size_gpu_path_equals_lightnings_stock_path(gpu_like_fp16_conv, un
     assert c.max_update > 0
 
 
+@pytest.mark.trains
 def test_the_comparison_catches_a_path_that_diverges(gpu_like_fp16_conv, uninitialised_memory_is_nan, monkeypatch):
     """With torch's fused SGD as it is (no zero-filled buffers) the self-test fails: it can fail."""
     from uniform_herding import train
@@ -29,6 +32,7 @@ def test_the_comparison_catches_a_path_that_diverges(gpu_like_fp16_conv, uniniti
     assert "weights not finite (ours False, reference True)" in c.failures()
 
 
+@pytest.mark.trains
 def test_the_self_test_reads_both_paths_before_lightnings_teardown(gpu_like_fp16_conv, teardown_to_meta):
     """On a GPU the teardown leaves both paths' modules on the CPU; here on `meta`: the comparison reads
     each path's weights and counts before that, and still agrees."""

@@ -66,6 +66,7 @@ def wait_for(condition, what: str, timeout: float = 600) -> None:
         time.sleep(2)
 
 
+@pytest.mark.trains
 def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_results(slurm, tmp_path, one_at_a_time):
     """Three pairs as one array: B0 seed 42 fails at once (its checkpoint.pt is garbage), 1993 is
     requeued by `scontrol requeue` after its first task, 2023 runs through. 1993 resumes from its
@@ -106,6 +107,7 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
         assert (result["R"], result["metrics"]) == (reference["R"], reference["metrics"]), seed
 
 
+@pytest.mark.trains
 def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     results = tmp_path / "results"
     out, _ = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),

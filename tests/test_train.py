@@ -81,6 +81,7 @@ def test_icarl_bce_targets():
     assert task_loss(b1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
+@pytest.mark.trains
 def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     """Evaluation leaves the learner in eval mode; Lightning keeps it, so fit_task must switch back
     (otherwise BatchNorm statistics freeze after task 0)."""
@@ -305,6 +306,7 @@ def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tm
 
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("ntasks", [None, "1"])
 def test_a_run_inside_a_slurm_job_trains_as_a_plain_process(tiny_stream, monkeypatch, recwarn, ntasks):
     """With SLURM_* set and srun on the PATH, fit_task neither warns about srun (Lightning does where
@@ -348,6 +350,7 @@ def small_task(tiny_stream, precision: str):
     return TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision), stream.train_items(1)
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
 def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its_device(
     precision, tiny_stream, teardown_to_meta, gpu_like_fp16_conv
@@ -367,6 +370,7 @@ def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its
     assert all(p.isfinite().all() for p in module.learner.parameters())
 
 
+@pytest.mark.trains
 def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, teardown_to_meta):
     """The fixture can fail: the stats read as before the fix (after fit, from the module) mix devices."""
     import lightning as L
@@ -385,6 +389,7 @@ def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, tear
         torch.cat([torch.stack(module.epoch_losses), finite[None].float()]).tolist()
 
 
+@pytest.mark.trains
 def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_like_fp16_conv, monkeypatch):
     """An fp16 overflow can make a step's loss inf; the scaler skips that step. When it is the task's very
     last step, the task is healthy: the guard judges the last finite loss, and the epoch means leave it out."""

@@ -153,6 +153,7 @@ def test_a_result_or_checkpoint_of_another_variant_is_never_taken(finished_resul
 # --- real smoke runs -------------------------------------------------------------------------------------
 
 
+@pytest.mark.trains
 def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_sweep, monkeypatch, tmp_path):
     """B3+rho=5 (from the sweep, run by --jobs) against a run ID made by hand with rho=5: the same R, bit for bit."""
     data, results, _ = smoke_sweep
@@ -164,6 +165,7 @@ def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_swee
     assert by_hand["R"] == variant["R"] and by_hand["metrics"] == variant["metrics"]
 
 
+@pytest.mark.trains
 def test_a_variant_killed_mid_run_resumes_to_the_identical_result(smoke_sweep, tmp_path):
     data, results, _ = smoke_sweep
     args = ["B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
