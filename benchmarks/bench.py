@@ -56,8 +56,11 @@ from uniform_herding.stream import TaskStream
 
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
 # Dense fp16 tensor-core peaks (NVIDIA's datasheets: half the figures "with sparsity"); the first key found in
-# the device's name counts, so the PCIe and NVL H100s come before the SXM one ("NVIDIA H100 80GB HBM3").
-PEAK_FP16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "T4": 65.0}
+# the name torch.cuda.get_device_name() gives counts, so each PCIe or NVL card comes before its SXM sibling:
+# "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL",
+# "NVIDIA A100-SXM4-80GB" / "NVIDIA A100 80GB PCIe" (one peak), "Tesla T4".
+PEAK_FP16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "H200 NVL": 835.0, "H200": 989.0,
+                    "A100": 312.0, "T4": 65.0}
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -198,6 +201,18 @@ def dispatches(fn: Callable[[], object]) -> int:
     return counter.count
 
 
+def fit_steps(module: train.TaskModule, items: Tensor, n_steps: int, device: torch.device) -> tuple[int, int]:
+    """One Lightning Trainer.fit (one epoch, start-up included) of exactly `n_steps` full batches: the task's
+    items repeated past one epoch as needed (a paper task holds 36 batches). Returns the steps and images that
+    ran, counted by the fit itself, so that every figure divides by what ran."""
+    batch_size = module.cfg.batch_size
+    repeated = items.repeat(-(-n_steps * batch_size // len(items)))[: n_steps * batch_size]
+    ran = train.fit_task(module, repeated, device, False).steps
+    if ran != n_steps:
+        raise RuntimeError(f"asked for {n_steps} training steps, {ran} ran")
+    return ran, ran * (batch_size + (module.cfg.retrieval if module.replay is not None else 0))  # + b replayed
+
+
 def step_flops(learner: Learner, device: torch.device) -> float:
     """FLOPs of one training image: student forward + backward (3x forward) + teacher forward."""
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -295,11 +310,9 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     def fit(n_steps: int) -> int:
-        """One Lightning Trainer.fit of one epoch of `n_steps` steps (start-up included)."""
-        train.fit_task(module, items[: n_steps * cfg.batch_size], device, False)
-        return n_steps * batch
+        return fit_steps(module, items, n_steps, device)[1]
 
-    lightning_rate, lightning_s = timed(lambda: fit(steps), device, args.repeats)
+    lightning_rate, lightning_s = timed(lambda: fit(steps), device, args.repeats)  # fit_steps: exactly `steps` ran
     flops = step_flops(learner, device)
     line = (
         f"fit    ours {lightning_rate:10.0f} img/s   {1000 * lightning_s / steps:.2f} ms/step "

@@ -41,8 +41,38 @@ def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_d
     assert seen and set(seen[:3]) == {precision == "16-mixed"}
 
 
+@pytest.mark.trains
+def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir):
+    """A paper task's 4,500 items are 36 batches of 128: a fit asked for 40 steps (as the GPU default asked for
+    108) must run 40, and report the images of 40 full steps (128 current + b = 64 replayed), not 36."""
+    import dataclasses
+
+    import torch
+
+    from uniform_herding import train
+    from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
+    from uniform_herding.config import resolve
+    from uniform_herding.model import Learner
+    from uniform_herding.stream import TaskStream
+
+    folder = data_dir / "synthetic-500x100"
+    if not (folder / DATASETS["cifar100"].filename).exists():
+        write_synthetic_archive("cifar100", folder)
+    cfg, cpu = resolve("B3", "paper"), torch.device("cpu")
+    stream = TaskStream(read_archive("cifar100", folder / DATASETS["cifar100"].filename), cfg, cpu)
+    items = stream.train_items(0)
+    assert len(train.Batches(items, cfg.batch_size, torch.Generator())) == 36
+    learner = Learner(8, cfg.head, cfg.cos_scale)
+    learner.head.grow(2 * cfg.classes_per_task)
+    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, train.freeze(learner), stream, items,
+                              torch.Generator().manual_seed(0), "32-true")  # fmt: skip
+    assert bench.fit_steps(module, items, 40, cpu) == (40, 40 * (128 + 64))
+
+
 
 @pytest.mark.parametrize(("name", "peak"), [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0),
-                                            ("NVIDIA H100 NVL", 835.0), ("Tesla T4", 65.0), ("NVIDIA L4", None)])
+                                            ("NVIDIA H100 NVL", 835.0), ("NVIDIA H200", 989.0),
+                                            ("NVIDIA H200 NVL", 835.0), ("NVIDIA A100-SXM4-80GB", 312.0),
+                                            ("NVIDIA A100 80GB PCIe", 312.0), ("Tesla T4", 65.0), ("NVIDIA L4", None)])
 def test_mfu_uses_the_peak_of_the_gpu_model_not_of_its_family(bench, name, peak):
     assert bench.peak_tflops(name) == peak
