@@ -108,3 +108,31 @@ def test_the_accuracy_row_uses_no_op_without_a_deterministic_cuda_kernel(tiny_st
         assert accuracy_row(learner, stream, 1, "head", active, 16) == expected
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+class ReplayedBackbone(torch.nn.Module):
+    """A backbone that returns one buffer, overwritten by every call, as a CUDA-graph replay does
+    (UH_COMPILE=reduce-overhead): an output kept past the next call silently becomes the next output."""
+
+    def __init__(self, backbone: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone, self.feature_dim, self.out = backbone, backbone.feature_dim, None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.backbone(x)
+        if self.out is None or self.out.shape != y.shape:
+            self.out = torch.empty_like(y)
+        return self.out.copy_(y)
+
+
+def test_features_survive_a_backbone_that_overwrites_its_output(seen):
+    """evaluate.features keeps each batch's output (a clone) before the next batch is run: under CUDA-graph
+    replay, keeping the returned tensor itself would give every batch the last batch's features, without error."""
+    from uniform_herding.evaluate import features
+
+    _, stream, learner, _ = seen
+    images = stream.test_x[:12]
+    expected = features(learner, stream, images, batch=4)
+    learner.backbone = ReplayedBackbone(learner.backbone)
+    torch.testing.assert_close(features(learner, stream, images, batch=4), expected)
+    torch.testing.assert_close(expected, features_by_hand(learner, images))
