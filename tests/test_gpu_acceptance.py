@@ -40,7 +40,7 @@ def test_a_call_with_some_steps_keeps_the_figures_of_earlier_calls(acceptance, t
     figures = json.loads((tmp_path / "gpu-acceptance.json").read_text())
     assert list(figures["steps"]) == ["doctor", "tests"] and figures["steps"]["doctor"]["step_ms"] == 3.5
     assert [call["steps"] for call in figures["calls"]] == [["tests"]]
-    assert "PASS" in res.output and "not run yet: bench, task0, run, compile" in res.output
+    assert "PASS" in res.output and "not run yet: bench, task0, run, compile, jobs" in res.output
     md = (tmp_path / "gpu-acceptance.md").read_text()
     assert "| doctor | True | 12.0 |" in md and "| tests | True |" in md and "calls: tests in " in md
 
@@ -95,6 +95,7 @@ def test_each_compile_mode_is_bounded_by_the_budget_and_recorded_at_once(accepta
         return {"failed": "stopped at the budget after 3000 s"} if mode == "max-autotune" else {"seconds": 12.5}
 
     monkeypatch.setattr(acceptance, "task0", task0)
+    monkeypatch.setattr(acceptance, "two_tasks_compiled", lambda a, mode: {"mode": mode, "passed": True})
     acceptance.compiled(a)
     step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
     assert seen == [(mode, True) for mode in acceptance.COMPILE_MODES]
@@ -112,3 +113,33 @@ def test_a_host_that_cannot_build_kernels_skips_the_compile_modes_saying_why(acc
     step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
     assert step["passed"] and {step[m] for m in acceptance.COMPILE_MODES} == {
         "skipped: torch.compile needs a C compiler (gcc or clang, or CC)"}
+
+
+TWO_TASKS = "task 1/10: accuracy on seen tasks 80.10% (95.2 s)\ntask 2/10: accuracy on seen tasks 61.00% (41.0 s)\n"
+
+
+@pytest.mark.parametrize(("extra", "passed"), [
+    ("", True),
+    ("V1125 torch/_inductor/cudagraph_trees.py] skipping cudagraphs due to mutated inputs (1 instances)\n", False),
+    ("W1125 torch._dynamo hit config.recompile_limit (8)\n   function: 'forward' (resnet.py:40)\n", False),
+])
+def test_the_compiled_two_task_run_fails_on_a_recompile_limit_hit_or_a_skipped_cuda_graph(
+        acceptance, tmp_path, monkeypatch, extra, passed):  # fmt: skip
+    """The compiled run past task 0 is read from torch's own log lines (TORCH_LOGS): a frame past the recompile
+    limit falls back to eager, a skipped CUDA graph runs without replay; neither raises, so the log must be read."""
+    a = acceptance.Acceptance(tmp_path, False, 3600)
+    a.resume("NVIDIA H100 80GB HBM3")
+    seen = {}
+
+    def call(name, argv, timeout=None, env=None, until=None):
+        seen.update(env=env, until=until)
+        return 0, "Recompiling function forward\n" + TWO_TASKS + extra
+
+    monkeypatch.setattr(a, "call", call)
+    monkeypatch.setattr(acceptance, "ensure_archive", lambda a: None)
+    monkeypatch.setattr("uniform_herding.train.compiler_missing", lambda: None)
+    figures = acceptance.two_tasks_compiled(a, "reduce-overhead")
+    assert seen["env"] == {"UH_COMPILE": "reduce-overhead", "TORCH_LOGS": "recompiles,cudagraphs,perf_hints"}
+    assert seen["until"].search(TWO_TASKS) and not seen["until"].search(TWO_TASKS.splitlines()[0])
+    assert figures["passed"] is passed and figures["task_s"] == [95.2, 41.0] and figures["recompiles"] == 1
+    assert bool(figures["cudagraph_skips"] or figures["recompile_limit_hits"]) is not passed
