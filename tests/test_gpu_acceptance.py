@@ -115,7 +115,8 @@ def test_a_host_that_cannot_build_kernels_skips_the_compile_modes_saying_why(acc
         "skipped: torch.compile needs a C compiler (gcc or clang, or CC)"}
 
 
-TWO_TASKS = "task 1/10: accuracy on seen tasks 80.10% (95.2 s)\ntask 2/10: accuracy on seen tasks 61.00% (41.0 s)\n"
+TWO_TASKS = ("B3 seed 1993 task 1/10: accuracy on seen tasks 80.10% (95.2 s)\n"
+             "B3 seed 1993 task 2/10: accuracy on seen tasks 61.00% (41.0 s)\n")
 
 
 @pytest.mark.parametrize(("extra", "passed"), [

@@ -38,3 +38,22 @@ def test_the_self_test_reads_both_paths_before_lightnings_teardown(gpu_like_fp16
     each path's weights and counts before that, and still agrees."""
     c = selftest.compare(torch.device("cpu"), width=8, steps=4)
     assert c.failures() == [] and {1, 2} <= set(c.ours.skipped)  # width 8 may overflow at step 0 too
+
+
+@pytest.mark.trains
+def test_under_uh_compile_both_paths_are_compiled_alike_and_agree(gpu_like_fp16_conv, monkeypatch):
+    """UH_COMPILE compiles our path's models in fit_task; the reference's are compiled alike (same mode), so the
+    self-test compares the two step implementations on the same kernels, with the same scale sequence and
+    tolerance, instead of inductor's rounding against eager's."""
+    from uniform_herding import train
+
+    if need := train.compiler_missing():
+        pytest.skip(f"torch.compile needs {need} on this host")
+    monkeypatch.setenv("UH_COMPILE", "default")
+    compiled = []
+    compile_backbone = train.compile_backbone
+    monkeypatch.setattr(train, "compile_backbone", lambda m: (compiled.append(m), compile_backbone(m))[1])
+    monkeypatch.setattr(selftest, "compile_backbone", train.compile_backbone)
+    c = selftest.compare(torch.device("cpu"), width=8, steps=4)
+    assert len(compiled) == 4 and all(m.backbone._compiled_call_impl is not None for m in compiled)  # both paths
+    assert c.failures() == [] and {1, 2} <= set(c.ours.skipped)

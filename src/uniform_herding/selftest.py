@@ -10,7 +10,10 @@ task of a run starts:
 An overflow is forced at step 1 and halfway (an inf written into a scaled gradient, which is what an
 fp16 overflow leaves there), so both must skip those steps (and the same natural overflows, if any),
 halve the scale there, and end with the same weights up to fp16 rounding. Images are random: the
-step's arithmetic, not its accuracy, is under test.
+step's arithmetic, not its accuracy, is under test. Under UH_COMPILE both paths' models are compiled
+alike (fit_task's compile_backbone, the same mode): inductor fuses and rounds differently from eager,
+so a compiled path against an eager reference would compare kernels, not the two step implementations;
+like with like, the same scale sequence and tolerance hold.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from uniform_herding.archive import RawData
 from uniform_herding.config import Config, resolve
 from uniform_herding.model import Learner
 from uniform_herding.stream import TaskStream
-from uniform_herding.train import Batches, TaskModule, fit_task, freeze, quiet_lightning
+from uniform_herding.train import Batches, TaskModule, compile_backbone, fit_task, freeze, quiet_lightning
 
 INIT_SCALE = 2.0**16  # torch's and Lightning's default, and where every task of a run starts
 
@@ -169,6 +172,8 @@ def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison
     stats = fit_task(ours, items, device, False)
     ref = module(Reference)
     ref.learner.train()
+    for model in (ref.learner, ref.teacher):  # like with like: compiled as fit_task compiles ours (UH_COMPILE)
+        compile_backbone(model)
     L.Trainer(
         accelerator=device.type, devices=1, max_epochs=1,
         plugins=[MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
