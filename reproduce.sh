@@ -36,7 +36,7 @@ Targets:
 Options:
   --seeds "S1 S2 ..."  seeds (default: uh's, 1993 2023 42); also --seed S, repeated
   --profile P          paper (default), smoke, cifar10, cifar10-cpu or cifar10-cpu-long
-                       (sizes only; README.md, "Profiles")
+                       (sizes only; docs/reproducing.md, "Profiles")
   --device D           auto (default: the GPU for paper and cifar10, refused at once without a
                        usable one; the CPU for the small profiles), cuda, or cpu to insist; smoke
                        always runs on the CPU, where its expected results were made

@@ -175,7 +175,7 @@ def uninitialised_memory_is_nan(monkeypatch):
 def gpu_like_fp16_conv(monkeypatch):
     """Under fp16 autocast on a CPU, convolutions computed as a GPU's are: fp16 operands, fp32 accumulation,
     fp16 result (and likewise in the backward, through the casts). This CPU has no fast fp16 convolution:
-    torch falls back to `_slow_conv2d`, over ten times slower than fp32 (README, Testing). Every other
+    torch falls back to `_slow_conv2d`, over ten times slower than fp32 (docs/testing.md). Every other
     op of the fp16 path, the scaler and the optimizer run unchanged."""
     original = torch.nn.Conv2d._conv_forward
 

@@ -1,7 +1,14 @@
 """The `uh` command itself: what it costs to start."""
 
+import os
 import subprocess
 import sys
+
+import click
+from click.testing import CliRunner
+
+from uniform_herding.cli import main
+from uniform_herding.config import RUNS
 
 
 def test_the_cli_starts_without_torch():
@@ -10,3 +17,32 @@ def test_the_cli_starts_without_torch():
     code = "import sys, uniform_herding.cli; print(sorted({'torch', 'torchvision', 'lightning'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importing_none():
+    """`uh --help` is the command table: every command once, its summary whole (click cuts a long one with
+    "..."), one line each at 80 columns; listing imports no command's module (pandas, scipy, torch)."""
+    code = (
+        "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
+        "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
+        "{'uniform_herding.cli', 'uniform_herding.config', 'uniform_herding.executor', 'uniform_herding.variants'}))"
+    )
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    *help_lines, imported = out.rstrip("\n").splitlines()
+    rows = help_lines[help_lines.index("Commands:") + 1 :]
+    assert [row.split()[0] for row in rows] == main.list_commands(click.Context(main))  # no continuation lines
+    assert all(len(row) <= 80 and "..." not in row and len(row.split()) > 2 for row in rows)
+    assert imported == "[]"
+
+
+def test_uh_list_sizes_its_columns_from_the_names():
+    """Each description starts in one column, after the longest name and two spaces: a column of fixed
+    width ran r1's and r2's names into their descriptions."""
+    lines = CliRunner().invoke(main, ["list"]).output.splitlines()
+    starts = set()
+    for spec, line in zip(RUNS.values(), lines, strict=False):
+        start = line.index(spec.description)
+        assert line[:start] == f"{spec.run_id}  {spec.name}".ljust(start - 2) + "  "
+        starts.add(start)
+    assert len(starts) == 1

@@ -10,7 +10,7 @@ from uniform_herding.config import resolve
 from uniform_herding.evaluate import accuracy_row, nme_predict, prototypes
 from uniform_herding.model import Learner
 
-CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)  # the README's normalisation
+CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)  # docs/design.md's normalisation
 SEEN_TASKS = 3
 
 

@@ -27,29 +27,38 @@ from uniform_herding.config import (
 )
 from uniform_herding.executor import slurm_options
 
-# Commands contributed by other modules, imported on first use: name -> "module:attribute".
+# Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
+# `uh --help` shows for it, so that listing the commands imports none of them).
 LAZY_COMMANDS = {
-    "aggregate": "uniform_herding.aggregate:aggregate_command",
-    "check": "uniform_herding.check:check_command",
-    "data": "uniform_herding.archive:data_cmd",
-    "doctor": "uniform_herding.doctor:doctor_command",
-    "report": "uniform_herding.report:report_command",
-    "status": "uniform_herding.status:status_command",
-    "sweep": "uniform_herding.sweep:sweep_command",
+    "aggregate": ("uniform_herding.aggregate:aggregate_command",
+                  "Mean +/- std over seeds per run ID, paired deltas vs B3."),
+    "check": ("uniform_herding.check:check_command", "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
+    "data": ("uniform_herding.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
+    "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
+    "report": ("uniform_herding.report:report_command", "The paper's tables and figures, and a summary page."),
+    "status": ("uniform_herding.status:status_command", "One line per run ID and seed: done, running, failed."),
+    "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose LAZY_COMMANDS are imported when they are named (or listed by --help)."""
+    """A group whose LAZY_COMMANDS are imported when they are named (not when --help lists them)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in LAZY_COMMANDS:
-            module, attribute = LAZY_COMMANDS[name].split(":")
+            module, attribute = LAZY_COMMANDS[name][0].split(":")
             return getattr(importlib.import_module(module), attribute)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Every command with its whole one-line summary (click would cut it at the terminal's width)."""
+        rows = [(name, LAZY_COMMANDS[name][1] if name in LAZY_COMMANDS else self.commands[name].get_short_help_str(999))
+                for name in self.list_commands(ctx)]  # fmt: skip
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,9 +66,10 @@ def main() -> None:
     """Replicate 'Uniform Herding: Exemplar Replay with Representation Refresh' (an independent implementation)."""
 
 
-@main.command("list")
+@main.command("list", short_help="The run IDs, what each changes, and the groups.")
 def list_runs() -> None:
     """Print every run ID with what it changes, then the groups `uh run` accepts."""
+    id_width, name_width = (max(len(getattr(spec, f)) for spec in RUNS.values()) for f in ("run_id", "name"))
     for spec in RUNS.values():
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
         mark = ""
@@ -67,12 +77,12 @@ def list_runs() -> None:
             vs_base = differences(spec.run_id, spec.base)
             changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in vs_base.items())
             mark = "  [beyond the paper: no paper value]"
-        click.echo(f"{spec.run_id:3} {spec.name:20} {spec.description}  [{changes}]{mark}")
+        click.echo(f"{spec.run_id:{id_width}}  {spec.name:{name_width}}  {spec.description}  [{changes}]{mark}")
     for group, ids in RUN_GROUPS.items():
         click.echo(f"group {group}: {' '.join(ids)}")
 
 
-@main.command("quotas")
+@main.command("quotas", short_help="Per-class quota after each task (the paper's appendix).")
 @click.option("--budget", "-M", type=click.IntRange(min=1), required=True, help="Active budget M.")
 @click.option("--tasks", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--classes-per-task", type=click.IntRange(min=1), default=10, show_default=True)
@@ -88,7 +98,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
     click.echo(f"{budget:<6} " + " ".join(f"{c:<8}" for c in cells))
 
 
-@main.command("run", epilog="Environment: UH_RESULTS_DIR, UH_DATA_DIR, UH_JOBS (as the options above); "
+@main.command("run", short_help="Train run IDs for each seed; skip finished runs, resume others.",
+              epilog="Environment: UH_RESULTS_DIR, UH_DATA_DIR, UH_JOBS (as the options above); "
               + TRAINING_ENVIRONMENT)
 @click.argument("run_ids", nargs=-1, required=True)
 @click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,

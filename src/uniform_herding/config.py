@@ -255,7 +255,7 @@ def run_name(run_id: str, profile: str = "paper") -> str:
 
 
 # Every point the paper leaves open and how this artifact settles it (docs/design.md). Recorded in each
-# result's protocol manifest; the README's deviation table lists the same entries.
+# result's protocol manifest; docs/design.md's table of choices lists the same entries.
 OPEN_CHOICES: dict[str, str] = {
     "class_order": "numpy RandomState(split_seed=13).permutation(K), K=100 (CIFAR-10: 10); "
     "internal label i = original order[i]",

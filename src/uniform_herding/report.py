@@ -77,13 +77,21 @@ def load_runs(results_dir: Path) -> Runs:
         raise ResultError(f"{results_dir}: results have different numbers of tasks {sorted(sizes)}; re-run them")
     wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
                           columns=["run_id", "seed", "wall_s"])
-    devices = tuple(sorted({str(r.get("environment", {}).get("device", "unknown device")) for r in results}
-                           | {t["device"] for r in results for t in r.get("tasks", []) if "device" in t}))
+    recorded = {r.get("environment", {}).get("device", "unknown device") for r in results}
+    recorded |= {t["device"] for r in results for t in r.get("tasks", []) if "device" in t}
+    devices = tuple(sorted({device_label(str(d)) for d in recorded}))
     epoch_loss: dict[str, dict[int, np.ndarray]] = {}
     for r in results:  # recorded since the divergence guard; older results lack it
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
     return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss)
+
+
+def device_label(device: str) -> str:
+    """The device as a caption names it. Results written before result.json recorded the CPU's model say
+    "cpu: cpu"; the caption says so rather than guess the model."""
+    unnamed = device == "cpu: cpu"
+    return "a CPU whose model these results do not name (written before uh recorded it)" if unnamed else device
 
 
 def seed_order(per_seed: pd.DataFrame) -> list[int]:
