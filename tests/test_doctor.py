@@ -7,8 +7,8 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.config import RUNS
-from uniform_herding.doctor import estimates, run_steps
+from uniform_herding.config import PAPER_RUNS, RUNS, resolve
+from uniform_herding.doctor import duration, estimates, feature_images, run_seconds, run_steps
 
 
 @pytest.mark.trains
@@ -26,7 +26,11 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
     assert "\nuh doctor: PASS (report: " in out
     report = json.loads((tmp_path / "r" / "doctor.json").read_text())
     assert report["passed"] and report["selftest"]["failures"] == [] and report["step_seconds"] > 0
-    assert set(report["estimates"]["per_run_hours"]) == set(RUNS)
+    assert set(report["estimates"]["per_run_s"]) == set(RUNS)
+    assert " h " not in out.split("estimate, one seed")[1].split("\n")[1]  # smoke runs take seconds: no "0.00 h"
+    assert report["estimates"]["jobs_speedup"] > 0 and "measured speed-up" in out
+    assert report["timing"]["feature_image_s"] > 0 and report["timing"]["checkpoint_s"] > 0
+    assert report["peak_gpu_memory_gb"] is None  # a CPU
 
 
 @pytest.mark.trains
@@ -47,16 +51,26 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
 
 def test_estimate_arithmetic_on_the_paper_profile():
     """B3: 36 steps x 70 epochs per task; task 0 has 128 images and no teacher (3 units per image), tasks
-    1-9 have 128 + 64 and a teacher (4 units). At 1 s per B3 step: 2520 * (128*3/768) + 9 * 2520 s."""
-    assert run_steps(__import__("uniform_herding.config").config.resolve("B3"))[:2] == [(2520, 128, False),
-                                                                                     (2520, 192, True)]
-    est = estimates(1.0, "paper", cuda=True, cores=16)
-    assert est["per_run_hours"]["B3"] == pytest.approx((2520 * 0.5 + 9 * 2520) / 3600)
-    assert est["per_run_hours"]["B0"] == pytest.approx(10 * 2520 * 0.5 / 3600)  # 128 images, no teacher
-    assert est["all_hours_with_jobs"] == pytest.approx(est["all_hours"] / 3)
-    from uniform_herding.config import PAPER_RUNS  # `all`: the paper's twelve, not r1-r3
+    1-9 have 128 + 64 and a teacher (4 units). At 1 s per B3 step: 2520 * (128*3/768) + 9 * 2520 s of training.
+    Per task besides: the fit's start-up, the features of every image outside training, a checkpoint."""
+    assert run_steps(resolve("B3"))[:2] == [(2520, 128, False), (2520, 192, True)]
+    timing = {"step_s": 1.0, "startup_s": 2.0, "feature_image_s": 1e-4, "checkpoint_s": 0.5}
+    # task 0 of B3: 1,000 seen test images, 4,500 new training images, 2,000 exemplars (NME), 6,000 pool items
+    assert feature_images(resolve("B3"), 0) == 1000 + 4500 + 2000 + 3 * 2000
+    assert feature_images(resolve("B0"), 9) == 10 * 1000 + 4500  # no memory, head readout: test + imprint
+    b3 = run_seconds("B3", "paper", timing)
+    assert b3["train_s"] == pytest.approx(2520 * 0.5 + 9 * 2520)
+    assert b3["other_s"] == pytest.approx(sum(2.0 + 0.5 + 1e-4 * (1000 * (t + 1) + 12500) for t in range(10)))
+    assert run_seconds("B0", "paper", timing)["train_s"] == pytest.approx(10 * 2520 * 0.5)  # 128 images, no teacher
+    est = estimates(timing, "paper", jobs=3, speedup=1.4)
+    assert est["all_s"] == pytest.approx(3 * sum(est["per_run_s"][r]["total_s"] for r in PAPER_RUNS))
+    assert est["all_s_with_jobs"] == pytest.approx(est["all_s"] / 1.4)  # the measured speed-up, never 3
+    assert estimates(timing, "paper", jobs=3, speedup=None)["all_s_with_jobs"] is None
 
-    assert est["all_hours"] == pytest.approx(3 * sum(est["per_run_hours"][r] for r in PAPER_RUNS))
+
+@pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])
+def test_durations_are_printed_in_the_unit_a_reader_wants(seconds, text):
+    assert duration(seconds) == text
 
 
 @pytest.mark.parametrize(("variable", "value", "message"), [

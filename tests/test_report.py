@@ -403,3 +403,20 @@ def test_results_that_do_not_name_their_cpu_are_captioned_so() -> None:
     caption = next(build(runs) for build in TABLES if build.__name__ == "compute").caption
     assert caption.endswith("measured on a CPU whose model these results do not name (written before uh recorded it).")
     assert "cpu: cpu" not in caption
+
+
+def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp_path: Path) -> None:
+    """With uh doctor's report of the same profile in the results dir, each run's measured mean time gets the
+    doctor's estimate of one seed and its error (estimate / measured - 1): the figure to trust the estimate by."""
+    from uniform_herding.report import compute
+
+    results = tmp_path / "results"
+    for seed, wall in ((1993, 100.0), (2023, 110.0), (42, 90.0)):
+        write(results, fake_result("B3", seed, "smoke", 5) | {"wall_s": wall})
+    assert "estimate" not in compute(load_runs(results)).markdown()  # no doctor.json: no column
+    doctor = {"profile": "smoke", "estimates": {"per_run_s": {"B3": {"total_s": 120.0}, "B0": {"total_s": 5.0}}}}
+    (results / "doctor.json").write_text(json.dumps(doctor))
+    table = compute(load_runs(results)).markdown()
+    assert "| B3 | Uniform Herding | 100.0 ± 8.2 | 120 | +20 |" in table
+    (results / "doctor.json").write_text(json.dumps(doctor | {"profile": "paper"}))  # another profile's: not used
+    assert "estimate" not in compute(load_runs(results)).markdown()

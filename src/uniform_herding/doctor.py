@@ -122,9 +122,10 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
     return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
 
 
-def step_seconds(device, precision: str, cfg: Config, steps: int) -> float:
-    """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`: a fit of
-    1 + `steps` steps minus a fit of 1 step, so that the Trainer's start-up cancels out."""
+def step_seconds(device, precision: str, cfg: Config, steps: int) -> tuple[float, float]:
+    """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
+    1 + `steps` steps minus a fit of 1 step; and the seconds of a fit beyond its steps (the Trainer's
+    start-up and teardown, which every task pays once)."""
     import torch
 
     from uniform_herding.selftest import task_one
@@ -142,7 +143,32 @@ def step_seconds(device, precision: str, cfg: Config, steps: int) -> float:
         return time.perf_counter() - tic
 
     fit(1)  # warm-up: kernels, allocator
-    return max(fit(1 + steps) - fit(1), 1e-9) / steps
+    one = fit(1)
+    step = max(fit(1 + steps) - one, 1e-9) / steps
+    return step, max(one - step, 0.0)
+
+
+def overhead_seconds(device, cfg: Config) -> dict[str, float]:
+    """What a run does besides training steps, measured at cfg's size: the features of one image in
+    evaluation batches (evaluation, prototypes, herding and refresh all embed images this way) and the
+    writing of one checkpoint (the learner and as much again for the optimizer's momentum)."""
+    import torch
+
+    from uniform_herding.evaluate import features
+    from uniform_herding.selftest import task_one
+
+    stream, learner, _ = task_one(dataclasses.replace(cfg, epochs=1, train_per_class=None), 1, device)
+    images = stream.train_x[: 2 * cfg.eval_batch_size]
+    features(learner, stream, images, cfg.eval_batch_size)  # warm-up
+    tic = time.perf_counter()
+    features(learner, stream, images, cfg.eval_batch_size).sum().item()  # .item(): the device has finished
+    feature_s = (time.perf_counter() - tic) / len(images)
+    state = {"learner": learner.state_dict(), "momentum": [p.detach().clone() for p in learner.parameters()]}
+    with tempfile.TemporaryDirectory() as tmp:
+        tic = time.perf_counter()
+        torch.save(state, Path(tmp) / "checkpoint.pt")
+        checkpoint_s = time.perf_counter() - tic
+    return {"feature_image_s": feature_s, "checkpoint_s": checkpoint_s}
 
 
 def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:
@@ -153,20 +179,75 @@ def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:
     return [(per_task, cfg.batch_size + (cfg.retrieval if t else 0), teacher and t > 0) for t in range(cfg.n_tasks)]
 
 
-def estimates(b3_step_s: float, profile: str, cuda: bool, cores: int) -> dict:
-    """Hours per run ID (one seed) and for `all` (the paper's run IDs x seeds), from B3's measured step
-    time. A step costs in proportion to its images, a teacher adds a forward (1/4 of a forward +
-    backward's 4 units). Training steps only: evaluation, memory refresh and start-up come on top."""
-    b3 = resolve("B3", profile)
-    unit = b3_step_s / ((b3.batch_size + b3.retrieval) * 4)  # seconds per image-unit of a B3 step
-    per_run = {
-        run_id: sum(n * images * (4 if teacher else 3) * unit
-                    for n, images, teacher in run_steps(resolve(run_id, profile))) / 3600
-        for run_id in RUNS
-    }
-    total = sum(per_run[run_id] for run_id in PAPER_RUNS) * len(SEEDS)  # `all`: the paper's twelve
-    jobs = cores if not cuda else 3
-    return {"per_run_hours": per_run, "all_hours": total, "jobs": jobs, "all_hours_with_jobs": total / jobs}
+def feature_images(cfg: Config, t: int) -> int:
+    """Images a run passes through the backbone outside training after task t: every seen test image; the
+    new classes' training images (imprinting, herding on arrival); the active exemplars' prototypes (NME);
+    the candidate pools re-embedded by refresh (Uniform Herding, at most rho*M)."""
+    per_class = cfg.train_per_class or (450 if cfg.dataset != "cifar10" else 4950)
+    test_per_class = cfg.test_per_class or (100 if cfg.dataset != "cifar10" else 1000)
+    n = (t + 1) * cfg.classes_per_task * test_per_class
+    n += cfg.classes_per_task * per_class if cfg.imprint or cfg.memory != "none" else 0
+    n += cfg.budget if cfg.readout == "nme" else 0
+    return n + (cfg.rho * cfg.budget if cfg.memory == "uniform_herding" else 0)
+
+
+def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str, float]:
+    """One seed of `run_id`, in seconds: training (from B3's measured step, a step costing in proportion to its
+    images, a teacher adding a forward: 1 of a forward + backward's 4 units) and per task the fit's start-up,
+    the features of feature_images and a checkpoint."""
+    cfg, b3 = resolve(run_id, profile), resolve("B3", profile)
+    unit = timing["step_s"] / ((b3.batch_size + b3.retrieval) * 4)  # seconds per image-unit of a B3 step
+    train = sum(n * images * (4 if teacher else 3) * unit for n, images, teacher in run_steps(cfg))
+    rest = sum(timing["startup_s"] + feature_images(cfg, t) * timing["feature_image_s"] + timing["checkpoint_s"]
+               for t in range(cfg.n_tasks))  # fmt: skip
+    return {"train_s": train, "other_s": rest, "total_s": train + rest}
+
+
+def estimates(timing: dict[str, float], profile: str, jobs: int, speedup: float | None) -> dict:
+    """Seconds per run ID (one seed) and for `all` (the paper's run IDs x seeds), one at a time and, where a
+    speed-up of `jobs` runs at once was measured on this machine, with --jobs."""
+    per_run = {run_id: run_seconds(run_id, profile, timing) for run_id in RUNS}
+    total = sum(per_run[run_id]["total_s"] for run_id in PAPER_RUNS) * len(SEEDS)  # `all`: the paper's twelve
+    return {"per_run_s": per_run, "all_s": total, "jobs": jobs, "jobs_speedup": speedup,
+            "all_s_with_jobs": None if speedup is None else total / speedup}  # fmt: skip
+
+
+def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float) -> float | None:
+    """The measured speed-up of `jobs` runs at once: each of `jobs` processes times a training step at the
+    same moment (uh doctor --step-only), and the speed-up is jobs x (step alone / mean step together).
+    None where the processes fail (said, never assumed)."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "uniform_herding", "doctor", "--step-only", "--profile", cfg_profile(cfg),
+            "--precision", precision, "--device", device.type]  # fmt: skip
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(jobs)]
+    try:
+        together = [float(p.communicate(timeout=900)[0].split()[-1]) for p in procs]
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        for p in procs:
+            p.kill()
+        return None
+    return jobs * alone_s / (sum(together) / len(together))
+
+
+def cfg_profile(cfg: Config) -> str:
+    return next(name for name in PROFILES if resolve("B3", name) == cfg)
+
+
+def duration(seconds: float) -> str:
+    """Seconds in the unit a reader wants: s below 2 minutes, min below 2 hours, else h."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def peak_gpu_memory_gb(device) -> float | None:
+    """The most GPU memory torch has allocated in this process, in GB; None on a CPU."""
+    import torch
+
+    return torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
 
 
 def print_line(line: Line) -> None:
@@ -189,8 +270,9 @@ def print_line(line: Line) -> None:
 @click.option("--steps", type=click.IntRange(min=4), default=8, show_default=True, help="Self-test steps.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).")
+@click.option("--step-only", is_flag=True, hidden=True, help="Print the seconds of one B3 step, nothing else.")
 def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, device: str | None,
-                   jobs: int | None, steps: int, json_path: Path | None) -> None:  # fmt: skip
+                   jobs: int | None, steps: int, json_path: Path | None, step_only: bool) -> None:  # fmt: skip
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
@@ -204,6 +286,10 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     cfg = resolve("B3", profile)
+    if step_only:  # one of jobs_speedup's processes
+        chosen = select(device, profile)
+        click.echo(step_seconds(chosen, run_precision(chosen, precision), cfg, steps=3)[0])
+        return
     lines = check_environment(data_dir, results_dir, cfg, jobs)
     try:
         device = select(device, profile)
@@ -222,20 +308,26 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     print_line(selftest_line)
     lines.append(selftest_line)
 
-    step_s = step_seconds(device, precision, cfg, steps=3)
+    step_s, startup_s = step_seconds(device, precision, cfg, steps=3)
+    timing = {"step_s": step_s, "startup_s": startup_s, **overhead_seconds(device, cfg)}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    est = estimates(step_s, profile, device.type == "cuda", cores)
-    timing = (f"{1000 * step_s:.1f} ms per B3 step ({cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, "
-              f"{precision})")
-    lines.append(Line("PASS", "timing", timing))
+    n_jobs = jobs or (min(cores, 3) if device.type == "cpu" else 3)
+    speedup = jobs_speedup(device, precision, cfg, n_jobs, step_s) if n_jobs > 1 else 1.0
+    est = estimates(timing, profile, n_jobs, speedup)
+    peak = peak_gpu_memory_gb(device)
+    lines.append(Line("PASS", "timing", f"{1000 * step_s:.1f} ms per B3 step ({cfg.batch_size}+{cfg.retrieval} "
+                      f"images, width {cfg.width}, {precision}); per task {startup_s:.1f} s of fit start-up, "
+                      f"{1e6 * timing['feature_image_s']:.0f} us per image's features, {timing['checkpoint_s']:.2f} s "
+                      f"per checkpoint" + ("" if peak is None else f"; peak GPU memory {peak:.2f} GB")))  # fmt: skip
     print_line(lines[-1])
-    click.echo(f"      estimate ({profile} profile, training steps only; evaluation and refresh add to it):")
-    for run_id, hours in est["per_run_hours"].items():
-        click.echo(f"      {run_id:3} {hours:8.2f} h per seed")
-    how = (f"--jobs {est['jobs']}, one run per core" if device.type == "cpu" else
-           f"--jobs {est['jobs']}: at best, if one run leaves the GPU under-used; not measured")  # fmt: skip
-    click.echo(f"      all {est['all_hours']:8.2f} h for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a "
-               f"time; {est['all_hours_with_jobs']:.2f} h with {how}")
+    click.echo(f"      estimate, one seed ({profile} profile: training, plus per task the fit's start-up, "
+               "evaluation, herding/refresh features and the checkpoint):")
+    for run_id, parts in est["per_run_s"].items():
+        click.echo(f"      {run_id:3} {duration(parts['total_s']):>9} (training {duration(parts['train_s'])})")
+    with_jobs = ("no speed-up measured (the timing processes failed)" if est["all_s_with_jobs"] is None else
+                 f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} (measured speed-up {speedup:.2f}x)")
+    click.echo(f"      all {duration(est['all_s'])} for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a "
+               f"time; {with_jobs}")  # fmt: skip
 
     failed = [line for line in lines if line.status == "FAIL"]
     report = {
@@ -246,7 +338,9 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
         "lines": [asdict(line) for line in lines],
         "selftest": selftest_report,
         "step_seconds": step_s,
+        "timing": timing,
         "estimates": est,
+        "peak_gpu_memory_gb": peak,
         "command": " ".join(sys.argv),
     }
     json_path = json_path or results_dir / "doctor.json"

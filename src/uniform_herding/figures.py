@@ -82,6 +82,8 @@ class Runs:
     paper: pd.DataFrame | None = None  # the paper's per-seed values to overlay, or None
     # run ID -> seed -> mean training loss of each epoch [T, epochs]; results that record it (result.json tasks)
     epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
+    estimate_s: dict[str, float] = field(default_factory=dict)
 
     def stack(self, run_id: str) -> np.ndarray | None:
         """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import os
 import re
 import shutil
@@ -84,7 +85,20 @@ def load_runs(results_dir: Path) -> Runs:
     for r in results:  # recorded since the divergence guard; older results lack it
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
-    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss)
+    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss,
+                estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
+
+
+def doctor_estimates(path: Path, profile: str) -> dict[str, float]:
+    """uh doctor's estimate of one seed of each run ID, in seconds, where `path` holds a report of `profile`
+    (the doctor writes RESULTS_DIR/doctor.json): the compute table sets each run's measured time beside it."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if report.get("profile") != profile:
+            return {}
+        return {run_id: float(parts["total_s"]) for run_id, parts in report["estimates"]["per_run_s"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # no report, or one of another version: no estimate column
 
 
 def device_label(device: str) -> str:
@@ -282,12 +296,20 @@ def compute(runs: Runs) -> Table:
     grouped = runs.wall_s.dropna().groupby("run_id")["wall_s"]
     mean, std = grouped.mean(), grouped.std(ddof=0)
     rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1)] for r in runs.shown()]
+    header, align, note = ("ID", "Configuration", "Seconds"), "llr", ""
+    if runs.estimate_s:  # uh doctor's estimate beside what ran: its error is the figure to trust it by
+        for row, r in zip(rows, runs.shown(), strict=True):
+            est, ran = runs.estimate_s.get(r), mean.get(r)
+            row += [Num(est, digits=0), Num(None if est is None or ran is None else 100 * (est / ran - 1),
+                                            digits=0, signed=True)]  # fmt: skip
+        header, align = (*header, "uh doctor's estimate (s)", "Error (%)"), "llrrr"
+        note = " The estimate is uh doctor's (doctor.json in the results dir); its error is estimate / measured - 1."
     return Table(
         "compute", "tab:app-compute",
         f"Wall-clock time per run in seconds (mean ± standard deviation across seeds), measured on "
         f"{', '.join(runs.devices)}.",
-        ("ID", "Configuration", "Seconds"), "llr", rows,
-        _seeds_note(runs, runs.shown()) + " Seconds of training, refresh and evaluation, summed over tasks.",
+        header, align, rows,
+        _seeds_note(runs, runs.shown()) + " Seconds of training, refresh and evaluation, summed over tasks." + note,
         resize=False,
     )
 

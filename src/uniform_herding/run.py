@@ -138,6 +138,8 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
         "git_revision": git_revision(),
         "data_md5": raw.md5,
         "data_source": raw.source,
+        # the most GPU memory torch allocated in the process that finished the run; None on a CPU
+        "peak_gpu_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
     }
 
 
