@@ -2,7 +2,7 @@
 # The paper's software: Python 3.12, PyTorch 2.11.0+cu128, Lightning 2.6.5 (App. A, Table 'Protocol settings').
 #
 #   printf 'UID=%s\nGID=%s\n' `id -u` `id -g` > .env
-#   GIT_REVISION=$(git rev-parse HEAD) docker compose build
+#   GIT_REVISION=$(git rev-parse HEAD) SOURCE_URL=$(git remote get-url origin) docker compose build
 #   docker compose run --rm repro B3          # one run ID, seeds 1993 2023 42 (GPU)
 #   docker compose run --rm repro all         # all twelve, then check and report (GPU)
 #   docker compose run --rm smoke             # CPU-only kick-the-tires, minutes
