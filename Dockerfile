@@ -1,17 +1,24 @@
 # The reproduction image for "Uniform Herding" (class-incremental CIFAR-100).
 # The paper's software: Python 3.12, PyTorch 2.11.0+cu128, Lightning 2.6.5 (App. A, Table 'Protocol settings').
 #
-#   GIT_REVISION=$(git rev-parse HEAD) docker compose build
-#   docker compose run --rm repro B3          # one run ID, seeds 1993 2023 42
-#   docker compose run --rm repro all         # all twelve, then check and report
+#   printf 'UID=%s\nGID=%s\n' `id -u` `id -g` > .env
+#   GIT_REVISION=$(git rev-parse HEAD) SOURCE_URL=$(git remote get-url origin) docker compose build
+#   docker compose run --rm repro B3          # one run ID, seeds 1993 2023 42 (GPU)
+#   docker compose run --rm repro all         # all twelve, then check and report (GPU)
 #   docker compose run --rm smoke             # CPU-only kick-the-tires, minutes
+#
+# The build needs BuildKit (RUN --mount=type=secret, COPY --chmod): Docker's default builder since
+# Docker Engine 23.0; on 20.10 to 22.x, set DOCKER_BUILDKIT=1.
 #
 # Layers: OS python -> venv with torch (cu128) -> pinned dependencies -> the project (code last, so an
 # edit to src/ rebuilds only the last layers).
 #
 # The build arguments below default to the paper's software; a reviewer builds with none of them.
-# CI (.ci/container) overrides only the base image and torch's source, because the CUDA base image and
-# the cu128 index cannot be reached there (docs/reproducing.md, "What the CI build proves").
+# Nothing here needs the CUDA base: torch's cu128 wheels bring their CUDA libraries, and the NVIDIA
+# runtime brings the driver. So BASE_IMAGE=ubuntu:24.04 builds the same image where the CUDA tag has
+# gone (docs/reproducing.md, "When the CUDA base tag is gone"). CI (.ci/container) overrides only the
+# base image and torch's source, because the CUDA base image and the cu128 index cannot be reached
+# there (docs/reproducing.md, "What the CI build proves").
 ARG BASE_IMAGE=nvidia/cuda:12.8.1-base-ubuntu24.04
 # hadolint ignore=DL3006
 FROM ${BASE_IMAGE}
@@ -80,8 +87,11 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation -e . \
 # Data and results are bind mounts (docker-compose.yml); the directories above are world-writable so
 # that any --user works without them too. HOME and the caches point to /tmp for an arbitrary UID;
 # torch's compile cache is named too, else torch looks the UID up in /etc/passwd (getpass.getuser)
-# and fails on import for a host UID the image does not know.
+# and fails on import for a host UID the image does not know. NVIDIA_DRIVER_CAPABILITIES: the driver
+# libraries torch needs (compute: libcuda; utility: nvidia-smi), as the CUDA base sets it, so that
+# the image asks the NVIDIA runtime for the same on an ubuntu:24.04 base.
 ENV UH_IN_CONTAINER=1 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     UH_DATA_DIR=/data \
     UH_RESULTS_DIR=/results \
     UH_SMOKE_RESULTS_DIR=/results-smoke \
@@ -91,7 +101,8 @@ ENV UH_IN_CONTAINER=1 \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor
 
 # Last, so that a new revision rebuilds no other layer. uh records UH_GIT_REVISION in result.json
-# (.git is not in the build context).
+# (.git is not in the build context). docker-compose.yml passes GIT_REVISION and SOURCE_URL from the
+# environment of `docker compose build`.
 ARG GIT_REVISION=unknown
 ARG SOURCE_URL=unknown
 ARG BASE_IMAGE

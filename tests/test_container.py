@@ -1,10 +1,12 @@
 """The container and the reviewer scripts: Dockerfile, docker-compose.yml, constraints, reproduce.sh.
 
 Most checks need no Docker engine: the image is checked by parsing (dockerfile-parse), hadolint and the
-compose-spec schema (check-jsonschema), and reproduce.sh is run against a fake `uh` that logs its
-arguments. A check whose tool is not installed is skipped, with the install line in the reason. The
-real build and run is .ci/container (CI); the test here that it fails on a broken Dockerfile starts a
-real dockerd and is skipped where it cannot (not root, no git checkout).
+compose-spec schema (check-jsonschema), docker-compose.yml by the real `docker compose config` (v2) and
+`docker-compose config` (v1), which need no daemon, and reproduce.sh is run against a fake `uh` that
+logs its arguments. A check whose tool is not installed is skipped, with the reason; .ci/container
+installs both Compose versions and runs the compose tests again, failing if one skips. The real build
+and run is .ci/container (CI); the test here that it fails on a broken Dockerfile starts a real dockerd
+and is skipped where it cannot (not root, no git checkout).
 """
 
 from __future__ import annotations
@@ -202,17 +204,44 @@ def test_entrypoint_is_reproduce_sh_from_the_repo(dockerfile):
     assert any(re.search(r"\breproduce\.sh\s+\./?$", c) for c in instructions(dockerfile, "COPY"))
 
 
-def test_copy_sources_exist_and_are_not_dockerignored(dockerfile):
-    ignored = {
+def dockerignored() -> set[str]:
+    return {
         line.strip().rstrip("/")
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
+
+
+def test_copy_sources_exist_and_are_not_dockerignored(dockerfile):
+    ignored = dockerignored()
     for copy in instructions(dockerfile, "COPY"):
         *sources, _dest = [arg for arg in copy.split() if not arg.startswith("--")]
         for source in sources:
             assert (ROOT / source).exists(), f"COPY {source}: not in the repo"
             assert Path(source).parts[0] not in ignored, f"COPY {source}: excluded by .dockerignore"
+
+
+def test_what_runs_leave_in_the_checkout_stays_out_of_the_build_context():
+    """Every top-level output that .gitignore names (results, data, gpu-acceptance/, .env, ...) is
+    .dockerignored too: else a build sends GBs of results to the daemon, and a host's .env into it."""
+    outputs = {
+        line.strip().strip("/")
+        for line in (ROOT / ".gitignore").read_text().splitlines()
+        if line.startswith("/") and "/" not in line.strip().strip("/")
+    }
+    assert {"results", "data", "gpu-acceptance", ".env"} <= outputs
+    assert outputs - dockerignored() == set()
+
+
+def test_nothing_but_the_base_argument_needs_the_cuda_base(dockerfile):
+    """torch's cu128 wheels bring CUDA, and the NVIDIA runtime the driver: no step may use what only the CUDA
+    base image has (its CUDA directory, its variables), so that BASE_IMAGE=ubuntu:24.04 builds the same image.
+    CI's build on a bare Debian base is the real proof (docs/reproducing.md)."""
+    cuda_base_only = re.compile(r"/usr/local/cuda|\bCUDA_VERSION\b|\bNV_[A-Z]|LD_LIBRARY_PATH|cuda-compat|"
+                                r"NVIDIA_REQUIRE|NVIDIA_VISIBLE_DEVICES")  # fmt: skip
+    steps = [f"{i['instruction']} {i['value']}" for i in dockerfile.structure if i["instruction"] != "COMMENT"]
+    assert [s for s in steps if cuda_base_only.search(s)] == []
+    assert dockerfile.envs["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # set by the CUDA base, so here too
 
 
 def test_dependency_layers_come_before_the_code(dockerfile):
@@ -284,6 +313,9 @@ def test_compose_matches_the_compose_spec_schema():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+ENV_FILE_COMMAND = "printf 'UID=%s\\nGID=%s\\n' `id -u` `id -g` > .env"  # as the error and the docs name it
+
+
 def test_compose_repro_service_has_gpu_init_shm_and_mounts(compose):
     repro = compose["services"]["repro"]
     (device,) = repro["deploy"]["resources"]["reservations"]["devices"]
@@ -293,20 +325,77 @@ def test_compose_repro_service_has_gpu_init_shm_and_mounts(compose):
     assert repro["init"] is True
     assert repro["shm_size"]
     assert {"./data:/data", "./results:/results"} <= set(repro["volumes"])
-    assert repro["user"] == "${UID:-1000}:${GID:-1000}"
     assert repro["build"]["context"] == "."
-    assert "GIT_REVISION" in repro["build"]["args"]
+    assert {"GIT_REVISION", "SOURCE_URL"} <= set(repro["build"]["args"])
+
+
+def test_compose_user_has_no_default_and_names_the_command_that_sets_it(compose):
+    """An unset UID or GID stops compose (`${VAR:?message}`) instead of running as 1000."""
+    user = compose["services"]["repro"]["user"]
+    message = f"UID and GID are not set: run {ENV_FILE_COMMAND} (docs/reproducing.md)"
+    assert user == f"${{UID:?{message}}}:${{GID:?{message}}}"
+
+
+def test_compose_cpu_service_is_the_gpu_service_without_the_gpu(compose):
+    """check, report and --help without a GPU: the same image, user and volumes, no reservation, and none where
+    nvidia is Docker's default runtime (the CUDA base image sets NVIDIA_VISIBLE_DEVICES=all). No UH_DEVICE:
+    a paper run there stops at once instead of training on the CPU for days."""
+    services = compose["services"]
+    repro, cpu = services["repro"], services["cpu"]
+    assert {k: v for k, v in repro.items() if k != "deploy"} == {k: v for k, v in cpu.items() if k != "environment"}
+    assert cpu["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
 
 
 def test_compose_smoke_service_is_cpu_only(compose):
-    """No GPU reservation, and none where nvidia is Docker's default runtime (the CUDA base image sets
-    NVIDIA_VISIBLE_DEVICES=all): its expectations are a CPU's."""
-    smoke = compose["services"]["smoke"]
+    """No GPU reservation, and none where nvidia is Docker's default runtime: its expectations are a CPU's."""
+    smoke, cpu = compose["services"]["smoke"], compose["services"]["cpu"]
     assert "deploy" not in smoke
     assert smoke["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void", "UH_DEVICE": "cpu"}
     assert smoke["command"] == ["smoke"]
-    assert smoke["init"] is True
-    assert {"./data:/data", "./results:/results"} <= set(smoke["volumes"])
+    assert {k: v for k, v in smoke.items() if k not in ("command", "environment")} == {
+        k: v for k, v in cpu.items() if k not in ("command", "environment")
+    }
+
+
+def compose_cli(name: str) -> list[str]:
+    """The command of a Compose implementation installed here: Compose v2 as the docker CLI plugin
+    (`docker compose`, what docs/reproducing.md uses) or v1's `docker-compose`; else skip."""
+    argv = ["docker", "compose"] if name == "v2" else ["docker-compose"]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} not installed")
+    version = subprocess.run([*argv, "version"], capture_output=True, text=True)
+    if version.returncode != 0 or (name == "v2") != ("v2." in version.stdout):
+        pytest.skip(f"no Compose {name} here (`{' '.join(argv)} version`: {(version.stdout + version.stderr).strip()})")
+    return argv
+
+
+@pytest.mark.parametrize("implementation", ["v2", "v1"])
+def test_compose_config_without_uid_fails_naming_the_command_whose_env_file_then_works(implementation, tmp_path):
+    """The real `docker compose config` (no daemon needed) in a copy of the project: with UID and GID unset
+    (bash does not export UID; sudo drops it) it fails at once, naming a command; that command, run by
+    bash, writes .env, after which the same config resolves to this user's UID:GID."""
+    argv = compose_cli(implementation)
+    shutil.copy(COMPOSE, tmp_path / COMPOSE.name)
+    env = {k: v for k, v in os.environ.items() if k not in ("UID", "GID", "SOURCE_URL", "GIT_REVISION")}
+
+    def config() -> subprocess.CompletedProcess:
+        return subprocess.run([*argv, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    failed = config()
+    assert failed.returncode != 0, failed.stdout
+    assert "UID and GID are not set: run " in failed.stderr, failed.stderr
+    named = re.search(r"UID and GID are not set: run (.*?) \(docs/reproducing\.md\)", failed.stderr).group(1)
+    assert named == ENV_FILE_COMMAND
+    subprocess.run(["bash", "-c", named], cwd=tmp_path, env=env, check=True)
+
+    resolved = config()
+    assert resolved.returncode == 0, resolved.stderr
+    services = yaml.load(resolved.stdout, Loader=yaml.BaseLoader)["services"]  # all strings: 1000:50 is no number
+    for name in ("repro", "cpu", "smoke"):
+        assert services[name]["user"] == f"{os.getuid()}:{os.getgid()}"
+        assert services[name]["build"]["args"] == {"GIT_REVISION": "unknown", "SOURCE_URL": "unknown"}
+    assert services["repro"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+    assert "deploy" not in services["cpu"] and services["cpu"]["environment"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
 
 
 # --- reproduce.sh -------------------------------------------------------------------------------------

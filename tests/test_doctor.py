@@ -33,6 +33,26 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
     assert report["peak_gpu_memory_gb"] is None  # a CPU
 
 
+@pytest.mark.parametrize(("driver", "advice"), [
+    ("550.144.03", "update the NVIDIA driver to 570.26 or newer"),  # the image's CUDA 12.8 base refuses it
+    ("570.26", "use the image (docs/reproducing.md)"),  # torch 13.0 would need 580, the image's 12.8 runs
+    ("575.57.08", "use the image (docs/reproducing.md)"),
+])  # fmt: skip
+def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, advice, tmp_path, monkeypatch):
+    """A driver that torch cannot use: below CUDA 12.8's 570.26 the image does not even start, so the
+    advice is a newer driver, not the image."""
+    from uniform_herding import devices
+    from uniform_herding.doctor import check_environment
+
+    monkeypatch.setattr(devices, "driver_version", lambda: driver)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    lines = check_environment(tmp_path / "d", tmp_path / "r", resolve("B3", "smoke"))
+    (gpu,) = [line for line in lines if line.what == "gpu"]
+    assert gpu.status == "FAIL" and f"an NVIDIA driver {driver} is present" in gpu.detail
+    assert advice in gpu.detail
+    assert ("use the image" in gpu.detail) == advice.startswith("use the image")
+
+
 @pytest.mark.trains
 def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitialised_memory_is_nan):
     """torch's fused SGD as it is, without the zero-filled momentum buffers: the self-test fails, exit 1."""

@@ -70,8 +70,7 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
             lines.append(Line("FAIL", "compute mode", f"the GPU is in Exclusive_Process mode: one process at a "
                               f"time, so --jobs {jobs} fails; use --jobs 1 or ask for the Default mode"))  # fmt: skip
     elif driver is not None:
-        lines.append(Line("FAIL", "gpu", f"{problem}; use the image (docs/reproducing.md) or a torch build "
-                          "for this driver"))  # fmt: skip
+        lines.append(Line("FAIL", "gpu", f"{problem}; {driver_advice(driver, MIN_DRIVER[PAPER_PINS['cuda']])}"))
     else:
         lines.append(Line("WARN", "gpu", "none: this is a CPU; the paper's runs need a GPU (docs/reproducing.md)"))
 
@@ -101,6 +100,21 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
         except OSError as e:
             lines.append(Line("FAIL", what, f"{folder} not writable ({e.strerror or e}); choose another directory"))
     return lines
+
+
+def driver_advice(driver: str, image_driver: str) -> str:
+    """What to do where torch cannot use the GPU of this NVIDIA driver. The image is the answer only for a
+    driver of at least `image_driver`, its CUDA 12.8's: below it the NVIDIA runtime refuses to start the
+    image, bar forward compatibility on data-centre GPUs (docs/reproducing.md, "An NVIDIA driver older
+    than R570")."""
+
+    def version(text: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in text.split(".") if n.isdigit())
+
+    if version(driver) < version(image_driver):
+        return (f"update the NVIDIA driver to {image_driver} or newer (the image's CUDA 12.8 needs it: "
+                "docs/reproducing.md)")
+    return "use the image (docs/reproducing.md) or a torch build for this driver"
 
 
 def check_selftest(device, steps: int) -> tuple[Line, dict]:
