@@ -46,3 +46,12 @@ def test_single_task_has_no_forgetting():
 def test_metrics_take_the_rows_as_recorded_or_the_square_matrix():
     rows = [[80.0], [60.0, 90.0], [50.0, 70.0, 85.0]]
     assert (acc(rows), forgetting(rows), bwt(rows)) == (acc(R3), forgetting(R3), bwt(R3))
+
+
+def test_average_incremental_accuracy_is_the_mean_of_each_rows_seen_tasks():
+    """AIA (iCaRL, PyCIL): rows 80; 60, 70; 40, 50, 90 have seen-task means 80, 65, 60, so AIA is 205 / 3.
+    ACC is the last row's mean only (60): the paper reports ACC, not AIA."""
+    from uniform_herding.metrics import REPORTED, aia, square
+
+    R = square([[80.0], [60.0, 70.0], [40.0, 50.0, 90.0]])
+    assert aia(R) == pytest.approx(205 / 3) and REPORTED["aia"] is aia

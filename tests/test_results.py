@@ -155,8 +155,15 @@ def test_load_results_rejects_empty_and_missing_dirs(tmp_path: Path) -> None:
 def test_per_seed_table_and_profile(tmp_path: Path) -> None:
     results = [result("B3", 1993), result("B3", 42, metrics={"acc": 1.0, "forgetting": 2.0, "bwt": -3.0})]
     table = per_seed_table(results)
-    assert tuple(table.columns) == PER_SEED_COLUMNS
+    assert tuple(table.columns) == (*PER_SEED_COLUMNS, "aia")  # the checked three, then the reported metrics
     assert table.set_index("seed").loc[42, "bwt"] == -3.0
+    # a result written before AIA was recorded gets it from its R; one that records it keeps its own
+    from uniform_herding.metrics import aia
+
+    assert table.set_index("seed").loc[42, "aia"] == pytest.approx(aia(results[1]["R"]))
+    recorded = result("B3", 7)
+    recorded["metrics"] = {**recorded["metrics"], "aia": 12.5}
+    assert per_seed_table([recorded])["aia"][0] == 12.5
     assert results_profile(results) == "smoke"
     with pytest.raises(ResultError, match="mix profiles paper, smoke"):
         per_seed_table([*results, result("a1", profile="paper")])

@@ -31,8 +31,8 @@ def test_the_refresh_study_holds_its_fifteen_runs_and_its_per_seed_csv() -> None
     committed = read_per_seed_csv(STUDY / "per_seed.csv")
     key = ["run_id", "seed"]
     pd.testing.assert_frame_equal(
-        committed.sort_values(key).reset_index(drop=True)[table.columns],
-        table.sort_values(key).reset_index(drop=True),
+        committed.sort_values(key).reset_index(drop=True),
+        table.sort_values(key).reset_index(drop=True)[committed.columns],
         check_dtype=False,
         atol=5e-5,
     )

@@ -14,6 +14,7 @@ import pandas as pd
 from click.core import ParameterSource
 
 from uniform_herding.config import RUNS, SEEDS, run_name
+from uniform_herding.metrics import REPORTED
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -31,10 +32,11 @@ REFERENCE = "B3"
 def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
     """Per run ID (RUNS order, then variants): n seeds, mean and population std (ddof=0) of each metric."""
     grouped = per_seed.groupby("run_id")
+    shown = [*METRICS, *(m for m in REPORTED if m in per_seed)]  # a per-seed CSV holds the checked three only
     table = pd.concat(
         {"n": grouped.size()}
-        | {f"{m}_mean": grouped[m].mean() for m in METRICS}
-        | {f"{m}_std": grouped[m].std(ddof=0) for m in METRICS},
+        | {f"{m}_mean": grouped[m].mean() for m in shown}
+        | {f"{m}_std": grouped[m].std(ddof=0) for m in shown},
         axis=1,
     )
     return table.reindex(sorted(table.index, key=sort_key)).rename_axis("run_id")
@@ -68,15 +70,20 @@ def format_table(per_seed: pd.DataFrame, profile: str = "paper") -> str:
     """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps, and
     for each variant against its base."""
     summary = summarize(per_seed)
+    reported = [m for m in REPORTED if f"{m}_mean" in summary]  # reported, never checked (metrics.REPORTED)
     ids = max(3, *(len(r) for r in summary.index))
     width = max([20, *(len(run_name(r, profile)) for r in summary.index)])  # r2's name is longer
     lines = [
-        f"{'run':{ids}} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}   deltas vs {REFERENCE} (paired)"
+        f"{'run':{ids}} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}"
+        + "".join(f" {name.upper():>15}" for name in reported)
+        + f"   deltas vs {REFERENCE} (paired)"
     ]
     for run_id, row in summary.iterrows():
         cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
         line = f"{run_id:{ids}} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
+        cells = [f"{row[m + '_mean']:.2f} +/- {row[m + '_std']:.2f}" for m in reported]
+        line += "".join(f" {cell:>15}" for cell in cells)
         other = base_of(run_id) if is_variant(run_id) else REFERENCE if run_id[0] in "as" else None
         if other is not None:
             d = {m: paired(per_seed, run_id, other, m).mean() for m in METRICS}

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError, resolve
+from uniform_herding.metrics import REPORTED
 from uniform_herding.variants import check_id, is_variant, record
 
 METRICS: tuple[str, ...] = ("acc", "forgetting", "bwt")
@@ -141,6 +142,9 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     bad = [m for m in METRICS if not _is_number(metrics[m])]
     if bad:
         raise ResultError(f"{path}: metric(s) {', '.join(bad)} not a finite number")
+    bad = [m for m in REPORTED if m in metrics and not (_is_number(metrics[m]) and 0 <= metrics[m] <= 100)]
+    if bad:  # a reported metric is optional (results written before it lack it), but never malformed
+        raise ResultError(f"{path}: reported metric(s) {', '.join(bad)} not a number in [0, 100]")
     out_of_range = [f"{m} {metrics[m]}" for m in METRICS if not RANGES[m][0] <= metrics[m] <= RANGES[m][1]]
     if out_of_range:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
@@ -303,10 +307,12 @@ def results_profile(results: list[dict[str, Any]]) -> str:
 
 
 def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run ID and seed (columns PER_SEED_COLUMNS), from results of a single profile."""
+    """One row per run ID and seed (PER_SEED_COLUMNS, then the REPORTED metrics), from results of a single
+    profile; a reported metric that a result predates is computed from its R."""
     results_profile(results)
-    rows = [(r["run_id"], r["seed"], *(float(r["metrics"][m]) for m in METRICS)) for r in results]
-    return pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
+    rows = [(r["run_id"], r["seed"], *(float(r["metrics"][m]) for m in METRICS),
+             *(float(r["metrics"].get(name, f(r["R"]))) for name, f in REPORTED.items())) for r in results]  # fmt: skip
+    return pd.DataFrame(rows, columns=[*PER_SEED_COLUMNS, *REPORTED])
 
 
 def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
