@@ -429,3 +429,40 @@ def test_lightnings_tensor_core_tip_is_quiet(monkeypatch, caplog):
         cuda._check_cuda_matmul_precision(torch.device("cuda"))
     assert not [r for r in caplog.records if "Tensor Cores" in r.getMessage()]
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_each_loss_term_equals_the_papers_equation_in_plain_arithmetic():
+    """The three loss terms on hand-made 2 x 3 logits, each written out with math.exp/log from the paper's
+    equations (Sec. 3.3), no torch function in the expected values."""
+    import math
+
+    z = [[1.0, 0.5, -0.5], [0.2, -0.3, 0.8]]  # margin-free student logits, 2 images, 3 seen classes
+    y = [0, 2]
+    s, m, T = 30.0, 0.35, 2.0
+
+    def log_softmax(row: list[float]) -> list[float]:
+        top = max(row)
+        log_sum = top + math.log(sum(math.exp(v - top) for v in row))
+        return [v - log_sum for v in row]
+
+    # CE with the cosine margin: s*m off the target logit only, then -log softmax at the target
+    ce = -sum(log_softmax([v - (s * m if j == t else 0.0) for j, v in enumerate(row)])[t]
+              for row, t in zip(z, y, strict=True)) / 2  # fmt: skip
+    logits, target = torch.tensor(z), torch.tensor(y)
+    torch_ce = F.cross_entropy(margin_logits(logits, target, s, m), target)
+    assert torch_ce.item() == pytest.approx(ce, rel=1e-6)
+    # KD with T^2: T^2 * sum_j p_j (log p_j - log q_j), p = softmax(teacher/T), q = softmax(student/T), old classes
+    teacher = [[0.3, 1.1], [-0.4, 0.9]]
+    kd = 0.0
+    for student_row, teacher_row in zip(z, teacher, strict=True):
+        log_q, log_p = log_softmax([v / T for v in student_row[:2]]), log_softmax([v / T for v in teacher_row])
+        kd += T * T * sum(math.exp(lp) * (lp - lq) for lp, lq in zip(log_p, log_q, strict=True))
+    assert kd_loss(logits[:, :2], torch.tensor(teacher), T).item() == pytest.approx(kd / 2, rel=1e-6)
+    # iCaRL's BCE: targets one-hot, old columns the teacher's sigmoid; mean over images and classes
+    sigmoid = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
+    bce = 0.0
+    for row, t, teacher_row in zip(z, y, teacher, strict=True):
+        targets = [sigmoid(teacher_row[0]), sigmoid(teacher_row[1]), 1.0 if t == 2 else 0.0]
+        bce -= sum(q * math.log(sigmoid(v)) + (1 - q) * math.log(1 - sigmoid(v))
+                   for v, q in zip(row, targets, strict=True))  # fmt: skip
+    assert icarl_bce(logits, target, torch.tensor(teacher)).item() == pytest.approx(bce / 6, rel=1e-6)
