@@ -25,8 +25,9 @@ from uniform_herding.check import (
     load_expected,
 )
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, resolve
+from uniform_herding.config import CONFIG_VERSION
 from uniform_herding.results import read_per_seed_csv, write_json_atomic
+from uniform_herding.variants import resolve
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 
@@ -560,7 +561,7 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
     rows = [{"run_id": "B3+rho=5", "seed": s, "acc": b3.loc[s, "acc"] + d, "forgetting": b3.loc[s, "forgetting"] + f,
              "bwt": 0.0} for s, d, f in ((1993, 1.0, -1.0), (2023, 2.0, -2.0), (42, 3.0, 0.5))]  # fmt: skip
     rows += [{"run_id": "a1+lr=0.05", "seed": 42, "acc": 40.19, "forgetting": 30.64, "bwt": 0.0},
-             {"run_id": "B1+rho=2", "seed": 42, "acc": 40.0, "forgetting": 30.0, "bwt": 0.0}]  # fmt: skip
+             {"run_id": "B1+M=1000", "seed": 42, "acc": 40.0, "forgetting": 30.0, "bwt": 0.0}]  # fmt: skip
     table = pd.concat([paper[paper["run_id"] != "B1"], pd.DataFrame(rows)], ignore_index=True)
     res, report = check(tmp_path, table)
     assert res.exit_code == 0, res.output  # the variants' deltas never gate
@@ -577,7 +578,7 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
             in res.output)  # fmt: skip
     verdicts_of = {c["claim_id"]: c["verdict"] for c in report["variants"]}
     assert verdicts_of == {"B3+rho=5": "MEASURED (no paper value)", "a1+lr=0.05": "MEASURED (no paper value)",
-                           "B1+rho=2": "NOT CHECKED (missing: B1)"}  # fmt: skip
+                           "B1+M=1000": "NOT CHECKED (missing: B1)"}  # fmt: skip
     assert "variants: 2 measured, 1 not checked (never gate)\n" in res.output
     assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value
 

@@ -25,7 +25,8 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
     code = (
         "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
         "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
-        "{'uniform_herding.cli', 'uniform_herding.config', 'uniform_herding.executor', 'uniform_herding.variants'}))"
+        "{'uniform_herding.cli', 'uniform_herding.components', 'uniform_herding.config', 'uniform_herding.executor', "
+        "'uniform_herding.variants'}))"
     )
     env = {**os.environ, "COLUMNS": "80"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout

@@ -3,7 +3,9 @@ the run labels and the run groups."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -97,3 +99,14 @@ def test_run_names_state_the_sizes_the_profile_uses():
 def test_unknown_names_are_config_errors(run_id, profile, message):
     with pytest.raises(ConfigError, match=message):
         resolve(run_id, profile)
+
+
+def test_config_imports_nothing_of_the_package_and_resolves_run_ids_only():
+    """One-way: variants.py (and components.py) build on config.py, never the reverse; a variant ID is
+    variants.resolve's to resolve and check."""
+    tree = ast.parse((Path(__file__).parents[1] / "src" / "uniform_herding" / "config.py").read_text())
+    modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in modules if m.startswith("uniform_herding")}, modules
+    with pytest.raises(ConfigError, match=r"variants\.resolve resolves it"):
+        resolve("B3+rho=5")

@@ -5,12 +5,17 @@ path under one of the repository's own folders), must name something that is in 
 a link's #anchor a heading of its target. A `uh` command, a profile (`--profile P`, profile `P`) and a
 run ID (`uh run ID`, `./reproduce.sh ID`) written in code must be ones `uh` and `reproduce.sh` know.
 No document or code comment may point outside the repository. CITATION.cff must be valid CFF 1.2.0,
-checked with check-jsonschema's built-in copy of the schema (no network).
+checked with check-jsonschema's built-in copy of the schema (no network). The lists of memory policies and
+other components, and what each reads, are the registries' (components.py); docs/extending.md's worked
+example is the code that runs and is tested, and its refusals are the lines `uh` prints.
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,18 +26,12 @@ import click
 import pandas as pd
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from uniform_herding import components, memory
 from uniform_herding.cli import main
-from uniform_herding.config import (
-    OPEN_CHOICES,
-    PAPER_RUNS,
-    PROFILES,
-    RUN_GROUPS,
-    RUNS,
-    VARIANT_SEP,
-    ConfigError,
-    resolve,
-)
+from uniform_herding.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
+from uniform_herding.variants import KEYS, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -236,9 +235,12 @@ def test_the_paper_t4_times_quoted_are_the_sums_of_its_table() -> None:
 
 
 def test_the_design_table_has_a_row_for_every_open_choice() -> None:
-    """docs/design.md's one-line table and config.OPEN_CHOICES (recorded in every result) name the same choices."""
+    """docs/design.md's one-line table names every open choice a result can record: config.OPEN_CHOICES (every
+    run's) and each component's (components.py), no more."""
     table = section(ROOT / "docs" / "design.md", "## Every choice, one line each")
-    assert set(re.findall(r"^\| [^|`]+\(`(\w+)`\) \|", table, re.M)) == set(OPEN_CHOICES)
+    every = set(OPEN_CHOICES) | {key for registry in components.CHOICES.values() for part in registry.values()
+                                 for key in part.choices}  # fmt: skip
+    assert set(re.findall(r"^\| [^|`]+\(`(\w+)`\) \|", table, re.M)) == every
 
 
 def test_the_checks_find_a_planted_bad_link_path_command_profile_and_run_id() -> None:
@@ -276,3 +278,64 @@ def test_citation_cff_is_valid_cff_and_agrees_with_pyproject() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert (citation["version"], citation["license"]) == (project["version"], project["license"])
     assert "date-released" in citation  # a release sets the version and this date together
+
+
+EXTENDING = ROOT / "docs" / "extending.md"
+
+
+def table_rows(text: str, header: str) -> list[list[str]]:
+    """The cells of each row of the Markdown table under `header` (its first line) in `text`."""
+    block = text.split(header + "\n", 1)[1].split("\n\n", 1)[0]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in block.splitlines()[1:]]
+
+
+def test_the_docs_list_the_registered_components_and_what_each_reads() -> None:
+    """docs/extending.md's values of memory, loss, head and readout, and its table of who reads each setting, are
+    the registries' (a new policy fails this until the docs name it); docs/design.md names every policy."""
+    text = EXTENDING.read_text()
+    values = {row[0].strip("`"): re.findall(r"`([^`]+)`", row[1]) for row in table_rows(text, "| key | values |")}
+    for key, registry in components.CHOICES.items():
+        assert values[key] == list(registry), key
+    read_by: dict[str, list[str]] = {}
+    for keys, readers in table_rows(text, "| setting | read by |"):
+        for key in re.findall(r"`(\w+)`", keys):
+            read_by[key] = readers.replace("`", "").split(", ")
+    expected = {key: ["every run"] if key in components.PROTOCOL.reads else components.readers(key) for key in KEYS}
+    assert read_by == expected
+    memory_section = (ROOT / "docs" / "design.md").read_text().split("## Memory\n")[1].split("\n## ")[0]
+    assert [name for name in components.POLICIES if f"`{name}`" not in memory_section] == []
+
+
+def fenced_python(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+
+
+def test_the_worked_example_is_the_code_that_runs_and_is_tested() -> None:
+    """Each Python block of docs/extending.md's worked example is the reservoir's class in memory.py, its entry in
+    components.py, or one of its tests in tests/test_memory.py, verbatim."""
+    section = EXTENDING.read_text().split("## Adding a memory policy")[1].split("\n## ")[0]
+    blocks = fenced_python(section)
+    tests = (ROOT / "tests" / "test_memory.py").read_text()
+    assert len(blocks) == 4 and blocks[0] == inspect.getsource(memory.Reservoir)
+    assert blocks[1].startswith('    "reservoir": Policy(') and blocks[1] in inspect.getsource(components)
+    for block in blocks[2:]:  # whole test functions: from a `def` at the line's start to two blank lines
+        assert block.startswith("def test_") and f"\n{block}\n\n" in f"{tests}\n\n", block[:80]
+
+
+def doc_refusals(text: str) -> list[tuple[str, str]]:
+    """(`uh` command, the Error line the document shows for it) for every refusal of `uh run` or `uh sweep`."""
+    pairs = []
+    for block in FENCE.findall(text):
+        lines = block.splitlines()
+        for command, output in itertools.pairwise(lines):
+            if re.match(r"\$ uh (run|sweep) ", command) and output.startswith("Error: ") and "..." not in output:
+                pairs.append((command[len("$ uh ") :], output))
+    return pairs
+
+
+@pytest.mark.parametrize(("command", "line"), doc_refusals(EXTENDING.read_text()), ids=lambda x: x[:40])
+def test_the_refusals_docs_extending_md_shows_are_what_uh_prints(command, line, no_training, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # a command that wrote anything would write here
+    result = CliRunner().invoke(main, shlex.split(command))
+    assert (result.exit_code, result.output.rstrip("\n")) == (2, line)
+    assert list(tmp_path.iterdir()) == []

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from uniform_herding.config import resolve
-from uniform_herding.evaluate import accuracy_row, nme_predict, prototypes
+from uniform_herding.evaluate import ReadoutError, accuracy_row, nme_predict, prototypes
 from uniform_herding.model import Learner
 
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)  # docs/design.md's normalisation
@@ -48,12 +48,34 @@ def seen(tiny_stream):
 def test_prototypes_average_the_active_exemplars_only(seen):
     """mu_c is the mean raw feature of class c's active exemplars, not of all its training images."""
     _, stream, learner, active = seen
-    mu = prototypes(learner, stream, active, batch=3)  # batches cut across classes
+    mu = prototypes(learner, stream, active, len(active), batch=3)  # batches cut across classes
     for c, items in active.items():
         assert len(items) < len(stream.class_items[c])
         torch.testing.assert_close(mu[c], features_by_hand(learner, stream.train_x[items]).mean(0))
         every = features_by_hand(learner, stream.train_x[stream.class_items[c]]).mean(0)
         assert not torch.allclose(mu[c], every, rtol=1e-3, atol=1e-4)  # the subset's mean is another vector
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [("empty", "holds no exemplar of class 4 (task 3)"), ("dropped", "holds no exemplar of class 4 (task 3)"),
+     ("unseen", "holds exemplars of the unseen class 6 (task 4)")],
+)  # fmt: skip
+def test_nme_refuses_a_memory_without_an_exemplar_of_every_seen_class(seen, fault, words):
+    """A seen class with no exemplar would average to a NaN prototype that takes every test image; a class left
+    out of the memory would shift every later class's label: NME refuses both in one line, naming the class."""
+    _, stream, learner, active = seen
+    active = dict(active)
+    if fault == "empty":
+        active[4] = active[4][:0]
+    elif fault == "dropped":
+        del active[4]
+    else:
+        active[6] = stream.class_items[6][:2]
+    with pytest.raises(ReadoutError) as e:
+        accuracy_row(learner, stream, SEEN_TASKS - 1, "nme", active, 7)
+    assert words in str(e.value) and "readout=head" in str(e.value) and "\n" not in str(e.value)
+    assert len(accuracy_row(learner, stream, SEEN_TASKS - 1, "head", active, 7)) == SEEN_TASKS  # head: no exemplars
 
 
 def test_accuracy_row_equals_a_per_task_loop(seen):

@@ -1,26 +1,33 @@
-"""Quota rule, herding against a brute-force reference, and the memory policies' invariants."""
+"""Quota rule, herding against a brute-force reference, the memory policies' invariants, and the contract every
+registered policy keeps (components.POLICIES: a new policy is tested by these without a line of its own)."""
 
+import dataclasses
+import inspect
+import io
 import itertools
-import typing
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 from click.testing import CliRunner
 
+from uniform_herding import config
+from uniform_herding import memory as memory_module
 from uniform_herding.cli import main
-from uniform_herding.config import Config, resolve
+from uniform_herding.components import POLICIES
 from uniform_herding.memory import (
-    POLICIES,
     ClosestToMean,
     ICaRL,
     Memory,
+    Reservoir,
     StaticBank,
     UniformHerding,
     herd,
     make_memory,
     quotas,
 )
+from uniform_herding.variants import resolve
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {
@@ -163,15 +170,22 @@ def test_no_item_shared_between_classes_in_any_policy():
 # --- the runs beyond the paper (issue 17), each built from its config as a run builds it -------------
 
 
-def drifting_stream(memory: Memory, n_tasks: int = 4, per_task: int = 3, per_class: int = 40, d: int = 5):
-    """Like run_policy, but the representation changes after every task (new random features), as a
-    trained backbone's does; yields (t, C, items, the features used at this boundary)."""
+def drifting_tasks(n_tasks: int = 4, per_task: int = 3, per_class: int = 40, d: int = 5):
+    """A tiny stream whose representation changes after every task (new random features), as a trained backbone's
+    does: (each class's items, [(the task's new classes, the features at its boundary)] per task)."""
     gen = torch.Generator().manual_seed(0)
     items = torch.arange(n_tasks * per_task * per_class).split(per_class)
-    for t in range(n_tasks):
-        feats = torch.randn(n_tasks * per_task * per_class, d, generator=gen)
-        memory.refresh({c: items[c] for c in range(t * per_task, (t + 1) * per_task)}, embed_fn(feats))
-        yield t, (t + 1) * per_task, items, feats
+    tasks = [({c: items[c] for c in range(t * per_task, (t + 1) * per_task)},
+              torch.randn(n_tasks * per_task * per_class, d, generator=gen)) for t in range(n_tasks)]  # fmt: skip
+    return items, tasks
+
+
+def drifting_stream(memory: Memory, **sizes: int):
+    """Feed `memory` the drifting tasks; yields (t, C, items, the features used at this boundary) after each."""
+    items, tasks = drifting_tasks(**sizes)
+    for t, (new, feats) in enumerate(tasks):
+        memory.refresh(new, embed_fn(feats))
+        yield t, sum(len(n) for n, _ in tasks[: t + 1]), items, feats
 
 
 def assert_prefixes_of_arrival_ranking(run_id: str, kind: type, rank) -> Memory:
@@ -251,5 +265,109 @@ def test_closest_to_mean_keeps_prefixes_of_the_nearest_to_the_mean_ranked_on_arr
     assert all(torch.equal(restored.active[c], memory.active[c]) for c in memory.active)
 
 
-def test_every_memory_name_has_a_policy():
-    assert list(POLICIES) == list(typing.get_args(typing.get_type_hints(Config)["memory"]))
+# --- the contract of every registered policy ----------------------------------------------------------------
+
+
+def policy_config(name: str) -> config.Config:
+    """B3's smoke config with memory=`name` (M = 50, or 0 for none), built by hand: every policy, whatever it reads."""
+    return dataclasses.replace(config.resolve("B3", "smoke"), memory=name)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_policy_is_its_class_built_from_the_settings_it_declares(name):
+    """The entry names a Memory subclass in memory.py that takes M, the generator and the settings the entry declares
+    beyond M and b (so it can read no other); a policy stores exemplars (M > 0) exactly when it declares M and b."""
+    policy, cls = POLICIES[name], getattr(memory_module, POLICIES[name].cls)
+    assert issubclass(cls, Memory)
+    own = [key for key in policy.reads if key not in ("M", "b")]
+    assert list(inspect.signature(cls).parameters) == ["M", "generator", *own]
+    assert ("M" in policy.reads) == ("b" in policy.reads) == (policy_config(name).budget > 0)
+    assert type(make_memory(policy_config(name), torch.Generator())) is cls
+
+
+def test_every_policy_class_is_registered():
+    classes = {c for c in vars(memory_module).values() if inspect.isclass(c) and issubclass(c, Memory)}
+    assert classes == {getattr(memory_module, policy.cls) for policy in POLICIES.values()}
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_policy_keeps_the_memory_contract(name):
+    """After every task: exemplars of seen classes only, each item of its own class's stream, no item twice, at most
+    M in all, and replay draws from exactly them; a policy that declares per_class keeps every seen class (M >= C
+    here), one that declares quotas keeps q_c of each."""
+    cfg, policy = policy_config(name), POLICIES[name]
+    memory = make_memory(cfg, torch.Generator().manual_seed(1))
+    for _, C, items, _ in drifting_stream(memory):
+        held = {c: a.tolist() for c, a in memory.active.items()}
+        assert set(held) <= set(range(C)) and all(set(held[c]) <= set(items[c].tolist()) for c in held)
+        kept = [item for c in held for item in held[c]]
+        assert len(kept) == len(set(kept)) <= cfg.budget
+        replay = memory.replay_items()
+        assert sorted(replay.tolist() if replay is not None else []) == sorted(kept)
+        if policy.per_class:
+            assert cfg.budget >= C and all(held.get(c) for c in range(C))
+        if policy.quotas:
+            assert [len(held.get(c, [])) for c in range(C)] == quotas(cfg.budget, C)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_policy_resumes_from_its_checkpointed_state(name):
+    """state() through torch.save and a weights_only load (as durability.Checkpoint stores it), with the generator's
+    state, then the remaining tasks: the same memory as a policy that never stopped."""
+    cfg = policy_config(name)
+    whole = make_memory(cfg, torch.Generator().manual_seed(1))
+    _, tasks = drifting_tasks()
+    for new, feats in tasks:
+        whole.refresh(new, embed_fn(feats))
+    gen = torch.Generator().manual_seed(1)
+    first = make_memory(cfg, gen)
+    for new, feats in tasks[:2]:
+        first.refresh(new, embed_fn(feats))
+    buffer = io.BytesIO()
+    torch.save({"memory": first.state(), "generator": gen.get_state()}, buffer)
+    saved = torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+    resumed = make_memory(cfg, torch.Generator())
+    resumed.generator.set_state(saved["generator"])
+    resumed.load_state(saved["memory"])
+    for new, feats in tasks[2:]:
+        resumed.refresh(new, embed_fn(feats))
+    assert sorted(resumed.active) == sorted(whole.active)
+    assert all(torch.equal(resumed.active[c], whole.active[c]) for c in whole.active)
+    assert resumed.pool_size() == whole.pool_size()
+
+
+# --- the worked example of a class-agnostic policy (docs/extending.md) ---------------------------------------
+
+
+def test_reservoir_keeps_a_uniform_sample_of_every_item_seen():
+    """After n items, each of them is kept with probability min(M, n) / n, whatever its class or task. Decision rule:
+    over 2000 seeds, the number of seeds that kept each item is tested against equal counts by scipy's chi-square
+    test, passing at p >= 0.001 after every task (the counts of a sample without replacement spread less than the
+    test assumes, so it errs towards passing a fair sample; a reservoir that favours recent items fails by far)."""
+    M, (_, tasks) = 12, drifting_tasks(n_tasks=4, per_task=3, per_class=10)
+    counts = np.zeros((len(tasks), 120), dtype=int)
+    for seed in range(2000):
+        reservoir = Reservoir(M, torch.Generator().manual_seed(seed))
+        for t, (new, feats) in enumerate(tasks):
+            reservoir.refresh(new, embed_fn(feats))
+            kept = reservoir.replay_items()
+            assert len(kept) == min(M, 30 * (t + 1)) and len(set(kept.tolist())) == len(kept)
+            counts[t, kept] += 1
+    for t in range(len(tasks)):
+        seen = counts[t, : 30 * (t + 1)]
+        assert scipy.stats.chisquare(seen).pvalue >= 0.001, (t, seen)
+        assert not counts[t, 30 * (t + 1) :].any()  # nothing not yet seen
+
+
+def test_reservoir_may_leave_a_seen_class_without_an_exemplar():
+    """Why it declares per_class=False, so that readout=nme is refused with it: in the smoke profile (M = 50 of
+    1000 items, 10 classes), some seeds end with a class that has no exemplar at all."""
+    cfg = resolve("B2+memory=reservoir", "smoke")
+    empty = 0
+    for seed in range(200):
+        reservoir = make_memory(cfg, torch.Generator().manual_seed(seed))
+        for t in range(cfg.n_tasks):
+            new = {c: torch.arange(c * 100, (c + 1) * 100) for c in range(2 * t, 2 * t + 2)}
+            reservoir.refresh(new, embed_fn(torch.zeros(1000, 1)))
+        empty += len(reservoir.active) < cfg.n_classes
+    assert 0 < empty < 40, empty  # each class is empty with probability C(900, 50) / C(1000, 50) = 0.45%

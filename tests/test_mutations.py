@@ -44,8 +44,9 @@ BUGS = {
     ),
     "NME prototypes from all of a class's images": Bug(
         "evaluate.py",
-        "    classes = sorted(active)\n",
-        "    active = {c: stream.class_items[c] for c in active}\n    classes = sorted(active)\n",
+        "    feats = features(learner, stream, stream.train_x[torch.cat(",
+        "    active = {c: stream.class_items[c] for c in active}\n    feats = features(learner, stream, "
+        "stream.train_x[torch.cat(",
         ("tests/test_evaluate.py",),
     ),
     "flip probability 1": Bug(

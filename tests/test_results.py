@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, resolve
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS
 from uniform_herding.results import (
     PER_SEED_COLUMNS,
     ResultError,
@@ -24,6 +24,7 @@ from uniform_herding.results import (
     write_per_seed_csv,
     write_text_atomic,
 )
+from uniform_herding.variants import resolve
 
 PAPER_PER_SEED = Path(__file__).resolve().parents[1] / "expected_results" / "paper_per_seed.csv"
 

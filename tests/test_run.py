@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,11 +10,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from uniform_herding import metrics
+from uniform_herding import components, memory, metrics
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS, resolve
+from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, RUNS
 from uniform_herding.memory import quotas
 from uniform_herding.run import result_path, run_seed
+from uniform_herding.variants import resolve
 
 SEED = 1993
 
@@ -54,7 +56,11 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert result["metrics"] == {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)}
 
     manifest = result["manifest"]
-    assert manifest["open_choices"] == OPEN_CHOICES
+    assert manifest["open_choices"] == components.open_choices(cfg)  # the shared ones and its components'
+    assert OPEN_CHOICES.keys() - {"imprinting"} <= manifest["open_choices"].keys()
+    assert ("imprinting" in manifest["open_choices"]) == cfg.imprint
+    assert manifest["settings_read"] == sorted(components.settings_read(cfg))
+    assert ("quota_per_task" in manifest) == (cfg.memory != "none")
     assert manifest["per_class"]["train_used"] == [cfg.train_per_class]
     for t, task in enumerate(result["tasks"]):
         C = cfg.classes_per_task * (t + 1)
@@ -68,6 +74,52 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu: ")
     assert env["device"].endswith(f" ({torch.backends.cpu.get_cpu_capability()})")  # the CPU kind: numbers depend on it
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
+
+
+@pytest.mark.trains
+def test_a_class_agnostic_policy_runs_and_its_result_says_what_it_is(smoke_result):
+    """B2+memory=reservoir (head-logit readout): a uniform sample of at most M of the items seen, whatever their
+    class; result.json records the reservoir's open choice, no quota per task, and neither rho nor selection as
+    read (its config still lists every field, as every result's does)."""
+    result, cfg = smoke_result("B2+memory=reservoir"), resolve("B2+memory=reservoir", "smoke")
+    assert result["variant"] == {"base": "B2", "changes": {"memory": "reservoir"}}
+    manifest = result["manifest"]
+    assert "quota_per_task" not in manifest and {"reservoir", "replay"} <= manifest["open_choices"].keys()
+    assert not {"static_bank", "candidate_pool", "quota_remainder", "nme", "kd"} & manifest["open_choices"].keys()
+    assert {"M", "b"} <= set(manifest["settings_read"]) and not {"rho", "selection"} & set(manifest["settings_read"])
+    seen = [cfg.train_per_class * cfg.classes_per_task * (t + 1) for t in range(cfg.n_tasks)]
+    assert [task["active_size"] for task in result["tasks"]] == [min(cfg.budget, n) for n in seen]
+    assert all(task["pool_size"] == 0 for task in result["tasks"])
+
+
+class Forgetful(memory.StaticBank):
+    """A policy with a bug the NME readout must catch: from task 2 on, class 0's entry is dropped."""
+
+    def refresh(self, new, embed):
+        super().refresh(new, embed)
+        if len(self.active) > 2:
+            del self.active[0]
+
+
+@pytest.mark.trains
+def test_a_policy_that_loses_a_class_stops_the_run_under_nme_with_one_line(smoke_dirs, tmp_path, monkeypatch):
+    """Registered as a new policy is (a class and one entry) and declaring an exemplar of every class, it drops class 0
+    after task 2. Under NME that would shift every label by one: the run stops at that task's evaluation, naming the
+    run, the task and the class, and writes no result; the checkpoint of task 1 stays."""
+    monkeypatch.setattr(memory, "Forgetful", Forgetful, raising=False)
+    monkeypatch.setitem(components.POLICIES, "forgetful", dataclasses.replace(
+        components.POLICIES["static"], cls="Forgetful", summary="static, losing class 0"))  # fmt: skip
+    data_dir, _ = smoke_dirs
+    res = CliRunner().invoke(main, ["run", "B3", "--set", "memory=forgetful", "--profile", "smoke", "--seed", str(SEED),
+                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    assert res.exit_code == 1
+    checkpoint = result_path(tmp_path, "B3+memory=forgetful", SEED).with_name("checkpoint.pt")
+    assert res.output.splitlines()[-1] == (
+        f"Error: B3+memory=forgetful seed {SEED}: task 2/5: the memory holds no exemplar of class 0 (task 1), and "
+        "readout=nme needs exemplars of each of the 4 seen classes and no other; use readout=head or a memory policy "
+        f"that keeps every class; no result written, {checkpoint} holds tasks 1-1 of 5"
+    ), res.output
+    assert not result_path(tmp_path, "B3+memory=forgetful", SEED).exists() and checkpoint.exists()
 
 
 @pytest.mark.trains

@@ -59,6 +59,22 @@ def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, no_training, tmp
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("run_id", "grid", "words"),
+    [
+        ("B2+memory=reservoir", ["rho=1,2"], "B2+memory=reservoir+rho=1: nothing in this run reads rho"),
+        ("B3", ["memory=reservoir,static"], "B3+memory=reservoir: readout=nme needs an exemplar of every seen class"),
+        ("B3", ["memory=uniform_herding,icarl", "rho=1,5"], "B3+memory=icarl+rho=1: nothing in this run reads rho"),
+    ],
+)
+def test_a_grid_with_a_point_that_changes_nothing_read_is_one_line_and_writes_nothing(run_id, grid, words,
+                                                                                      no_training, tmp_path):
+    """Two points that differ only in a setting nothing reads would be two runs of the same numbers."""
+    res = uh("sweep", run_id, *grid, "--profile", "smoke", "--results-dir", str(tmp_path / "r"))
+    assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()] and words in res.output, res.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_sweep_of_a_key_its_base_already_sets_is_refused(tmp_path):
     res = uh("sweep", "B3+rho=5", "rho=1,2", "--results-dir", str(tmp_path / "r"))
     assert res.exit_code == 2 and "B3+rho=5 already sets rho" in res.output, res.output

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from uniform_herding import config
+from uniform_herding import config, variants
 from uniform_herding.cli import main
+from uniform_herding.components import CHOICES, POLICIES
 from uniform_herding.config import RUNS, SIZE_FIELDS, Config, RunSpec
 from uniform_herding.results import result_path
 from uniform_herding.run import run_seed
-from uniform_herding.variants import KEYS, SAFE, SPLIT_FIELDS, format_value, parse, parse_value
+from uniform_herding.variants import KEYS, SAFE, SPLIT_FIELDS, format_value, parse, parse_value, resolve
 
 SEED = 1993
 
@@ -76,7 +77,7 @@ def test_a_variant_whose_config_is_a_run_ids_is_that_run_id(run_id):
 
 VARIANTS = [
     ["lr=0.05"], ["weight_decay=1e-5"], ["kd_lambda=1e20"], ["cos_margin=0.000001"], ["imprint=false"],
-    ["memory=closest_to_mean", "rho=5"], ["loss=icarl_bce", "head=linear"], ["M=1000", "b=32", "momentum=0.5"],
+    ["memory=closest_to_mean", "M=1000"], ["loss=icarl_bce", "head=linear"], ["M=1000", "b=32", "momentum=0.5"],
     ["selection=random", "readout=head", "grad_clip=2.5", "kd_temperature=0.5", "cos_scale=16"],
 ]  # fmt: skip
 
@@ -103,7 +104,8 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
         (["--set", "rho"], ["'rho' is not KEY=VALUE"]),
         (["--set", "rho=0"], ["rho=0", "whole number >= 1"]),
         (["--set", "M=2.5"], ["M=2.5", "whole number >= 1"]),
-        (["--set", "memory=fifo"], ["memory=fifo", "uniform_herding, icarl, static, closest_to_mean, none"]),
+        (["--set", "memory=fifo"], ["memory=fifo", f"memory is one of {', '.join(POLICIES)}"]),
+        (["--set", "loss=mse"], ["loss=mse", f"loss is one of {', '.join(CHOICES['loss'])}"]),
         (["--set", "imprint=yes"], ["imprint=yes", "true or false"]),
         (["--set", "lr=nan"], ["lr=nan", "finite number > 0"]),
         (["--set", "lr=inf"], ["lr=inf", "finite number > 0"]),
@@ -112,9 +114,20 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
         (["--set", "momentum=1"], ["momentum=1", "[0, 1)"]),
         (["--set", "rho=5", "--set", "rho=4"], ["rho is given twice"]),
         (["--set", "memory=none"], ["memory=none", "readout=head"]),
+        (["--set", "memory=reservoir"], ["B3+memory=reservoir: readout=nme needs an exemplar of every seen class",
+                                         "memory=reservoir may leave a class without one", "readout=head"]),
         (["--set", "M=100"], ["M=100", "profile smoke", "M >= 380"]),
+        (["--set", "memory=static", "--set", "rho=5"], ["B3+memory=static+rho=5: nothing in this run reads rho",
+                                                        "only memory=uniform_herding reads it", "drop it"]),
+        (["--set", "kd_lambda=0", "--set", "kd_temperature=4"], ["nothing in this run reads kd_temperature",
+                                                                  "only loss=ce_kd when kd_lambda > 0 reads it"]),
+        (["--set", "loss=icarl_bce", "--set", "cos_margin=0.5"], ["nothing in this run reads cos_margin",
+                                                                   "only loss=ce_kd when head=cosine reads it"]),
+        (["--set", "head=linear", "--set", "cos_scale=16"], ["nothing in this run reads cos_scale",
+                                                              "only head=cosine reads it"]),
+        (["--set", "memory=none", "--set", "readout=head", "--set", "b=32"], ["nothing in this run reads b"]),
     ],
-)
+)  # fmt: skip
 def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
     res = uh("run", "B3", *args, "--profile", "smoke", "--data-dir", str(tmp_path / "data"),
              "--results-dir", str(tmp_path / "results"))  # fmt: skip
@@ -123,11 +136,30 @@ def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("run_id", "words"), [("B9+rho=5", "unknown run ID 'B9'"), ("B3+rho=5+rho=4", "twice")])
+@pytest.mark.parametrize(
+    ("run_id", "words"),
+    [("B9+rho=5", "unknown run ID 'B9'"), ("B3+rho=5+rho=4", "twice"),
+     ("B2+rho=5", "B2+rho=5: nothing in this run reads rho (only memory=uniform_herding reads it)"),
+     ("a1+kd_temperature=4", "a1+kd_temperature=4.0: nothing in this run reads kd_temperature"),
+     ("B1+selection=random", "B1+selection=random: nothing in this run reads selection")],
+)  # fmt: skip
 def test_a_bad_variant_id_is_refused_alike(run_id, words, tmp_path):
     res = uh("run", run_id, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
     assert res.exit_code == 2 and words in only_line(res)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_run_reads_decides_which_variants_run():
+    """A changed setting must be read by the run (components.py); a policy that may leave a class empty takes
+    readout=head only; and every run ID is a run these checks let through."""
+    assert resolve("B2+memory=reservoir", "smoke").memory == "reservoir"  # B2 reads out by the head
+    assert resolve("B3+memory=reservoir+readout=head", "smoke").rho == 3  # rho stays B3's, unread
+    assert resolve("B3+memory=static+readout=head", "smoke").memory == "static"  # B3's rho is no change
+    assert resolve("B1+memory=uniform_herding+rho=5", "smoke").rho == 5  # read once memory reads it
+    for run_id, spec in RUNS.items():
+        cfg, base = config.resolve(run_id, "smoke"), config.resolve(spec.base, "smoke")
+        changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
+        variants.check(run_id, cfg, changed, "smoke")  # no run ID changes what it does not read
 
 
 def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):

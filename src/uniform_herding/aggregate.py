@@ -13,7 +13,7 @@ import click
 import pandas as pd
 from click.core import ParameterSource
 
-from uniform_herding.config import RUNS, SEEDS, run_name
+from uniform_herding.config import RUNS, SEEDS
 from uniform_herding.metrics import REPORTED
 from uniform_herding.results import (
     METRICS,
@@ -24,7 +24,7 @@ from uniform_herding.results import (
     results_profile,
     write_per_seed_csv,
 )
-from uniform_herding.variants import base_of, is_variant, sort_key
+from uniform_herding.variants import base_of, is_variant, run_name, sort_key
 
 REFERENCE = "B3"
 

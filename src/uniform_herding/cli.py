@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from uniform_herding.components import CHOICES
 from uniform_herding.config import (
     DEVICES,
     PROFILES,
@@ -23,9 +24,9 @@ from uniform_herding.config import (
     ConfigError,
     differences,
     expand_run_ids,
-    resolve,
 )
 from uniform_herding.executor import slurm_options
+from uniform_herding.variants import name_runs, resolve
 
 # Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
 # `uh --help` shows for it, so that listing the commands imports none of them).
@@ -132,7 +133,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @slurm_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Change a method setting of every RUN_ID (repeatable), e.g. --set rho=5: a variant, with its "
-              "own ID (B3+rho=5) and results folder (docs/extending.md).")
+              "own ID (B3+rho=5) and results folder (docs/extending.md). A setting nothing in the run reads is "
+              "refused. " + "; ".join(f"{key}: {', '.join(names)}" for key, names in CHOICES.items()) + ".")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, precision: str | None, device: str | None,
             deterministic: bool, executor: str | None, jobs: int | None, wait: bool, slurm_config: Path | None,
@@ -165,8 +167,6 @@ class BadName(click.ClickException):
 
 def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str) -> tuple[str, ...]:
     """The canonical run and variant IDs that RUN_IDS with --set name, each checked under `profile`."""
-    from uniform_herding.variants import name_runs
-
     try:
         ids = name_runs(expand_run_ids(run_ids), sets, click.echo)
         for run_id in ids:

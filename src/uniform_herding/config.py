@@ -25,7 +25,7 @@ class Config:
     """The resolved protocol of one run. Units and paper sections in the comments."""
 
     # --- method (Sec. 3.2-3.4) -------------------------------------------------------------
-    memory: Literal["uniform_herding", "icarl", "static", "closest_to_mean", "none"] = "uniform_herding"
+    memory: str = "uniform_herding"  # the memory policy: a name in components.POLICIES
     selection: Literal["herding", "random"] = "herding"  # how Uniform Herding fills q_c (a4: random)
     loss: Literal["ce_kd", "icarl_bce"] = "ce_kd"  # CE (+KD when kd_lambda > 0) or iCaRL's BCE
     kd_lambda: float = 1.0  # lambda, distillation weight (a1: 0)
@@ -210,17 +210,15 @@ class ConfigError(ValueError):
 
 
 def resolve(run_id: str, profile: str = "paper") -> Config:
-    """Config of `run_id` under `profile`: B3's defaults, then the run's changes, then sizes.
+    """Config of run ID `run_id` under `profile`: B3's defaults, then the run's changes, then sizes.
 
-    A variant ID (`B3+rho=5`, variants.py) resolves to its base's config with its changes."""
-    if run_id not in RUNS and VARIANT_SEP not in run_id:
-        raise ConfigError(f"unknown run ID {run_id!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    Run IDs only: a variant ID (`B3+rho=5`) is resolved, and checked, by variants.resolve, which builds on
+    this module."""
+    if run_id not in RUNS:
+        hint = f" ({run_id!r} is a variant ID: variants.resolve resolves it)" if VARIANT_SEP in run_id else ""
+        raise ConfigError(f"unknown run ID {run_id!r}; known: {', '.join(RUNS)} (see `uh list`){hint}")
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-    if run_id not in RUNS:
-        from uniform_herding.variants import resolve_variant  # variants.py builds on this module
-
-        return resolve_variant(run_id, profile)
     sizes = PROFILES[profile]
     assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
     return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
@@ -241,11 +239,8 @@ def expand_run_ids(names: tuple[str, ...] | list[str]) -> list[str]:
 
 def run_name(run_id: str, profile: str = "paper") -> str:
     """The run's label with the sizes `profile` really uses: "Active budget 500" in the paper's
-    protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size)."""
-    if run_id not in RUNS:  # a variant: its base's label and its changes
-        from uniform_herding.variants import base_of, describe
-
-        return f"{run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
+    protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size). Run IDs only:
+    variants.run_name names a variant too."""
     spec, cfg = RUNS[run_id], resolve(run_id, profile)
     if "M" in spec.changes:
         return f"Active budget {cfg.budget}"
@@ -254,8 +249,9 @@ def run_name(run_id: str, profile: str = "paper") -> str:
     return spec.name
 
 
-# Every point the paper leaves open and how this artifact settles it (docs/design.md). Recorded in each
-# result's protocol manifest; docs/design.md's table of choices lists the same entries.
+# Every point the paper leaves open that every run settles alike, and how this artifact settles it
+# (docs/design.md). A component's own choices (the candidate pool, KD, NME, ...) are declared with it in
+# components.py; a result's manifest records these and its components' (components.open_choices).
 OPEN_CHOICES: dict[str, str] = {
     "class_order": "numpy RandomState(split_seed=13).permutation(K), K=100 (CIFAR-10: 10); "
     "internal label i = original order[i]",
@@ -272,16 +268,5 @@ OPEN_CHOICES: dict[str, str] = {
     "precision": "16-mixed on GPU (as the paper): fp16 autocast, dynamic loss scale from 2^16 with a fresh "
     "scaler per task, overflowing steps skipped; fp32 outside autocast without TF32, as on the paper's T4; "
     "fp32 on CPU",
-    "replay": "b items per step, uniform with replacement over all stored active items, re-augmented",
-    "kd": "softmax over old-class logits / T on both sides, KL batchmean, student margin-free, teacher = "
-    "frozen eval-mode snapshot before head growth, on every image of the step",
-    "icarl_loss": "BCE-with-logits averaged over seen classes and batch; old-class targets = teacher sigmoid",
-    "herding_features": "raw (unnormalised) backbone features, eval transform; ties to the lowest index",
-    "candidate_pool": "selected items + uniformly random leftovers, at most rho*q_c per class at boundaries; "
-    "the paper's within-task reservoir insertion is not needed since pools only change at boundaries",
-    "quota_remainder": "M mod C extra items go to the lowest internal labels",
-    "static_bank": "new class: uniform random subset of q_c; shrink by uniform random removal",
-    "nme": "prototype = mean raw feature of the active exemplars, recomputed after every task; "
-    "prediction by nearest normalised prototype",
     "epochs": "70 configured epochs per task (the paper's metadata records 71: a counter artefact)",
 }

@@ -24,11 +24,27 @@ def features(learner: Learner, stream: TaskStream, images: Tensor, batch: int) -
     return torch.cat(out) if out else torch.zeros(0, learner.backbone.feature_dim, device=images.device)
 
 
-def prototypes(learner: Learner, stream: TaskStream, active: dict[int, Tensor], batch: int) -> Tensor:
-    """mu_c: mean raw feature of each class's active exemplars, in the current representation [C, d]."""
-    classes = sorted(active)
-    feats = features(learner, stream, stream.train_x[torch.cat([active[c] for c in classes])], batch)
-    return torch.stack([f.mean(dim=0) for f in feats.split([len(active[c]) for c in classes])])
+class ReadoutError(ValueError):
+    """The NME readout cannot classify: the memory does not hold an exemplar of every seen class."""
+
+
+def prototypes(learner: Learner, stream: TaskStream, active: dict[int, Tensor], seen: int, batch: int) -> Tensor:
+    """mu_c for c = 0..seen-1: mean raw feature of each class's active exemplars, in the current representation.
+
+    Refused unless the memory holds exemplars of exactly the seen classes: an empty class would average
+    to a NaN prototype that takes every test image, and a class left out would shift every later label.
+    """
+    wrong = [c for c in range(seen) if len(active.get(c, ())) == 0] + [c for c in sorted(active) if not 0 <= c < seen]
+    if wrong:
+        c = wrong[0]
+        problem = "holds no exemplar of" if c < seen else "holds exemplars of the unseen"
+        raise ReadoutError(
+            f"the memory {problem} class {c} (task {c // stream.cfg.classes_per_task + 1}), and readout=nme needs "
+            f"exemplars of each of the {seen} seen classes and no other; use readout=head or a memory policy that "
+            "keeps every class"
+        )
+    feats = features(learner, stream, stream.train_x[torch.cat([active[c] for c in range(seen)])], batch)
+    return torch.stack([f.mean(dim=0) for f in feats.split([len(active[c]) for c in range(seen)])])
 
 
 def nme_predict(feats: Tensor, mu: Tensor) -> Tensor:
@@ -41,7 +57,8 @@ def accuracy_row(
     learner: Learner, stream: TaskStream, t: int, readout: str, active: dict[int, Tensor], batch: int
 ) -> list[float]:
     """R[t][j] for j = 0..t under the run's readout: one pass over all seen test images, one copy to the host."""
-    mu = prototypes(learner, stream, active, batch) if readout == "nme" else None
+    seen_classes = stream.cfg.classes_per_task * (t + 1)
+    mu = prototypes(learner, stream, active, seen_classes, batch) if readout == "nme" else None
     seen = torch.cat([stream.test_items(j) for j in range(t + 1)])
     feats = features(learner, stream, stream.test_x[seen], batch)
     pred = nme_predict(feats, mu) if mu is not None else learner.head(feats).argmax(dim=1)

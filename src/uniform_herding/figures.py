@@ -22,10 +22,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
-from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, resolve, run_name
+from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
 from uniform_herding.metrics import task_forgetting
 from uniform_herding.results import write_bytes_atomic
-from uniform_herding.variants import SweepLine, format_value, sweep_lines, value_order
+from uniform_herding.variants import SweepLine, format_value, resolve, run_name, sweep_lines, value_order
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}

@@ -11,6 +11,8 @@ Glossary (paper's symbols):
 
 A policy maps (the classes just introduced, a feature function) to new active sets. Items are
 positions in the task stream's training tensor; the stream holds no probe or validation image.
+Each policy here has one entry in components.POLICIES: its name, the settings it reads, whether it
+keeps every seen class (NME needs that) and whether it follows the quota rule.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from uniform_herding.components import POLICIES
 from uniform_herding.config import Config
 
 Embed = Callable[[Tensor], Tensor]  # items [n] -> raw features [n, d], eval transform
@@ -156,17 +159,46 @@ class ClosestToMean(Memory):
             self.active[c] = self.active[c][: q[c]]  # prefix truncation; the rest is dropped
 
 
-# Config.memory -> the policy (Config.memory's Literal lists the same names). A new policy: a Memory
-# subclass, one entry here, its name in that Literal (docs/extending.md).
-POLICIES: dict[str, Callable[[Config, torch.Generator], Memory]] = {
-    "uniform_herding": lambda cfg, gen: UniformHerding(cfg.budget, gen, cfg.rho, cfg.selection),
-    "icarl": lambda cfg, gen: ICaRL(cfg.budget, gen),
-    "static": lambda cfg, gen: StaticBank(cfg.budget, gen),
-    "closest_to_mean": lambda cfg, gen: ClosestToMean(cfg.budget, gen),
-    "none": lambda cfg, gen: Memory(cfg.budget, gen),
-}
+class Reservoir(Memory):
+    """A uniform sample of at most M of every training item seen so far, whatever its class (Vitter's
+    Algorithm R, fed at every task boundary). Class-agnostic: a class may keep no exemplar, so NME cannot
+    read it out (readout=head). Beyond the paper: the worked example of docs/extending.md,
+    `--set memory=reservoir`."""
+
+    def __init__(self, M: int, generator: torch.Generator) -> None:
+        super().__init__(M, generator)
+        self.slots: list[tuple[int, int]] = []  # (class, item) per slot, at most M
+        self.seen = 0  # n: items offered so far
+
+    def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
+        offered = [(c, item) for c, items in new.items() for item in items.tolist()]
+        draws = torch.rand(len(offered), dtype=torch.float64, generator=self.generator).tolist()
+        for (c, item), u in zip(offered, draws, strict=True):
+            self.seen += 1
+            if len(self.slots) < self.M:
+                self.slots.append((c, item))
+            elif (j := int(u * self.seen)) < self.M:  # item n stays with probability M / n
+                self.slots[j] = (c, item)
+        kept: dict[int, list[int]] = {}
+        for c, item in self.slots:
+            kept.setdefault(c, []).append(item)
+        device = next(iter(new.values())).device
+        self.active = {c: torch.tensor(kept[c], dtype=torch.long, device=device) for c in sorted(kept)}
+
+    def state(self) -> dict:
+        return {**super().state(), "slots": torch.tensor(self.slots, dtype=torch.long), "seen": self.seen}
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self.slots = [(c, item) for c, item in state["slots"].tolist()]
+        self.seen = state["seen"]
 
 
 def make_memory(cfg: Config, generator: torch.Generator) -> Memory:
-    """The run's memory policy (Config.memory), drawing its random choices from `generator`."""
-    return POLICIES[cfg.memory](cfg, generator)
+    """The run's memory policy (components.POLICIES[cfg.memory]), drawing its random choices from `generator`.
+
+    Built with the settings its entry declares and nothing else: M (the profile's budget) and its own.
+    """
+    policy = POLICIES[cfg.memory]
+    own = {key: getattr(cfg, key) for key in policy.reads if key not in ("M", "b")}  # b: replay reads it
+    return globals()[policy.cls](cfg.budget, generator, **own)

@@ -42,7 +42,7 @@ from uniform_herding.check import (
     overall,
     tally,
 )
-from uniform_herding.config import RUNS, SEEDS, resolve, run_name
+from uniform_herding.config import RUNS, SEEDS
 from uniform_herding.decide import t_interval
 from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs
 from uniform_herding.results import (
@@ -54,7 +54,7 @@ from uniform_herding.results import (
     results_profile,
     write_text_atomic,
 )
-from uniform_herding.variants import base_of, describe, is_variant
+from uniform_herding.variants import base_of, describe, is_variant, resolve, run_name
 
 GAP_MD, GAP_TEX = "—", "---"
 METRIC_NAMES = {"acc": "ACC", "forgetting": "F", "bwt": "BWT"}

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError, resolve
+from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError
 from uniform_herding.metrics import REPORTED
-from uniform_herding.variants import check_id, is_variant, record
+from uniform_herding.variants import check_id, is_variant, record, resolve
 
 METRICS: tuple[str, ...] = ("acc", "forgetting", "bwt")
 # Percent: an accuracy is in [0, 100], so forgetting (max minus last) in [0, 100] and BWT in [-100, 100].

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uniform_herding import evaluate, metrics, variants
+from uniform_herding import components, evaluate, metrics, variants
 from uniform_herding.archive import (
     DATASETS,
     DataError,
@@ -30,7 +30,7 @@ from uniform_herding.archive import (
     read_archive,
     write_synthetic_archive,
 )
-from uniform_herding.config import CONFIG_VERSION, OPEN_CHOICES, Config, resolve
+from uniform_herding.config import CONFIG_VERSION, Config
 from uniform_herding.devices import cpu_threads, deterministic_algorithms, select
 from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.memory import make_memory, quotas
@@ -144,13 +144,13 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
 
 
 def manifest(cfg: Config, stream: TaskStream) -> dict:
-    """The protocol as run: class order, split sizes, quota range per task, every open choice."""
-    per_task = [quotas(cfg.budget, cfg.classes_per_task * (t + 1)) if cfg.budget else [0] for t in range(cfg.n_tasks)]
-    return {
-        **stream.manifest(),
-        "quota_per_task": [[min(q), max(q)] for q in per_task],
-        "open_choices": OPEN_CHOICES,
-    }
+    """The protocol as run: class order, split sizes, the settings the run read, the quota range per task
+    (a policy that follows the quota rule), the open choices its protocol and components settle."""
+    record = {**stream.manifest(), "settings_read": sorted(components.settings_read(cfg))}
+    if components.POLICIES[cfg.memory].quotas:
+        per_task = [quotas(cfg.budget, cfg.classes_per_task * (t + 1)) for t in range(cfg.n_tasks)]
+        record["quota_per_task"] = [[min(q), max(q)] for q in per_task]
+    return {**record, "open_choices": components.open_choices(cfg)}
 
 
 def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
@@ -195,7 +195,7 @@ def run_seed(
     path or fp32 (train.precision), `deterministic` torch's deterministic algorithms. A task that
     diverges stops the run before its checkpoint: the last good checkpoint stays and no result is written.
     """
-    cfg = resolve(run_id, profile)
+    cfg = variants.resolve(run_id, profile)
     compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
@@ -244,7 +244,10 @@ def run_seed(
                     raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({problem}); no result written, "
                                    f"{checkpoint.kept()}")
                 memory.refresh({c: stream.class_items[c] for c in stream.classes(t)}, embed)
-                row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
+                try:
+                    row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
+                except evaluate.ReadoutError as e:  # before the checkpoint, as a divergence
+                    raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
                 record["rows"].append(row)
                 record["tasks"].append(
                     {

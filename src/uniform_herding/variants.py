@@ -5,11 +5,15 @@ A variant's ID is its base run ID and its changes in alphabetical order of the k
 [A-Za-z0-9_.=+-], so they are folder names on every filesystem and shell words that need no quoting
 (floats are written as Python's shortest repr with `e+` shortened to `e`: lr=0.05, weight_decay=1e-05).
 The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh status / check /
-report / aggregate, the executors): `config.resolve` resolves it through `resolve_variant`.
+report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID (config.resolve knows
+run IDs only; this module builds on it, never the reverse).
 
 Canonical form: a change equal to the base's own value is dropped, and a variant whose config equals a
 run ID's *is* that run ID (B3 with M=500 is s1, B3 with rho=1 is r2): it runs, and is found done, as that
 run ID, so one config has one results folder. M and b are in the paper's units; the profile scales them.
+
+A variant is refused when it changes a setting that nothing in its run reads (components.py: B2 never reads
+rho), and when its readout needs what its memory does not keep (NME needs an exemplar of every seen class).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from uniform_herding.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, resolve
+from uniform_herding import components, config
+from uniform_herding.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError
 
 SEP = VARIANT_SEP
 # The method settings --set may change; sizes belong to a profile, and the split is every run's.
@@ -48,9 +53,10 @@ SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")
 def parse_value(key: str, text: str) -> Any:
     """`text` as a value of Config field `key`, checked: a Literal's choices, a count >= 1, a finite rate in range."""
     kind = TYPES[key]
-    if get_origin(kind) is Literal:
-        if text not in get_args(kind):
-            raise ConfigError(f"{key}={text}: {key} is one of {', '.join(get_args(kind))}")
+    names = choices(key)
+    if names:
+        if text not in names:
+            raise ConfigError(f"{key}={text}: {key} is one of {', '.join(names)}")
         return text
     if kind is bool:
         if text not in ("true", "false"):
@@ -68,6 +74,13 @@ def parse_value(key: str, text: str) -> Any:
     if not math.isfinite(value) or not test(value):
         raise ConfigError(f"{key}={text}: {key} is a finite number {valid}")
     return value
+
+
+def choices(key: str) -> tuple[str, ...]:
+    """The values of a choice: a component registry's names (memory, loss, head, readout) or a Literal's; () else."""
+    if key in components.CHOICES:
+        return tuple(components.CHOICES[key])
+    return get_args(TYPES[key]) if get_origin(TYPES[key]) is Literal else ()
 
 
 def format_value(value: Any) -> str:
@@ -113,15 +126,15 @@ class Variant:
     changes: dict[str, Any]
 
     def config(self, profile: str = "paper") -> Config:
-        return dataclasses.replace(resolve(self.base, profile), **self.changes)
+        return dataclasses.replace(config.resolve(self.base, profile), **self.changes)
 
     @property
     def run_id(self) -> str:
         """The canonical ID: the base alone, the run ID with the same config, or base+key=value+... ."""
         if not self.changes:
             return self.base
-        config = self.config()
-        same = next((r for r in RUNS if resolve(r) == config), None)
+        mine = self.config()
+        same = next((r for r in RUNS if config.resolve(r) == mine), None)
         if same is not None:
             return same
         return SEP.join([self.base, *(f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes))])
@@ -134,7 +147,7 @@ def parse(name: str, sets: Iterable[str] = ()) -> Variant:
         raise ConfigError(f"unknown run ID {base!r}; known: {', '.join(RUNS)} (see `uh list`)")
     texts = [*parts, *sets]
     given = assignments(texts)
-    own = resolve(base)
+    own = config.resolve(base)
     changes = {k: v for k, v in ((k, parse_value(k, text)) for k, text in given.items()) if getattr(own, k) != v}
     return Variant(base, changes)
 
@@ -143,27 +156,57 @@ def is_variant(run_id: str) -> bool:
     return SEP in run_id
 
 
-def resolve_variant(run_id: str, profile: str) -> Config:
-    """The config of a variant ID under `profile`; refused when its settings cannot work together there."""
-    cfg = parse(run_id).config(profile)
-    if cfg.readout == "nme" and cfg.memory == "none":
-        raise ConfigError(f"{run_id}: memory=none keeps no exemplars for readout=nme; also set readout=head (as B0)")
-    if cfg.readout == "nme" and cfg.memory != "none" and cfg.budget < cfg.n_classes:
-        least = next(m for m in range(1, 10**7) if dataclasses.replace(cfg, M=m).budget >= cfg.n_classes)
-        raise ConfigError(
-            f"{run_id}: M={cfg.M} is {cfg.budget} exemplars in profile {profile}, fewer than its {cfg.n_classes} "
-            f"classes, and readout=nme needs one per class; give M >= {least} or readout=head"
-        )
+def resolve(run_id: str, profile: str = "paper") -> Config:
+    """The config of a run ID or a variant ID under `profile`; a variant is refused (check) when it cannot run
+    as asked there."""
+    if SEP not in run_id:
+        return config.resolve(run_id, profile)
+    variant = parse(run_id)
+    cfg = variant.config(profile)
+    check(run_id, cfg, variant.changes, profile)
     return cfg
 
 
+def check(run_id: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
+    """Refuse a run that cannot run as asked under `profile` (check_settings), or whose quotas leave its
+    readout a class without an exemplar there."""
+    check_settings(run_id, cfg, changes)
+    policy = components.POLICIES[cfg.memory]
+    if components.READOUTS[cfg.readout].per_class and policy.quotas and cfg.budget < cfg.n_classes:
+        least = next(m for m in range(1, 10**7) if dataclasses.replace(cfg, M=m).budget >= cfg.n_classes)
+        raise ConfigError(
+            f"{run_id}: M={cfg.M} is {cfg.budget} exemplars in profile {profile}, fewer than its {cfg.n_classes} "
+            f"classes, and readout={cfg.readout} needs one per class; give M >= {least} or readout=head"
+        )
+
+
+def check_settings(run_id: str, cfg: Config, changes: dict[str, Any]) -> None:
+    """Refuse, under any profile, a run whose `changes` (to its base) include a setting nothing in it reads,
+    or whose readout needs an exemplar of every seen class where its memory may leave one without
+    (components.py declares both)."""
+    unread = sorted(changes.keys() - components.settings_read(cfg))
+    if unread:
+        key = unread[0]
+        raise ConfigError(
+            f"{run_id}: nothing in this run reads {key} (only {' or '.join(components.readers(key))} reads it), so "
+            f"{key}={format_value(changes[key])} would change nothing; drop it"
+        )
+    if components.READOUTS[cfg.readout].per_class and not components.POLICIES[cfg.memory].per_class:
+        raise ConfigError(
+            f"{run_id}: readout={cfg.readout} needs an exemplar of every seen class, and memory={cfg.memory} may "
+            "leave a class without one; also set readout=head"
+        )
+
+
 def check_id(run_id: str) -> None:
-    """Refuse anything but a run ID or a canonical variant ID (what a results folder or a CSV row may name)."""
+    """Refuse anything but a run ID or a canonical variant ID that can run (what a results folder or a CSV row
+    may name)."""
     if run_id in RUNS:
         return
-    canonical = parse(run_id).run_id
-    if canonical != run_id:
-        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {canonical!r}")
+    variant = parse(run_id)
+    if variant.run_id != run_id:
+        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {variant.run_id!r}")
+    check_settings(run_id, variant.config(), variant.changes)
 
 
 def record(run_id: str) -> dict[str, Any]:
@@ -191,6 +234,14 @@ def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], N
                  f"{variant.run_id} (the same config): running it as {variant.run_id}")  # fmt: skip
         out.append(variant.run_id)
     return list(dict.fromkeys(out))
+
+
+def run_name(run_id: str, profile: str = "paper") -> str:
+    """The label of a run ID (config.run_name: with the sizes `profile` uses) or of a variant: its base's label
+    and its changes ("Uniform Herding, rho=5")."""
+    if not is_variant(run_id):
+        return config.run_name(run_id, profile)
+    return f"{config.run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
 
 
 def describe(run_id: str, profile: str = "paper") -> str:
@@ -226,8 +277,8 @@ class SweepLine:
 
 def value_order(key: str, value: Any) -> Any:
     """Sort key of a value of `key`: a Literal's values in their declared order, others as they compare."""
-    kind = TYPES[key]
-    return get_args(kind).index(value) if get_origin(kind) is Literal else value
+    names = choices(key)
+    return names.index(value) if names else value
 
 
 def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[str, list[SweepLine]]:
@@ -250,5 +301,6 @@ def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[st
             v = parse(variant)
             context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).run_id
             points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
-            out.setdefault(key, []).append(SweepLine(key, context, points, v.base, getattr(resolve(v.base), key)))
+            base_value = getattr(config.resolve(v.base), key)
+            out.setdefault(key, []).append(SweepLine(key, context, points, v.base, base_value))
     return out
