@@ -145,7 +145,7 @@ def test_one_seed_has_no_interval_and_the_tolerance_decides(tmp_path: Path, pape
     rerun = paper[(paper["run_id"] == "B3") & (paper["seed"] == 1993)].assign(acc=40.0)
     res, report = check(tmp_path, rerun)
     assert verdicts(report)[("B3", "acc")] == "NOT REPLICATED" and res.exit_code == 1
-    assert "no interval (1 seeds; needs 3 per side)" in res.output
+    assert "no interval (1 seed; needs 3 per side)" in res.output
 
 
 def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper: pd.DataFrame) -> None:

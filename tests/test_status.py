@@ -95,6 +95,7 @@ def test_a_missing_results_dir_is_one_line(tmp_path):
     assert out.exit_code == 1 and "is not a directory" in out.output
 
 
+@pytest.mark.trains
 def test_a_sweep_is_listed_by_its_ids_with_its_local_jobs(smoke_sweep, tmp_path):
     """Variants are pairs like any other: the sweep's three runs (r2, B3, B3+rho=5) done, and a variant stopped
     mid-run shows its checkpoint, under its own ID."""

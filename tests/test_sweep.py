@@ -90,6 +90,7 @@ def test_a_finished_sweep_is_skipped_whole(finished_result, no_training, tmp_pat
     assert [p.read_bytes() for p in paths] == before
 
 
+@pytest.mark.trains
 def test_a_smoke_sweep_runs_every_point_and_a_second_sweep_finds_it_done(smoke_sweep):
     """Through `--jobs 2` (submitit's local executor): rho=1 and rho=3 run as r2 and B3, B3+rho=5 records its
     base and change; run again, the sweep starts nothing."""

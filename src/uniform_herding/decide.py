@@ -78,7 +78,8 @@ class Equivalence:
 
     def describe(self, n_expected: int, n_observed: int, difference: float, tolerance: float) -> str:
         if self.equivalent is None:
-            return f"no interval ({min(n_expected, n_observed)} seeds; needs {MIN_SEEDS} per side)"
+            n = min(n_expected, n_observed)
+            return f"no interval ({n} seed{'' if n == 1 else 's'}; needs {MIN_SEEDS} per side)"
         if self.equivalent:
             return f"equivalent at 90% (TOST {p_text(self.p_value)})"  # type: ignore[arg-type]
         if abs(difference) >= tolerance:
