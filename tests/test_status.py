@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from click.testing import CliRunner
 
