@@ -420,3 +420,26 @@ def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp
     assert "| B3 | Uniform Herding | 100.0 ± 8.2 | 120 | +20 |" in table
     (results / "doctor.json").write_text(json.dumps(doctor | {"profile": "paper"}))  # another profile's: not used
     assert "estimate" not in compute(load_runs(results)).markdown()
+
+
+def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Path) -> None:
+    """A two-value sweep without its base (B3+rho=5, B3+rho=2, smoke): its sweep figure is drawn with the noise
+    band of the profile's tolerance, and the paper's figures none of whose runs is present are left out, with one
+    line saying which and why (before, the folder gave blank paper figures and no sweep figure)."""
+    from uniform_herding.figures import noise
+    from uniform_herding.variants import resolve as resolve_variant
+
+    results, lines = tmp_path / "results", []
+    for run_id in ("B3+rho=5", "B3+rho=2"):
+        for seed in (1993, 2023):
+            body = fake_result("B3", seed, "smoke", 5) | {"run_id": run_id}
+            body["config"], body["variant"] = resolve_variant(run_id, "smoke").to_dict(), {"base": "B3", "changes": {
+                "rho": int(run_id.split("=")[1])}}
+            write(results, body)
+    write_report(results, results / "report", echo=lines.append)
+    figures = {p.name for p in (results / "report" / "figures").glob("*.png")}
+    assert "fig_sweep_rho.png" in figures and "fig_refresh_isolation.png" not in figures
+    assert any(line.startswith("left out ") and "fig_refresh_isolation (B1, r3, r1, r2, B3)" in line for line in lines)
+    assert "Left out " in (results / "report" / "summary.md").read_text()
+    runs = load_runs(results)
+    assert noise(runs, "B3", "acc") == (7.5, "± 7.5 pp (the profile's tolerance)")  # expected_results/smoke

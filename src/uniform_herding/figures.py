@@ -84,6 +84,8 @@ class Runs:
     epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
     estimate_s: dict[str, float] = field(default_factory=dict)
+    # metric -> the profile's tolerance (expected_results/<profile>/tolerances.toml), where a set exists
+    tolerance: dict[str, float] = field(default_factory=dict)
 
     def stack(self, run_id: str) -> np.ndarray | None:
         """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
@@ -462,6 +464,15 @@ def _sweep_axis(ax: Axes, key: str, values: list, profile: str) -> Callable[[obj
     return values.index
 
 
+def noise(runs: Runs, base: str, metric: str) -> tuple[float, str]:
+    """The half-width of the band a sweep figure draws around its base run's mean, and what it is: the profile's
+    tolerance where an expected set gives one (uh check's own noise), else the base's seed spread (population std)."""
+    if metric in runs.tolerance:
+        return runs.tolerance[metric], f"± {runs.tolerance[metric]:g} pp (the profile's tolerance)"
+    spread = float(runs.per_seed.loc[runs.per_seed["run_id"] == base, metric].std(ddof=0))
+    return spread, f"± {spread:.2f} pp (its seed spread)"
+
+
 def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
     """Final ACC and F against the swept value: one line per setting of the other keys (mean +/- population
     std over seeds), each seed as a hollow mark, the base run's own value (the paper's setting) dotted."""
@@ -477,6 +488,12 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
                 ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
                            label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
+            for base in dict.fromkeys(line.base for line in lines):  # what is within noise of the base
+                if base in set(table.index):
+                    centre, half = table.loc[[base], metric].mean(), noise(runs, base, metric)[0]
+                    what = ", ".join(f"{m} {noise(runs, base, m)[1]}" for m in ("acc", "forgetting"))
+                    ax.axhspan(centre - half, centre + half, color="#0072B2", alpha=0.08, zorder=0.4,
+                               label=f"within noise of {base}: {what}")  # fmt: skip
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
                 xs = [x_of(v) for v in line.points]
@@ -509,12 +526,12 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
 
 
 def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
-    """One figure per key swept over at least three values in these results (variants.sweep_lines)."""
+    """One figure per key swept over at least two values in these results (variants.sweep_lines)."""
     return tuple(
         FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
                    f"Beyond the paper: final ACC and F against {key} (uh sweep)",
                    tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
-        for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile).items()
+        for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile, least=2).items()
     )  # fmt: skip
 
 

@@ -86,7 +86,16 @@ def load_runs(results_dir: Path) -> Runs:
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
     return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss,
-                estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
+                estimate_s=doctor_estimates(results_dir / "doctor.json", profile), tolerance=tolerances(profile))
+
+
+def tolerances(profile: str) -> dict[str, float]:
+    """The profile's tolerances from its expected set (what uh check calls noise), or none without one."""
+    try:
+        expected = load_expected(expected_dir_for(profile, expected_root()))
+    except (ExpectedError, ResultError):
+        return {}
+    return expected.tolerance if expected.profile == profile else {}
 
 
 def doctor_estimates(path: Path, profile: str) -> dict[str, float]:
@@ -364,9 +373,23 @@ def tables_for(runs: Runs) -> list[Table]:
     return tables + ([variants_table(runs)] if any(map(is_variant, runs.per_seed["run_id"])) else [])
 
 
+def absent(spec: FigureSpec, runs: Runs) -> bool:
+    """A figure none of whose runs is in the results: drawing it would be an empty frame."""
+    return bool(spec.runs) and len(runs.missing(spec.runs)) == len(spec.runs)
+
+
 def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
-    """The paper's figures, and a sweep figure for every key the results sweep over three values or more."""
-    return (*FIGURES, *sweep_specs(runs))
+    """The paper's figures that show at least one run of the results (left_out says which are not), and a sweep
+    figure for every key the results sweep over two values or more."""
+    return (*(spec for spec in FIGURES if not absent(spec, runs)), *sweep_specs(runs))
+
+
+def left_out(runs: Runs) -> str | None:
+    """One line naming the figures left out, and why; None when every figure is drawn."""
+    gone = [f"{spec.stem} ({', '.join(spec.runs)})" for spec in FIGURES if absent(spec, runs)]
+    if not gone:
+        return None
+    return f"left out {len(gone)} figure(s), none of whose runs is in these results: {'; '.join(gone)}"
 
 
 # --- the checker's verdicts ----------------------------------------------------------------------
@@ -472,6 +495,8 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
                    ("table", ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
                     [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants])]  # fmt: skip
     blocks.append(("h", 2, "Figures"))
+    if line := left_out(runs):
+        blocks.append(("p", line[0].upper() + line[1:] + "."))
     claims = {c.claim_id: c for c in v.claims}
     for spec in figures_for(runs):
         lines = [_run_line(runs, v, r) for r in spec.runs]
@@ -588,6 +613,8 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
         shutil.rmtree(staging, ignore_errors=True)
     missing = runs.missing(runs.shown())
     echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
+    if line := left_out(runs):
+        echo(line)
     return written
 
 
