@@ -441,5 +441,8 @@ def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Pat
     assert "fig_sweep_rho.png" in figures and "fig_refresh_isolation.png" not in figures
     assert any(line.startswith("left out ") and "fig_refresh_isolation (B1, r3, r1, r2, B3)" in line for line in lines)
     assert "Left out " in (results / "report" / "summary.md").read_text()
+    summary = (results / "report" / "summary.md").read_text()  # AIA: reported beside the checked metrics, unchecked
+    assert "The paper reports final average accuracy (ACC) only" in summary
+    assert "| Run | Configuration | Seeds | AIA |" in summary
     runs = load_runs(results)
     assert noise(runs, "B3", "acc") == (7.5, "± 7.5 pp (the profile's tolerance)")  # expected_results/smoke

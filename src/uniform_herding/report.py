@@ -45,6 +45,7 @@ from uniform_herding.check import (
 from uniform_herding.config import RUNS, SEEDS
 from uniform_herding.decide import t_interval
 from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs
+from uniform_herding.metrics import REPORTED
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -486,6 +487,17 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
          [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
            *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in runs.shown()]),
     ]
+    reported = [m for m in REPORTED if m in runs.per_seed]
+    if reported:
+        summary = summarize(runs.per_seed)
+        blocks += [("h", 2, "Metrics beyond the paper's: reported, never checked"),
+                   ("p", "AIA, average incremental accuracy (the headline of iCaRL and PyCIL): the mean over tasks of "
+                         "the accuracy on the tasks seen so far. The paper reports final average accuracy (ACC) only, "
+                         "so AIA has no paper value and no tolerance; uh check never reads it."),
+                   ("table", ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
+                    [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))),
+                      *(_pm(summary, r, m).render(False) for m in reported)]
+                     for r in runs.shown() if r in summary.index])]  # fmt: skip
     if _metric_rows(v):
         blocks += [("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
                    ("table", ("Run", "Metric", "Expected", "Re-run", "Diff", "Tol", "Verdict", "Seeds",
