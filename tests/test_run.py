@@ -53,7 +53,8 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     for i in range(T):
         assert all(0 <= R[i][j] <= 100 for j in range(i + 1))
         assert all(R[i][j] is None for j in range(i + 1, T))
-    assert result["metrics"] == {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R)}
+    assert result["metrics"] == {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R),
+                                 "aia": metrics.aia(R)}  # the paper's three, then the reported ones
 
     manifest = result["manifest"]
     assert manifest["open_choices"] == components.open_choices(cfg)  # the shared ones and its components'
@@ -74,6 +75,7 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert env["data_source"] == "synthetic" and len(env["data_md5"]) == 32 and env["device"].startswith("cpu: ")
     assert env["device"].endswith(f" ({torch.backends.cpu.get_cpu_capability()})")  # the CPU kind: numbers depend on it
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
+    assert env["peak_gpu_memory_gb"] is None  # a CPU run: no GPU memory to report
 
 
 @pytest.mark.trains
