@@ -96,7 +96,8 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
 
     A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
     profile, was written by this config version with exactly the config that ID has under that
-    profile, and holds finite metrics in range and R.
+    profile, and holds finite metrics in range and R, whose row i begins with the i + 1 accuracies the
+    metrics are computed from (the reported ones too, for a result written before them).
     """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
@@ -148,8 +149,13 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     out_of_range = [f"{m} {metrics[m]}" for m in METRICS if not RANGES[m][0] <= metrics[m] <= RANGES[m][1]]
     if out_of_range:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
-    if not isinstance(result["R"], list) or not all(isinstance(row, list) for row in result["R"]):
+    R = result["R"]
+    if not isinstance(R, list) or not R or not all(isinstance(row, list) for row in R):
         raise ResultError(f"{path}: R must be a list of rows")
+    short = [i for i, row in enumerate(R) if len(row) <= i or not all(
+        _is_number(x) and 0 <= x <= 100 for x in row[: i + 1])]  # fmt: skip
+    if short:  # the reported metrics of a result written before them are computed from R's lower triangle
+        raise ResultError(f"{path}: R row {short[0]} must begin with {short[0] + 1} accuracies in [0, 100]")
     return result
 
 
