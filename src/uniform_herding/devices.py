@@ -144,3 +144,8 @@ def deterministic_algorithms(on: bool) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(on)
     torch.backends.cudnn.benchmark = False
+
+
+def peak_gpu_memory_gb(device: torch.device) -> float | None:
+    """The most GPU memory torch has allocated in this process, in GB; None on a CPU."""
+    return torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None

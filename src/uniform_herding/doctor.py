@@ -185,9 +185,16 @@ def overhead_seconds(device, cfg: Config) -> dict[str, float]:
     return {"feature_image_s": feature_s, "checkpoint_s": checkpoint_s}
 
 
+def images_per_class(cfg: Config) -> tuple[int, int]:
+    """Training and test images per class of a run: the profile's, else all (CIFAR-100's 450 and 100 after the
+    probe and validation hold-out, CIFAR-10's 4950 and 1000; the synthetic archive has CIFAR-100's shape)."""
+    cifar10 = cfg.dataset == "cifar10"
+    return cfg.train_per_class or (4950 if cifar10 else 450), cfg.test_per_class or (1000 if cifar10 else 100)
+
+
 def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:
     """(steps, images per step, teacher?) of each task of a run."""
-    per_class = cfg.train_per_class or (450 if cfg.dataset != "cifar10" else 4950)
+    per_class = images_per_class(cfg)[0]
     per_task = math.ceil(per_class * cfg.classes_per_task / cfg.batch_size) * cfg.epochs
     teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
     return [(per_task, cfg.batch_size + (cfg.retrieval if t else 0), teacher and t > 0) for t in range(cfg.n_tasks)]
@@ -197,8 +204,7 @@ def feature_images(cfg: Config, t: int) -> int:
     """Images a run passes through the backbone outside training after task t: every seen test image; the
     new classes' training images (imprinting, herding on arrival); the active exemplars' prototypes (NME);
     the candidate pools re-embedded by refresh (Uniform Herding, at most rho*M)."""
-    per_class = cfg.train_per_class or (450 if cfg.dataset != "cifar10" else 4950)
-    test_per_class = cfg.test_per_class or (100 if cfg.dataset != "cifar10" else 1000)
+    per_class, test_per_class = images_per_class(cfg)
     n = (t + 1) * cfg.classes_per_task * test_per_class
     n += cfg.classes_per_task * per_class if cfg.imprint or cfg.memory != "none" else 0
     n += cfg.budget if cfg.readout == "nme" else 0
@@ -270,13 +276,6 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def peak_gpu_memory_gb(device) -> float | None:
-    """The most GPU memory torch has allocated in this process, in GB; None on a CPU."""
-    import torch
-
-    return torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
-
-
 def print_line(line: Line) -> None:
     click.echo(f"{line.status:4}  {line.what:12} {line.detail}")
 
@@ -303,7 +302,7 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
-    from uniform_herding.devices import DeviceError, cpu_threads, select
+    from uniform_herding.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
     from uniform_herding.results import write_json_atomic
     from uniform_herding.train import compile_mode
     from uniform_herding.train import precision as run_precision

@@ -31,7 +31,7 @@ from uniform_herding.archive import (
     write_synthetic_archive,
 )
 from uniform_herding.config import CONFIG_VERSION, Config
-from uniform_herding.devices import cpu_threads, deterministic_algorithms, select
+from uniform_herding.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
 from uniform_herding.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.memory import make_memory, quotas
 from uniform_herding.model import Learner
@@ -139,7 +139,7 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
         "data_md5": raw.md5,
         "data_source": raw.source,
         # the most GPU memory torch allocated in the process that finished the run; None on a CPU
-        "peak_gpu_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        "peak_gpu_memory_gb": peak_gpu_memory_gb(device),
     }
 
 
