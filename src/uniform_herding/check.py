@@ -175,6 +175,9 @@ class MetricCheck:
             return NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else NO_EXPECTATION
         return REPLICATED if decide.replicated(self.difference, self.tolerance) else NOT_REPLICATED
 
+    def welch_text(self) -> str:
+        return "no interval" if self.welch95 is None else f"[{self.welch95[0]:+.2f}, {self.welch95[1]:+.2f}]"
+
     def equivalence_text(self) -> str:
         if self.equivalence is None or self.difference is None:
             return ""
@@ -439,9 +442,7 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
         f"{'seeds':>5}  {'Welch 95% CI of diff':21} equivalence at the tolerance (TOST, information)"
     ]
     for c in checks:
-        ci = "no interval" if c.welch95 is None else f"[{c.welch95[0]:+.2f}, {c.welch95[1]:+.2f}]"
-        if c.difference is None:
-            ci = ""
+        ci = "" if c.difference is None else c.welch_text()
         lines.append(
             f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {c.observed_mean:8.2f} "
             f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {c.verdict:14} "

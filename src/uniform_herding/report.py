@@ -446,10 +446,9 @@ def _metric_rows(v: Verdicts) -> list[list[str]]:
     for m in v.metrics or []:
         if m.difference is None:
             continue
-        ci = "no interval" if m.welch95 is None else f"[{m.welch95[0]:+.2f}, {m.welch95[1]:+.2f}]"
         rows.append([m.run_id, METRIC_NAMES[m.metric], f"{m.expected_mean:.2f}", f"{m.observed_mean:.2f}",
-                     f"{m.difference:+.2f}", f"{m.tolerance:.2f}", m.verdict, f"{m.n_expected}/{m.n_observed}", ci,
-                     m.equivalence_text()])  # fmt: skip
+                     f"{m.difference:+.2f}", f"{m.tolerance:.2f}", m.verdict, f"{m.n_expected}/{m.n_observed}",
+                     m.welch_text(), m.equivalence_text()])  # fmt: skip
     return rows
 
 
