@@ -446,3 +446,18 @@ def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Pat
     assert "| Run | Configuration | Seeds | AIA |" in summary
     runs = load_runs(results)
     assert noise(runs, "B3", "acc") == (7.5, "± 7.5 pp (the profile's tolerance)")  # expected_results/smoke
+
+
+def test_the_resource_sensitivity_figure_shades_what_is_within_noise_of_b3(paper: Path) -> None:
+    """Every panel (ACC and F against M and b) shades B3's re-run mean +/- the profile's tolerance, as the sweep
+    figures do, so that a reader sees which of s1-s4 differ from B3 by more than noise; one legend entry."""
+    from uniform_herding.figures import resource_sensitivity
+
+    runs = load_runs(paper)
+    b3 = runs.per_seed[runs.per_seed["run_id"] == "B3"]
+    fig = resource_sensitivity(runs)
+    for ax, name in zip(fig.axes[:4], ("acc", "acc", "forgetting", "forgetting"), strict=True):  # row by row
+        (band,) = [p for p in ax.patches if p.get_label().startswith("within noise of B3")]
+        centre, half = b3[name].mean(), runs.tolerance[name]
+        assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((centre - half, centre + half))
+    assert sum(text.startswith("within noise of B3") for text in legend_texts(fig)) == 1

@@ -184,7 +184,8 @@ def forgetting_by_task(runs: Runs) -> Figure:
 
 
 def resource_sensitivity(runs: Runs) -> Figure:
-    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b."""
+    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b, with the band of what
+    is within noise of B3, the paper's setting of both."""
     fig = Figure(figsize=(7.0, 5.0), layout="constrained")
     panels = fig.subplots(2, 2, sharex="col")
     sweeps = {"active budget M": (("s1", "B3", "s2"), "budget"), "retrieval b": (("s3", "B3", "s4"), "retrieval")}
@@ -200,6 +201,7 @@ def resource_sensitivity(runs: Runs) -> Figure:
                 present = [r for r in run_ids if r in table.index]
                 ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
                             yerr=table.loc[present, f"{metric}_std"], **style)
+            noise_band(ax, runs, REFERENCE, metric)
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(set(x_of.values())), [f"{v:,}" for v in sorted(set(x_of.values()))])
             ax.minorticks_off()
@@ -473,6 +475,18 @@ def noise(runs: Runs, base: str, metric: str) -> tuple[float, str]:
     return spread, f"± {spread:.2f} pp (its seed spread)"
 
 
+def noise_band(ax: Axes, runs: Runs, base: str, metric: str) -> None:
+    """Shade what is within noise of the base run's mean (noise), behind the data; nothing without the base. The
+    label names both metrics' noise, so that the panels of ACC and F share one legend entry."""
+    values = runs.per_seed.loc[runs.per_seed["run_id"] == base, metric]
+    if values.empty:
+        return
+    half = noise(runs, base, metric)[0]
+    what = ", ".join(f"{m} {noise(runs, base, m)[1]}" for m in ("acc", "forgetting"))
+    ax.axhspan(values.mean() - half, values.mean() + half, color="#0072B2", alpha=0.08, zorder=0.4,
+               label=f"within noise of {base}: {what}")  # fmt: skip
+
+
 def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
     """Final ACC and F against the swept value: one line per setting of the other keys (mean +/- population
     std over seeds), each seed as a hollow mark, the base run's own value (the paper's setting) dotted."""
@@ -488,12 +502,8 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
                 ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
                            label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
-            for base in dict.fromkeys(line.base for line in lines):  # what is within noise of the base
-                if base in set(table.index):
-                    centre, half = table.loc[[base], metric].mean(), noise(runs, base, metric)[0]
-                    what = ", ".join(f"{m} {noise(runs, base, m)[1]}" for m in ("acc", "forgetting"))
-                    ax.axhspan(centre - half, centre + half, color="#0072B2", alpha=0.08, zorder=0.4,
-                               label=f"within noise of {base}: {what}")  # fmt: skip
+            for base in dict.fromkeys(line.base for line in lines):
+                noise_band(ax, runs, base, metric)
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
                 xs = [x_of(v) for v in line.points]
