@@ -8,7 +8,7 @@ set -euo pipefail
 readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)  # the paper's twelve (PAPER_RUNS): `all`
 readonly BEYOND_PAPER_IDS=(r1 r2 r3)                     # beyond the paper (BEYOND_PAPER)
 readonly REFRESH_IDS=(B1 B3 r1 r2 r3)                    # `refresh` (RUN_GROUPS["refresh"])
-readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]} ${BEYOND_PAPER_IDS[*]}), all, refresh, smoke, doctor, check, report, test"
+readonly VALID_TARGETS="RUN_ID (${RUN_IDS[*]} ${BEYOND_PAPER_IDS[*]}), all, next, refresh, smoke, doctor, check, report, test"
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly REPO_DIR
 
@@ -29,7 +29,12 @@ Targets:
             profile (CPU, minutes, no download) into a scratch results directory, then check and
             report (r1-r3 too: ./reproduce.sh refresh --profile smoke --results-dir results-smoke);
             runs on every core at once unless --executor or --jobs says otherwise
-  check     compare the results with expected_results/ (verdicts per run ID and claim)
+  next      where check said UNDECIDED (exit 4): the run IDs and pre-registered seeds of the claims'
+            next look (next_step in the results' check_report.json), then check again, look by
+            look, until the verdict is decided; then report
+  check     compare the results with expected_results/ (verdicts per run ID and claim; exit 0
+            RESULTS REPLICATED, 1 NOT REPLICATED, 3 INCOMPLETE, 4 UNDECIDED: ./reproduce.sh next,
+            5 INCONCLUSIVE)
   report    tables and figures from the results
   test      the project's test suite (python -m pytest -q)
 
@@ -127,7 +132,7 @@ done
 
 [[ -n "$target" ]] || usage_error "no target given"
 case "$target" in
-    all | refresh | smoke | doctor | check | report | test) ;;
+    all | next | refresh | smoke | doctor | check | report | test) ;;
     *) is_run_id "$target" || usage_error "unknown target '$target'" ;;
 esac
 for seed in ${seeds[@]+"${seeds[@]}"}; do
@@ -138,6 +143,7 @@ done
     usage_error "--executor '$executor' is not local or slurm"
 [[ -z "$device" || "$device" == auto || "$device" == cuda || "$device" == cpu ]] ||
     usage_error "--device '$device' is not auto, cuda or cpu"
+[[ "$target" != next || ${#seeds[@]} -eq 0 ]] || usage_error "next takes its seeds from the procedure, not --seed"
 if [[ "$target" == smoke ]]; then
     [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
     [[ -z "$device" || "$device" == cpu ]] || usage_error "smoke always runs on the CPU (--device cpu)"
@@ -218,6 +224,7 @@ run_uh() {
 check_and_report() {
     local rc=0 status
     run_uh check ${check_args[@]+"${check_args[@]}"} || { status=$?; log "uh check exited $status"; rc=$status; }
+    [[ $rc -ne 4 ]] || log "UNDECIDED: ./reproduce.sh next runs the claims' next look (check_report.json's next_step)"
     run_uh report ${report_args[@]+"${report_args[@]}"} || {
         status=$?
         log "uh report exited $status"
@@ -272,6 +279,24 @@ case "$target" in
         ;;
     doctor) run_uh doctor ${doctor_args[@]+"${doctor_args[@]}"} ;;
     check) run_uh check ${check_args[@]+"${check_args[@]}"} ;;
+    next)
+        report_json=${results_dir:-$REPO_DIR/results}/check_report.json
+        [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
+        while true; do
+            rc=0
+            run_uh check ${check_args[@]+"${check_args[@]}"} || rc=$?
+            [[ $rc -eq 4 ]] || break
+            # next_step: {"run_ids": [...], "seeds": [...]}, written by the check just above
+            read -r -a step_ids < <("$python" -c 'import json,sys; print(*json.load(open(sys.argv[1]))["next_step"]["run_ids"])' "$report_json")
+            read -r -a step_seeds < <("$python" -c 'import json,sys; print(*json.load(open(sys.argv[1]))["next_step"]["seeds"])' "$report_json")
+            step_args=()
+            for seed in "${step_seeds[@]}"; do step_args+=(--seed "$seed"); done
+            log "the claims' next look: ${step_ids[*]} on seeds ${step_seeds[*]}"
+            run_uh run "${step_ids[@]}" "${step_args[@]}" ${run_args[@]+"${run_args[@]}"}
+        done
+        run_uh report ${report_args[@]+"${report_args[@]}"} || true
+        exit "$rc"
+        ;;
     report) run_uh report ${report_args[@]+"${report_args[@]}"} ;;
     test)
         if [[ "${UH_IN_CONTAINER:-0}" == 1 ]]; then

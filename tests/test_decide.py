@@ -72,10 +72,31 @@ def test_seeds_needed_for_equivalence_is_the_first_n_whose_90_percent_interval_f
     assert fits(eq.seeds_needed) and not fits(eq.seeds_needed - 1)
 
 
-def test_equivalence_the_expected_side_alone_cannot_show_is_said() -> None:
-    """Half-width never falls below the expected side's t(0.95, n_e - 1) * s_e / sqrt(n_e): here 2.92 * 1.0."""
-    eq = equivalence([43.0, 44.0, 45.0], [44.0, 44.1, 43.9], 1.5)
-    assert eq.equivalent is False and eq.seeds_needed is None and eq.expected_too_noisy
+def test_equivalence_a_few_more_seeds_would_show_is_never_called_out_of_reach() -> None:
+    """The Welch df grows with the re-run's seeds, so its half-width can fall below the expected side's own
+    t(0.95, 2) * s_e / sqrt(3) = 1.69 (the old shortcut said "the expected side's seeds are too spread")."""
+    expected = observed = [43.0, 44.0, 45.0]
+    eq = equivalence(expected, observed, 1.65)
+
+    def fits(n: int) -> bool:
+        a, b = 1.0 / 3, 1.0 / n
+        df = (a + b) ** 2 / (a**2 / 2 + b**2 / (n - 1))
+        return stats.t.ppf(0.95, df) * math.sqrt(a + b) < 1.65
+
+    assert eq.equivalent is False and eq.seeds_needed is not None and eq.seeds_needed <= 5
+    assert fits(eq.seeds_needed) and not fits(eq.seeds_needed - 1)
+    assert "too spread" not in eq.describe(3, 3, 0.0, 1.65)
+    assert eq.describe(3, 3, 0.0, 1.65).endswith(f"about {eq.seeds_needed - 3} more re-run seed"
+                                                 + ("" if eq.seeds_needed == 4 else "s") + " would show it at this spread")
+
+
+def test_a_shift_of_exactly_the_tolerance_passes_whichever_its_sign() -> None:
+    """a3 BWT shifted by 2.00 on each seed: the means' difference is 2.0000000000000018 in floats."""
+    paper = [-17.73, -17.87, -16.39]
+    for shift in (+2.0, -2.0):
+        difference = float(np.mean([v + shift for v in paper]) - np.mean(paper))
+        assert replicated(difference, 2.0)
+    assert not replicated(2.01, 2.0)
 
 
 def test_a_wider_spread_never_turns_a_miss_into_a_pass() -> None:
@@ -97,7 +118,8 @@ def test_a_paired_test_is_scipys_one_sided_t_test_and_the_90_percent_interval() 
     assert test.p_value(+1) == pytest.approx(stats.ttest_1samp(deltas, 0, alternative="greater").pvalue)
     assert test.p_value(+1) == pytest.approx(stats.ttest_rel([d + 10 for d in deltas], [10] * 3,
                                                              alternative="greater").pvalue)  # fmt: skip
-    assert test.p_value(+1) < 0.05 and test.outcome == "supports"
+    assert test.p_value(+1) < 0.05 and test.outcome() == "supports"
+    assert test.outcome(0.01) == "undecided"  # p 0.048: not at the procedure's first look (alpha 0.01)
     two_sided = stats.ttest_1samp(deltas, 0).confidence_interval(0.95)
     assert two_sided.low < 0 < two_sided.high  # a two-sided 95% interval would not decide the paper's own lead
 
@@ -114,7 +136,44 @@ def test_a_paired_test_is_scipys_one_sided_t_test_and_the_90_percent_interval() 
     ],
 )
 def test_paired_outcomes(deltas: tuple[float, ...], sign: int, outcome: str) -> None:
-    assert PairedTest(deltas, sign).outcome == outcome
+    assert PairedTest(deltas, sign).outcome() == outcome
+
+
+def test_float_noise_is_no_difference() -> None:
+    """C5 on ranges equal in decimal: per-seed deltas of about 3.6e-15 must support nothing."""
+    assert PairedTest((3.6e-15, 3.6e-15, 3.6e-15), +1).outcome() == "undecided"
+    assert PairedTest((3.6e-15, -1.8e-15, 7.1e-15), +1).outcome() == "undecided"
+
+
+PROCEDURE = decide.Procedure((1993, 2023, 42, 1, 2, 3, 4, 5, 6, 7), (3, 6, 10), (0.01, 0.015, 0.025))
+
+
+def test_the_procedure_decides_at_the_first_look_that_decides_each_at_its_alpha() -> None:
+    weak = PairedTest((2.76, 0.90, 1.36), +1)  # p 0.048: undecided at alpha 0.01
+    strong = PairedTest((2.76, 0.90, 1.36, 1.9, 1.5, 2.1), +1)
+    assert decide.sequential_outcome([[weak]], PROCEDURE) == ("undecided", 0)
+    assert decide.sequential_outcome([[weak], [strong]], PROCEDURE) == ("supports", 1)
+    assert decide.sequential_outcome([[strong], [weak]], PROCEDURE) == ("supports", 0)  # decided stays decided
+    assert PROCEDURE.seeds_at(1) == (1993, 2023, 42, 1, 2, 3)
+
+
+@pytest.mark.parametrize(("looks", "alpha"), [((3, 6), (0.03, 0.03)), ((2, 6), (0.01, 0.01)), ((6, 3), (0.01, 0.01)),
+                                              ((3, 11), (0.01, 0.01)), ((3,), (0.0,))])  # fmt: skip
+def test_a_procedure_that_could_err_more_than_5_percent_is_refused(looks: tuple[int, ...], alpha: tuple[float, ...]
+                                                                   ) -> None:  # fmt: skip
+    with pytest.raises(ValueError):
+        decide.Procedure(PROCEDURE.seeds, looks, alpha)
+
+
+def test_the_procedure_with_every_look_counted_errs_at_most_5_percent_under_no_effect() -> None:
+    """Simulated: a claim with no true effect (normal deltas, mean 0), all three looks taken in turn."""
+    rng = np.random.default_rng(7)
+    supported = 0
+    for _ in range(4000):
+        deltas = rng.standard_normal(10)
+        looks = [[PairedTest(tuple(deltas[:n]), +1)] for n in PROCEDURE.looks]
+        supported += decide.sequential_outcome(looks, PROCEDURE)[0] == "supports"
+    assert supported / 4000 <= 0.05
 
 
 def test_seeds_needed_for_a_claim_is_the_first_n_whose_one_sided_bound_clears_zero() -> None:

@@ -5,16 +5,20 @@ authors' code, so a re-run that lands on the paper's numbers has "Results Replic
 rules are in decide.py; expected_results/README.md states them once for reviewers, with the mapping of
 every printed word.
 
-A metric is REPLICATED when the re-run's mean is within the pre-registered tolerance of the expected
-mean, else NOT REPLICATED; the Welch interval and the equivalence test beside it are information only.
-The paper's claims C1-C5 are decided from the re-run alone by paired one-sided t-tests over the seeds
-its runs share, and only at the paper's protocol: at any other profile they are NOT EVIDENCE. Findings
-C6-C8 (the refresh isolation, run IDs r1-r3, beyond the paper) are decided alike but never change the
-exit code; each variant (`uh run --set`, `uh sweep`) is measured against its base run ID, never judged.
+A metric is REPLICATED when the re-run's mean over the expected set's own seeds is within the
+pre-registered tolerance of the expected mean, else NOT REPLICATED; other seeds are shown, never counted.
+The Welch interval and the equivalence test beside it are information only. The paper's claims C1-C5 are
+decided from the re-run alone by paired one-sided t-tests, only at the paper's protocol (elsewhere they
+are NOT EVIDENCE), and on the paper's set by its pre-registered sequential procedure: where a look cannot
+decide, the verdict is UNDECIDED and `next_step` names the run IDs and the registered seeds of the next
+look. Findings C6-C8 (the refresh isolation, run IDs r1-r3, beyond the paper) are decided on all shared
+seeds but never change the exit code; each variant (`uh run --set`, `uh sweep`) is measured against its
+base run ID, never judged. Only the shipped paper set (checked by its SHA-256) can print the badge.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tomllib
 from collections import Counter
@@ -28,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding import decide
-from uniform_herding.aggregate import InputError, input_options, load_input, paired
+from uniform_herding.aggregate import InputError, input_options, load_input
 from uniform_herding.config import PAPER_RUNS, PROFILES, RUNS
 from uniform_herding.results import METRICS, ResultError, read_per_seed_csv, write_json_atomic
 from uniform_herding.variants import base_of, describe, sort_key
@@ -40,17 +44,29 @@ NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
 MEASURED = "MEASURED (no paper value)"
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE"
 NOT_EVIDENCE = "NOT EVIDENCE"
-RESULTS_REPLICATED, RESULTS_NOT_REPLICATED, INCOMPLETE = "RESULTS REPLICATED", "NOT REPLICATED", "INCOMPLETE"
+RESULTS_REPLICATED, RESULTS_NOT_REPLICATED = "RESULTS REPLICATED", "NOT REPLICATED"
+INCOMPLETE, UNDECIDED = "INCOMPLETE", "UNDECIDED"  # and INCONCLUSIVE: the procedure ended, a claim undecided
+SET_MATCHED = "EXPECTED SET MATCHED"  # every rule passed against a set other than the shipped paper set: no badge
 PIPELINE_PASSED, PIPELINE_FAILED = "PIPELINE CHECK PASSED", "PIPELINE CHECK FAILED"
 OUTCOME_VERDICT = {"supports": SUPPORTED, "contradicts": NOT_SUPPORTED, "undecided": INCONCLUSIVE}
 
+# The exit codes, one per state, so that a script can tell them apart.
+EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_UNDECIDED, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4, 5
 EXIT_POLICY = (
-    "Exit code: 0 when no metric is NOT REPLICATED and, where the expected set's tolerances.toml says "
-    "[claims] gate_exit_code = true (paper: yes, other profiles: no), every claim C1-C5 that could be "
-    "checked is SUPPORTED; 1 otherwise; 2 for unusable or mismatched inputs, or a JSON report that cannot "
-    "be written (read-only or full disk). Claims NOT CHECKED (runs or seeds missing) never fail and never "
-    "pass. Findings C6-C8 (beyond the paper) and variants (uh run --set, uh sweep) never change it."
+    "Exit code: 0 RESULTS REPLICATED (the shipped paper set only), EXPECTED SET MATCHED or PIPELINE CHECK "
+    "PASSED; 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
+    "set gates on claims, a claim NOT SUPPORTED); 2 unusable or mismatched inputs, or a JSON report that "
+    "cannot be written; 3 INCOMPLETE (nothing failed, but runs of the expected seeds, or an expected set, are "
+    "missing); 4 UNDECIDED (nothing failed, a claim needs the procedure's next look: run next_step, e.g. "
+    "./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing failed, the procedure's last look left a "
+    "claim undecided: no badge, and no evidence against the paper). Findings C6-C8 (beyond the paper) and "
+    "variants (uh run --set, uh sweep) never change it."
 )
+
+# The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated
+# before any re-run, awards the badge; tests/test_check.py recomputes it, so a change to the set is a
+# change to this line, in review.
+PAPER_SET_SHA256 = "23a2f0408cabac73982f57241e4661658ebb051486c697411ebb732f16636b15"
 
 
 class UnwritableReport(click.ClickException):
@@ -68,13 +84,35 @@ class ExpectedError(ValueError):
 
 @dataclass(frozen=True)
 class Expected:
-    """One expected set: a profile, its per-seed values and the tolerances stated in advance."""
+    """One expected set: a profile, its per-seed values and the tolerances stated in advance (one per metric,
+    or one per metric and run ID), the metrics that gate, and the claims' sequential procedure if any."""
 
     directory: Path
     profile: str
     per_seed: pd.DataFrame
-    tolerance: dict[str, float]
+    tolerance: dict[str, float | dict[str, float]]
     gate_claims: bool
+    gate: tuple[str, ...] = tuple(METRICS)
+    procedure: decide.Procedure | None = None
+    sha256: str = ""
+
+    def tolerance_for(self, run_id: str, metric: str) -> float:
+        tol = self.tolerance[metric]
+        return float(tol[run_id] if isinstance(tol, dict) else tol)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The expected set's seeds, in its CSV's order: the only seeds a metric verdict counts."""
+        return tuple(int(s) for s in dict.fromkeys(self.per_seed["seed"]))
+
+    @property
+    def shipped(self) -> bool:
+        """The paper set this artifact ships, byte for byte: the only one that awards the badge."""
+        return self.profile == "paper" and self.sha256 == PAPER_SET_SHA256
+
+    def describe(self) -> str:
+        kind = "the shipped paper set" if self.shipped else f"not the shipped paper set (sha256 {self.sha256[:12]})"
+        return f"{self.directory}, {kind}"
 
 
 def find_expected_root(starts: Iterable[Path]) -> Path:
@@ -94,14 +132,34 @@ def expected_dir_for(profile: str, root: Path) -> Path:
     return root if profile == "paper" else root / profile
 
 
+def _is_tolerance(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
+
+
+def _procedure(doc: dict[str, Any], seeds: tuple[int, ...], where: Path) -> decide.Procedure | None:
+    """The [procedure] table: registered seeds (the set's own first, in its order), looks, alpha per look."""
+    table = doc.get("procedure")
+    if table is None:
+        return None
+    try:
+        procedure = decide.Procedure(tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]))
+    except (TypeError, KeyError, ValueError) as e:
+        raise ExpectedError(f"{where}: [procedure] needs seeds, looks and alpha ({e})") from None
+    if procedure.seeds_at(0) != seeds:
+        raise ExpectedError(f"{where}: [procedure] seeds must begin with the set's own seeds {list(seeds)}, "
+                            "and its first look must count exactly them")  # fmt: skip
+    return procedure
+
+
 def load_expected(directory: Path) -> Expected:
     """Read and validate `directory/tolerances.toml` and the per-seed CSV it names."""
     toml_path = directory / "tolerances.toml"
     try:
-        doc = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        raw = toml_path.read_bytes()
+        doc = tomllib.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ExpectedError(f"{toml_path}: cannot read TOML ({e})") from None
-    unknown = set(doc) - {"profile", "per_seed", "tolerance", "claims"}
+    unknown = set(doc) - {"profile", "per_seed", "tolerance", "claims", "gate", "procedure"}
     if unknown:
         raise ExpectedError(f"{toml_path}: unknown key(s) {', '.join(sorted(unknown))}")
     if doc.get("profile") not in PROFILES:
@@ -112,11 +170,16 @@ def load_expected(directory: Path) -> Expected:
     if not isinstance(tolerance, dict) or set(tolerance) != set(METRICS):
         raise ExpectedError(f"{toml_path}: [tolerance] must set exactly {', '.join(METRICS)}")
     for metric, value in tolerance.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-            raise ExpectedError(f"{toml_path}: tolerance {metric} must be a number >= 0, got {value!r}")
-    gate = doc.get("claims", {}).get("gate_exit_code") if isinstance(doc.get("claims"), dict) else None
-    if not isinstance(gate, bool):
+        values = value.values() if isinstance(value, dict) else [value]
+        if not values or not all(_is_tolerance(v) for v in values):
+            raise ExpectedError(f"{toml_path}: tolerance {metric} must be a number >= 0, or a table of them "
+                                f"by run ID, got {value!r}")  # fmt: skip
+    gate_claims = doc.get("claims", {}).get("gate_exit_code") if isinstance(doc.get("claims"), dict) else None
+    if not isinstance(gate_claims, bool):
         raise ExpectedError(f"{toml_path}: [claims] gate_exit_code must be true or false")
+    gate = doc.get("gate", list(METRICS))
+    if not isinstance(gate, list) or not gate or not set(gate) <= set(METRICS):
+        raise ExpectedError(f"{toml_path}: gate must list metrics among {', '.join(METRICS)}")
     if not isinstance(doc.get("per_seed", ""), str):
         raise ExpectedError(f"{toml_path}: per_seed must be a file name")
     csv_path = directory / doc.get("per_seed", "per_seed.csv")
@@ -125,7 +188,14 @@ def load_expected(directory: Path) -> Expected:
             f"{csv_path} not found; produce it with "
             f"`uh aggregate --results-dir results --per-seed-out {csv_path}`"
         )
-    return Expected(directory, doc["profile"], read_per_seed_csv(csv_path), dict(tolerance), gate)
+    per_seed = read_per_seed_csv(csv_path)
+    for metric, value in tolerance.items():
+        if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
+            raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
+    seeds = tuple(int(s) for s in dict.fromkeys(per_seed["seed"]))
+    digest = hashlib.sha256(raw + csv_path.read_bytes()).hexdigest()
+    return Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate),
+                    _procedure(doc, seeds, toml_path), digest)  # fmt: skip
 
 
 # --- per-metric verdicts -----------------------------------------------------------------------
@@ -133,13 +203,16 @@ def load_expected(directory: Path) -> Expected:
 
 @dataclass(frozen=True)
 class MetricCheck:
-    """One run ID and metric: expected vs observed mean over each side's seeds (decide.py's rules)."""
+    """One run ID and metric: expected vs observed mean over the expected set's seeds (decide.py's rules).
+    `uncounted`: the re-run's other seeds, shown and never counted; `gating`: whether it decides the verdict."""
 
     run_id: str
     metric: str
     expected: tuple[float, ...]
     observed: tuple[float, ...]
     tolerance: float
+    gating: bool = True
+    uncounted: tuple[int, ...] = ()
 
     @property
     def n_expected(self) -> int:
@@ -154,12 +227,14 @@ class MetricCheck:
         return float(np.mean(self.expected)) if self.expected else None
 
     @property
-    def observed_mean(self) -> float:
-        return float(np.mean(self.observed))
+    def observed_mean(self) -> float | None:
+        return float(np.mean(self.observed)) if self.observed else None
 
     @property
     def difference(self) -> float | None:
-        return None if self.expected_mean is None else self.observed_mean - self.expected_mean
+        if self.expected_mean is None or self.observed_mean is None:
+            return None
+        return self.observed_mean - self.expected_mean
 
     @property
     def welch95(self) -> tuple[float, float] | None:
@@ -171,9 +246,12 @@ class MetricCheck:
 
     @property
     def verdict(self) -> str:
-        if self.difference is None:
+        if self.expected_mean is None:
             return NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else NO_EXPECTATION
-        return REPLICATED if decide.replicated(self.difference, self.tolerance) else NOT_REPLICATED
+        if self.n_observed < decide.MIN_SEEDS:  # one seed's luck decides nothing (edge: seed 1993 alone)
+            return (f"NOT CHECKED ({self.n_observed} of the expected seeds; a metric needs {decide.MIN_SEEDS}"
+                    + (f"; seeds {', '.join(map(str, self.uncounted))} not counted)" if self.uncounted else ")"))
+        return REPLICATED if decide.replicated(self.difference, self.tolerance) else NOT_REPLICATED  # type: ignore[arg-type]
 
     def welch_text(self) -> str:
         return "no interval" if self.welch95 is None else f"[{self.welch95[0]:+.2f}, {self.welch95[1]:+.2f}]"
@@ -188,19 +266,33 @@ class MetricCheck:
         return {"run_id": self.run_id, "metric": self.metric, "n_expected": self.n_expected,
                 "n_observed": self.n_observed, "expected_mean": self.expected_mean,
                 "observed_mean": self.observed_mean, "difference": self.difference, "tolerance": self.tolerance,
-                "verdict": self.verdict, "welch95": self.welch95,
+                "verdict": self.verdict, "gating": self.gating, "uncounted_seeds": list(self.uncounted),
+                "welch95": self.welch95,
                 "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()}}  # fmt: skip
 
 
 def compare(expected: Expected, observed: pd.DataFrame) -> list[MetricCheck]:
-    """A MetricCheck for every run ID of the re-run (RUNS order) and every metric."""
+    """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on the expected set's
+    seeds only: a metric's verdict can be neither diluted nor shopped for with other seeds."""
+    counted = set(expected.seeds)
+
+    def by_run(table: pd.DataFrame) -> dict[str, list[tuple[Any, ...]]]:
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for row in table[["run_id", "seed", *METRICS]].itertuples(index=False):
+            rows.setdefault(row[0], []).append(row)
+        return rows
+
+    observed_by, expected_by = by_run(observed), by_run(expected.per_seed)
     checks = []
-    for run_id in (r for r in RUNS if r in set(observed["run_id"])):
-        obs = observed[observed["run_id"] == run_id]
-        exp = expected.per_seed[expected.per_seed["run_id"] == run_id]
-        for metric in METRICS:
-            checks.append(MetricCheck(run_id, metric, tuple(exp[metric].astype(float)),
-                                      tuple(obs[metric].astype(float)), expected.tolerance[metric]))  # fmt: skip
+    for run_id in (r for r in RUNS if r in observed_by):
+        uncounted = tuple(sorted({int(row[1]) for row in observed_by[run_id]} - counted))
+        obs = [row for row in observed_by[run_id] if row[1] in counted]
+        exp = expected_by.get(run_id, [])
+        for k, metric in enumerate(METRICS, start=2):
+            checks.append(MetricCheck(run_id, metric, tuple(float(row[k]) for row in exp),
+                                      tuple(float(row[k]) for row in obs),
+                                      expected.tolerance_for(run_id, metric) if exp else 0.0, metric in expected.gate,
+                                      uncounted))  # fmt: skip
     return checks
 
 
@@ -220,10 +312,15 @@ class Comparison:
         return decide.PairedTest(tuple(self.deltas.astype(float)), self.sign)
 
 
+def wide(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-seed table as seed x (metric, run ID), seeds in the table's order: what comparisons read."""
+    return table.pivot(index="seed", columns="run_id", values=list(METRICS)).reindex(table["seed"].unique())
+
+
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper, decided on the seeds that all of its runs share. A finding is a claim
-    beyond the paper (no paper value): decided and printed alike, it never gates the exit code."""
+    """A claim of the paper, decided on the seeds that all of its runs share (`comparisons` reads a `wide`
+    table). A finding is a claim beyond the paper (no paper value): decided alike, it never gates the exit code."""
 
     claim_id: str
     statement: str
@@ -240,8 +337,8 @@ def _paired(*comparisons: tuple[str, str, str, int]) -> Callable[[pd.DataFrame],
     """Claim that (run - other)[metric], paired by seed, is > 0 (sign +1) or < 0 (sign -1)."""
 
     def compare_all(table: pd.DataFrame) -> list[Comparison]:
-        return [Comparison(f"{run_id}-{other} {metric}", paired(table, run_id, other, metric), sign)
-                for run_id, other, metric, sign in comparisons]  # fmt: skip
+        return [Comparison(f"{run_id}-{other} {metric}", (table[metric, run_id] - table[metric, other]).rename(metric),
+                           sign) for run_id, other, metric, sign in comparisons]  # fmt: skip
 
     return compare_all
 
@@ -251,7 +348,7 @@ BUDGET_SWEEP, RETRIEVAL_SWEEP = ("s1", "B3", "s2"), ("s3", "B3", "s4")
 
 def _sweep_ranges(table: pd.DataFrame) -> list[Comparison]:
     """C5, paired by seed: per seed, the range of ACC over {s1, B3, s2} minus its range over {s3, B3, s4}."""
-    acc = table.pivot(index="seed", columns="run_id", values="acc").reindex(table["seed"].unique())
+    acc = table["acc"]
     ranges = {sweep: acc[list(sweep)].max(axis=1) - acc[list(sweep)].min(axis=1)
               for sweep in (BUDGET_SWEEP, RETRIEVAL_SWEEP)}  # fmt: skip
     return [Comparison("range of acc over s1, B3, s2 minus over s3, B3, s4",
@@ -292,8 +389,10 @@ CLAIMS: tuple[Claim, ...] = (
 
 @dataclass(frozen=True)
 class ClaimCheck:
-    """A claim's verdict with the per-seed evidence it was decided on; `seeds_needed` (in all) where it is
-    INCONCLUSIVE and more seeds at this spread would decide it."""
+    """A claim's verdict with the per-seed evidence it was decided on. Under a procedure: `look` (1-based)
+    of `looks`, and `next_seeds`, the registered seeds of the next look where this one left it INCONCLUSIVE
+    (empty when it is decided, or INCONCLUSIVE after the last look). `seeds_needed` (in all): where it is
+    INCONCLUSIVE, the seeds that would decide it if its mean and spread stayed as they are (information)."""
 
     claim_id: str
     statement: str
@@ -301,18 +400,24 @@ class ClaimCheck:
     evidence: list[str]
     finding: bool = False
     seeds_needed: int | None = None
+    runs: tuple[str, ...] = ()
+    look: int | None = None
+    looks: int | None = None
+    next_seeds: tuple[int, ...] = ()
 
 
-def _shared_seeds(observed: pd.DataFrame, runs: tuple[str, ...]) -> tuple[str | None, pd.DataFrame]:
-    """The rows of `runs` on the seeds they all have; or why they cannot be compared (a NOT CHECKED verdict)."""
-    missing = [r for r in runs if r not in set(observed["run_id"])]
-    table = observed[observed["run_id"].isin(runs)]
-    shared = set.intersection(*(set(table.loc[table["run_id"] == r, "seed"]) for r in runs))
+def _shared_seeds(table: pd.DataFrame, runs: tuple[str, ...]) -> tuple[str | None, pd.DataFrame]:
+    """`runs` of a `wide` table on the seeds they all have; or why they cannot be compared (NOT CHECKED)."""
+    have = set(table.columns.get_level_values("run_id"))
+    missing = [r for r in runs if r not in have]
     if missing:
-        return f"NOT CHECKED (missing: {', '.join(missing)})", table
-    if not shared:
+        return f"NOT CHECKED (missing: {', '.join(missing)})", pd.DataFrame()
+    columns = [(m, r) for m in METRICS for r in runs]
+    table = table[columns]
+    table = table[table.notna().to_numpy().all(axis=1)]
+    if table.empty:
         return f"NOT CHECKED (no seed shared by {', '.join(runs)})", table
-    return None, table[table["seed"].isin(shared)]
+    return None, table
 
 
 def evidence_at(profile: str, finding: bool) -> str | None:
@@ -337,37 +442,98 @@ def _interval_text(test: decide.PairedTest) -> str:
             f"one-sided {decide.p_text(test.p_value(test.sign))}")  # type: ignore[arg-type]
 
 
-def _evidence_line(c: Comparison, decided: bool) -> str:
+def _evidence_line(c: Comparison, decided: bool, alpha: float = decide.ALPHA) -> str:
     test = c.test
     line = (f"{c.label}: {_seeds(c.deltas, '+.2f')}; mean {test.mean:+.2f} (claimed {'>' if c.sign > 0 else '<'} 0); "
             f"{_interval_text(test)}")  # fmt: skip
-    return f"{line}: {test.outcome}" if decided and test.decidable else line
+    if not (decided and test.decidable):
+        return line
+    return f"{line}: {test.outcome(alpha)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
 
 
-def check_claims(observed: pd.DataFrame, profile: str = "paper") -> list[ClaimCheck]:
+def _leaning_text(tests: list[decide.PairedTest]) -> str:
+    """Where more seeds would take an undecided claim if its means and spreads stayed: and which way."""
+    undecided = [t for t in tests if t.outcome() == "undecided"]
+    needed = decide.claim_seeds_needed(tests)
+    ways = sorted({t.leaning for t in undecided})
+    if needed is None:
+        return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
+    more = needed - tests[0].n
+    return (f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, "
+            f"{' and '.join(ways)}")
+
+
+def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
+    """A claim on every seed its runs share, at 5%: findings, and the claims of sets without a procedure."""
+    comparisons = claim.comparisons(table)
+    tests = [c.test for c in comparisons]
+    not_evidence = evidence_at(profile, claim.finding)
+    evidence = [_evidence_line(c, decided=not_evidence is None) for c in comparisons]
+    needed = None
+    if not_evidence:
+        verdict = not_evidence
+    elif tests[0].n < decide.MIN_SEEDS:
+        verdict = f"NOT CHECKED ({_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS})"
+    else:
+        verdict = OUTCOME_VERDICT[decide.claim_outcome(tests)]
+        if verdict == INCONCLUSIVE:
+            needed = decide.claim_seeds_needed(tests)
+            verdict += f" ({_leaning_text(tests)})"
+    return ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding, needed, claim.runs)
+
+
+def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, explain: bool = True
+                ) -> ClaimCheck:  # fmt: skip
+    """A claim of the paper under the pre-registered procedure: looks in order on the registered seeds,
+    each at its own alpha; seeds outside the list, or past the last look reached, are shown, never counted."""
+    shared = set(table.index)
+    reached = [k for k in range(len(procedure.looks)) if set(procedure.seeds_at(k)) <= shared]
+    total = len(procedure.looks)
+    if not reached:
+        missing = [s for s in procedure.seeds_at(0) if s not in shared]
+        return ClaimCheck(claim.claim_id, claim.statement,
+                          f"NOT CHECKED (seeds {', '.join(map(str, missing))} missing for {', '.join(claim.runs)})",
+                          [], runs=claim.runs, looks=total)  # fmt: skip
+    per_look = [[c.test for c in claim.comparisons(table.loc[list(procedure.seeds_at(k))])] for k in reached]
+    outcome, look = decide.sequential_outcome(per_look, procedure)
+    seeds = procedure.seeds_at(look)
+    comparisons = claim.comparisons(table.loc[list(seeds)]) if explain else []
+    evidence = [_evidence_line(c, True, procedure.alpha[look]) for c in comparisons]
+    uncounted = sorted(shared - set(seeds))
+    if uncounted and explain:
+        evidence.append(f"seeds {', '.join(map(str, uncounted))} shown nowhere above and not counted "
+                        f"(the procedure counts its registered seeds in order, look by look)")  # fmt: skip
+    where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {procedure.alpha[look]:g}"
+    next_seeds: tuple[int, ...] = ()
+    if outcome == "undecided":
+        ways = sorted({t.leaning for t in per_look[look] if t.outcome(procedure.alpha[look]) == "undecided"})
+        if look + 1 < total:
+            next_seeds = procedure.seeds_at(look + 1)[len(seeds):]
+            where += (f": the next look adds seeds {', '.join(map(str, next_seeds))} for "
+                      f"{', '.join(claim.runs)}; the undecided mean points {' and '.join(ways)}")  # fmt: skip
+        else:
+            where = f"after the last look, {where}: the re-run neither supports nor contradicts it"
+    verdict = f"{OUTCOME_VERDICT[outcome]} ({where})"
+    return ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, False, None, claim.runs,
+                      look + 1, total, next_seeds)  # fmt: skip
+
+
+def check_claims(observed: pd.DataFrame, profile: str = "paper", procedure: decide.Procedure | None = None,
+                 explain: bool = True) -> list[ClaimCheck]:  # fmt: skip
     """Every claim from the re-run alone (decide.py's paired tests), as evidence where `profile` allows;
-    one whose runs are missing, or that shares fewer than decide.MIN_SEEDS seeds, is NOT CHECKED."""
+    the paper's claims under `procedure` where the expected set registers one. A claim whose runs are
+    missing, or that shares fewer than decide.MIN_SEEDS seeds, is NOT CHECKED. `explain=False` leaves the
+    procedure's evidence lines out (uh oc judges thousands of re-runs; the verdicts are the same)."""
     checks = []
+    observed = wide(observed)
     for claim in CLAIMS:
         verdict, table = _shared_seeds(observed, claim.runs)
-        evidence: list[str] = []
-        needed = None
-        if verdict is None:
-            comparisons = claim.comparisons(table)
-            tests = [c.test for c in comparisons]
-            not_evidence = evidence_at(profile, claim.finding)
-            evidence = [_evidence_line(c, decided=not_evidence is None) for c in comparisons]
-            if not_evidence:
-                verdict = not_evidence
-            elif tests[0].n < decide.MIN_SEEDS:
-                verdict = f"NOT CHECKED ({_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS})"
-            else:
-                verdict = OUTCOME_VERDICT[decide.claim_outcome(tests)]
-                if verdict == INCONCLUSIVE:
-                    needed = decide.claim_seeds_needed(tests)
-                    verdict += (f" (about {needed - tests[0].n} more seeds would decide it at this spread)" if needed
-                                else f" (no number of seeds up to {decide.MAX_SEEDS} would at this mean and spread)")
-        checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding, needed))
+        if verdict is not None:
+            checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, [], claim.finding, runs=claim.runs))
+        elif procedure is not None and not claim.finding and evidence_at(profile, False) is None:
+            checks.append(_sequential(claim, table, procedure, explain))
+        else:
+            checks.append(_single_look(claim, table, profile))
     return checks
 
 
@@ -384,11 +550,11 @@ def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
     checks = []
     for run_id in sorted(set(observed["run_id"]) - set(RUNS), key=sort_key):
         base = base_of(run_id)
-        verdict, table = _shared_seeds(observed, (run_id, base))
+        verdict, table = _shared_seeds(wide(observed), (run_id, base))
         evidence = []
         if verdict is None:
             for metric in ("acc", "forgetting"):
-                deltas = paired(table, run_id, base, metric)
+                deltas = table[metric, run_id] - table[metric, base]
                 evidence.append(f"{run_id} - {base} {metric}: {_seeds(deltas, '+.2f')}; mean {deltas.mean():+.2f}; "
                                 f"{_t_interval_text(deltas)}")  # fmt: skip
         statement = f"{run_id} against {base} ({describe(run_id)})"
@@ -396,37 +562,91 @@ def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
     return checks
 
 
-def exit_code(metrics: list[MetricCheck], claims: list[ClaimCheck], gate_claims: bool) -> int:
-    """0 when the re-run passes (see EXIT_POLICY), 1 otherwise: a claim that was checked passes only SUPPORTED."""
-    failed = any(m.verdict == NOT_REPLICATED for m in metrics)
-    checked = [c for c in claims if not c.finding and not c.verdict.startswith(("NOT CHECKED", NOT_EVIDENCE))]
-    failed |= gate_claims and any(c.verdict != SUPPORTED for c in checked)
-    return int(failed)
+@dataclass(frozen=True)
+class Verdict:
+    """The one verdict: its word, why, its exit code (EXIT_POLICY), and where a look left a claim undecided,
+    the next step: {"run_ids": [...], "seeds": [...]} (empty when nothing more would help)."""
+
+    word: str
+    why: tuple[str, ...]
+    code: int
+    next_step: dict[str, list[Any]]
+
+    @property
+    def line(self) -> str:
+        return f"{self.word} ({'; '.join(self.why)})" if self.why else self.word
 
 
-def overall(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck], claims: list[ClaimCheck],
-            code: int) -> str:  # fmt: skip
-    """The one verdict line, in ACM's terms. RESULTS REPLICATED needs every paper run ID and seed of the
-    expected set, every metric REPLICATED and every claim C1-C5 SUPPORTED; a failure is NOT REPLICATED;
-    anything short of both is INCOMPLETE, saying why. Other profiles are a pipeline check, not evidence."""
-    if expected.profile != "paper":
-        word = PIPELINE_FAILED if code else PIPELINE_PASSED
-        return f"{word} (profile {expected.profile}: not evidence about the paper)"
-    if code:
-        failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.verdict == NOT_REPLICATED]
-        failed += [f"{c.claim_id} {c.verdict.split(' (')[0]}" for c in claims
-                   if not c.finding and c.verdict.startswith((NOT_SUPPORTED, INCONCLUSIVE))]  # fmt: skip
-        return f"{RESULTS_NOT_REPLICATED} ({'; '.join(failed)})"
-    want = {(r, s) for r, s in zip(expected.per_seed["run_id"], expected.per_seed["seed"], strict=True)
-            if r in PAPER_RUNS}  # fmt: skip
+def _missing_runs(expected: Expected, observed: pd.DataFrame) -> list[str]:
+    """What INCOMPLETE names: the paper run IDs lacking any of the expected seeds, and the seeds they lack;
+    and, where the re-run has them under other seeds, that those are shown and never counted."""
     have = set(zip(observed["run_id"], observed["seed"], strict=True))
-    short = []
-    if want - have:
-        short.append(f"{len(want - have)} of {len(want)} paper runs missing")
-    unchecked = [c.claim_id for c in claims if not c.finding and c.verdict != SUPPORTED]
-    if unchecked:
-        short.append(f"claims not decided: {', '.join(unchecked)}")
-    return f"{INCOMPLETE} ({'; '.join(short)})" if short else f"{RESULTS_REPLICATED} (ACM v1.1)"
+    lacking: dict[str, list[int]] = {}
+    for run_id in (r for r in PAPER_RUNS if r in set(expected.per_seed["run_id"])):
+        gaps = [s for s in expected.seeds if (run_id, s) not in have]
+        if gaps:
+            lacking[run_id] = gaps
+    if not lacking:
+        return []
+    runs = ", ".join(lacking) if len(lacking) < 6 else f"{len(lacking)} of {len(PAPER_RUNS)} paper run IDs"
+    seeds = sorted({s for gaps in lacking.values() for s in gaps})
+    text = f"seeds {', '.join(map(str, seeds))} missing for {runs}"
+    others = sorted({s for r, s in have if r in lacking} - set(expected.seeds))
+    if others:
+        text += f" (their seeds {', '.join(map(str, others))} are shown, never counted for the badge)"
+    return [text]
+
+
+def _next_step(claims: list[ClaimCheck], observed: pd.DataFrame) -> dict[str, list[Any]]:
+    """The runs of the earliest look that left a claim undecided, and that look's registered seeds."""
+    pending = [c for c in claims if c.next_seeds]
+    if not pending:
+        return {}
+    first = min(c.look or 0 for c in pending)
+    pending = [c for c in pending if c.look == first]
+    seeds = sorted({s for c in pending for s in c.next_seeds}, key=[s for c in pending for s in c.next_seeds].index)
+    have = set(zip(observed["run_id"], observed["seed"], strict=True))
+    runs = [r for r in RUNS if any(r in c.runs for c in pending) and any((r, s) not in have for s in seeds)]
+    return {"run_ids": runs, "seeds": seeds}
+
+
+def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck], claims: list[ClaimCheck]
+          ) -> Verdict:  # fmt: skip
+    """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its
+    tolerance or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs of the
+    expected seeds are missing; else UNDECIDED while a claim awaits its next look; else INCONCLUSIVE where the
+    last look left a claim undecided; else RESULTS REPLICATED, with the shipped paper set only. Other
+    profiles: a pipeline check."""
+    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.verdict == NOT_REPLICATED]
+    paper_claims = [c for c in claims if not c.finding] if expected.gate_claims else []
+    failed += [f"{c.claim_id} {NOT_SUPPORTED}" for c in paper_claims if c.verdict.startswith(NOT_SUPPORTED)]
+    ended = [c for c in paper_claims if c.verdict.startswith(INCONCLUSIVE) and not c.next_seeds]
+    if expected.profile != "paper":
+        checked = [m for m in metrics if m.gating and m.verdict in (REPLICATED, NOT_REPLICATED)]
+        failed += [f"{c.claim_id} {INCONCLUSIVE}" for c in ended]
+        if failed:
+            return Verdict(PIPELINE_FAILED, (f"profile {expected.profile}", *failed), EXIT_FAILED, {})
+        if not checked:
+            return Verdict(INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
+                                        f"{', '.join(map(str, expected.seeds))}",), EXIT_INCOMPLETE, {})  # fmt: skip
+        return Verdict(PIPELINE_PASSED, (f"profile {expected.profile}: not evidence about the paper",), EXIT_PASSED, {})
+    if failed:
+        return Verdict(RESULTS_NOT_REPLICATED, tuple(failed), EXIT_FAILED, {})
+    missing = _missing_runs(expected, observed)
+    if missing:
+        return Verdict(INCOMPLETE, tuple(missing), EXIT_INCOMPLETE, {})
+    step = _next_step(paper_claims, observed)
+    if step:
+        undecided = [f"{c.claim_id} INCONCLUSIVE at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
+        todo = (f"next: seeds {', '.join(map(str, step['seeds']))} of {', '.join(step['run_ids'])}, "
+                "then check again (./reproduce.sh next)")  # fmt: skip
+        return Verdict(UNDECIDED, (*undecided, todo), EXIT_UNDECIDED, step)
+    if ended:
+        why = [f"{c.claim_id} {c.verdict}" for c in ended]
+        return Verdict(INCONCLUSIVE, (*why, "no badge; nothing here contradicts the paper"), EXIT_INCONCLUSIVE, {})
+    if not expected.shipped:
+        return Verdict(SET_MATCHED, (f"against {expected.describe()}: no badge",), EXIT_PASSED, {})
+    return Verdict(RESULTS_REPLICATED, ("ACM v1.1",), EXIT_PASSED, {})
 
 
 # --- printing and the command ------------------------------------------------------------------
@@ -438,16 +658,21 @@ def _num(x: float | None, fmt: str) -> str:
 
 def format_metrics(checks: list[MetricCheck]) -> list[str]:
     lines = [
-        f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':14} "
+        f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':27} "
         f"{'seeds':>5}  {'Welch 95% CI of diff':21} equivalence at the tolerance (TOST, information)"
     ]
     for c in checks:
         ci = "" if c.difference is None else c.welch_text()
+        verdict = c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)"
         lines.append(
-            f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {c.observed_mean:8.2f} "
-            f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {c.verdict:14} "
+            f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {_num(c.observed_mean, '8.2f'):>8} "
+            f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {verdict:27} "
             f"{c.n_expected:>2}/{c.n_observed:<2}  {ci:21} {c.equivalence_text()}".rstrip()
         )
+    uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
+    if uncounted:
+        lines.append("not counted (not among the expected set's seeds): "
+                     + ", ".join(f"{r} seed {s}" for r, s in uncounted))  # fmt: skip
     return lines
 
 
@@ -461,8 +686,8 @@ def format_variants(checks: list[ClaimCheck]) -> list[str]:
     return lines
 
 
-CLAIMS_HEADER = (f"claims of the paper, from the re-run alone (paired by seed; one-sided paired t-test at 5%, "
-                 f"at least {decide.MIN_SEEDS} shared seeds):")  # fmt: skip
+CLAIMS_HEADER = (f"claims of the paper, from the re-run alone (paired by seed; one-sided paired t-tests, 5% in "
+                 f"all, at least {decide.MIN_SEEDS} shared seeds):")  # fmt: skip
 FINDINGS_HEADER = "findings beyond the paper (no paper value; decided alike; they never change the exit code):"
 
 
@@ -512,57 +737,75 @@ def check_command(
     observed, run_profile = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
-    profile = profile or run_profile
+    profile = profile or run_profile or "paper"
+    source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
+    json_out = json_out or (
+        Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
+    )
     try:
         if expected_dir is None:
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
-            expected_dir = expected_dir_for(profile or "paper", root)
+            expected_dir = expected_dir_for(profile, root)
+            if not expected_dir.is_dir():  # a state to report, not an error: nothing to compare with
+                line = (f"NOT CHECKED (no expected set for profile {profile}: {expected_dir} does not exist; "
+                        "uh aggregate and uh report show the numbers)")  # fmt: skip
+                click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {EXIT_INCOMPLETE}")
+                _write_report(json_out, {"source": source, "profile": profile, "verdict": line,
+                                         "exit_code": EXIT_INCOMPLETE}, EXIT_INCOMPLETE)  # fmt: skip
+                click.get_current_context().exit(EXIT_INCOMPLETE)
         expected = load_expected(expected_dir)
     except (ExpectedError, ResultError) as e:
         raise InputError(str(e)) from None
-    if profile and profile != expected.profile:
+    if profile != expected.profile and (run_profile or per_seed is None):
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
     metrics = compare(expected, observed)
     if metrics and all(m.verdict == NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
-    claims, variants = check_claims(observed, expected.profile), check_variants(observed)
-    code = exit_code(metrics, claims, expected.gate_claims)
-    verdict = overall(expected, observed, metrics, claims, code)
+    claims = check_claims(observed, expected.profile, expected.procedure)
+    variants = check_variants(observed)
+    verdict = judge(expected, observed, metrics, claims)
 
-    source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
     paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
-    click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected_dir}")
+    click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
+    gating = ", ".join(expected.gate)
     click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), *format_variants(variants), ""]))
     click.echo(
-        f"metrics: {tally(m.verdict for m in metrics)}; claims: {tally(c.verdict for c in paper_claims)} "
+        f"metrics: {tally(m.verdict for m in metrics)} ({gating} gate); "
+        f"claims: {tally(c.verdict for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
         f"findings beyond the paper: {tally(c.verdict for c in findings)} (never gate)"
         + (f"; variants: {sum(c.verdict == MEASURED for c in variants)} measured, "
            f"{sum(c.verdict != MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
-    click.echo(f"verdict: {verdict} -> exit {code}")
+    click.echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
-    json_out = json_out or (
-        Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
-    )
     report: dict[str, Any] = {
         "source": source,
         "profile": expected.profile,
         "expected_dir": str(expected_dir),
+        "expected_sha256": expected.sha256,
+        "shipped_paper_set": expected.shipped,
         "tolerance": expected.tolerance,
+        "gate": list(expected.gate),
         "claims_gate_exit_code": expected.gate_claims,
-        "verdict": verdict,
+        "procedure": None if expected.procedure is None else asdict(expected.procedure),
+        "verdict": verdict.line,
+        "next_step": verdict.next_step,
         "metrics": [m.to_dict() for m in metrics],
         "claims": [asdict(c) for c in claims],
         "variants": [asdict(c) for c in variants],
-        "exit_code": code,
+        "exit_code": verdict.code,
     }
+    _write_report(json_out, report, verdict.code)
+    click.echo(f"wrote {json_out}")
+    click.get_current_context().exit(verdict.code)
+
+
+def _write_report(path: Path, report: dict[str, Any], code: int) -> None:
     try:
-        write_json_atomic(json_out, report)
+        write_json_atomic(path, report)
     except OSError as e:
         raise UnwritableReport(
-            f"cannot write {json_out} ({e.strerror or e}); the verdicts above stand (exit {code}) but are not "
+            f"cannot write {path} ({e.strerror or e}); the verdicts above stand (exit {code}) but are not "
             "saved; pass a writable --json-out"
         ) from None
-    click.echo(f"wrote {json_out}")
-    click.get_current_context().exit(code)

@@ -14,6 +14,11 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     rejects at 5%; otherwise it is undecided, with the number of seeds that would decide it at this spread.
   - a claim of several comparisons is supported when every comparison supports it (an intersection-union
     test: level 5% without correction), contradicted when any contradicts it, inconclusive otherwise.
+  - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
+    look), the claim is decided at the first look that decides it, each look at its own alpha; the alphas
+    sum to 5% (a Bonferroni split), so the whole procedure, every look counted, errs at most 5% either way.
+Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
+every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing
 is decided from one: a standard deviation from 2 seeds has 1 degree of freedom, whose one-sided 95%
 t-quantile (6.31) makes any interval uninformative.
@@ -44,13 +49,15 @@ def _quiet() -> Iterator[None]:
 ALPHA = 0.05  # each one-sided test; two-sided intervals at 1 - 2 * ALPHA = 90%
 MIN_SEEDS = 3
 MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as not reachable
+DECIMALS = 9  # float noise of sums of values given to 2 decimals lies far below this, real differences above
 
 Outcome = Literal["supports", "contradicts", "undecided"]
 
 
 def replicated(difference: float, tolerance: float) -> bool:
-    """The metric verdict: the pre-registered tolerance alone decides."""
-    return abs(difference) <= tolerance
+    """The metric verdict: the pre-registered tolerance alone decides (at DECIMALS places, so that a shift of
+    exactly the tolerance passes whichever its sign)."""
+    return round(abs(difference), DECIMALS) <= tolerance
 
 
 def welch_interval(expected: Sequence[float], observed: Sequence[float], level: float = 0.95
@@ -68,13 +75,11 @@ def welch_interval(expected: Sequence[float], observed: Sequence[float], level: 
 @dataclass(frozen=True)
 class Equivalence:
     """TOST at the tolerance: `equivalent` is None without an interval; `seeds_needed` (re-run seeds in
-    all) is None where no number of re-run seeds would show it at this difference and spread, and
-    `expected_too_noisy` says when that is because of the expected side's own seeds."""
+    all) is None where no number of re-run seeds up to MAX_SEEDS would show it at this difference and spread."""
 
     equivalent: bool | None
     p_value: float | None  # the larger of the two one-sided p-values
     seeds_needed: int | None
-    expected_too_noisy: bool = False
 
     def describe(self, n_expected: int, n_observed: int, difference: float, tolerance: float) -> str:
         if self.equivalent is None:
@@ -82,13 +87,12 @@ class Equivalence:
             return f"no interval ({n} seed{'' if n == 1 else 's'}; needs {MIN_SEEDS} per side)"
         if self.equivalent:
             return f"equivalent at 90% (TOST {p_text(self.p_value)})"  # type: ignore[arg-type]
-        if abs(difference) >= tolerance:
+        if not replicated(difference, tolerance):
             return "not shown: the difference is beyond the tolerance"
-        if self.expected_too_noisy:
-            return f"not shown; the expected side's {n_expected} seeds alone are too spread to show it"
         if self.seeds_needed is None:
-            return f"not shown; more than {MAX_SEEDS} seeds would be needed at this spread"
-        return f"not shown; about {self.seeds_needed - n_observed} more seeds would decide it at this spread"
+            return f"not shown; no number of re-run seeds up to {MAX_SEEDS} would show it at this spread"
+        more = self.seeds_needed - n_observed
+        return f"not shown; about {more} more re-run seed{'' if more == 1 else 's'} would show it at this spread"
 
 
 def p_text(p: float) -> str:
@@ -114,10 +118,6 @@ def equivalence(expected: Sequence[float], observed: Sequence[float], tolerance:
     if p < ALPHA:
         return Equivalence(True, p, len(o))
     difference, ve, vo = float(o.mean() - e.mean()), float(np.var(e, ddof=1)), float(np.var(o, ddof=1))
-    # as the re-run's seeds grow, the half-width falls to the expected side's own (Welch df -> n_e - 1)
-    floor = float(stats.t.ppf(1 - ALPHA, len(e) - 1) * math.sqrt(ve / len(e)))
-    if abs(difference) + floor >= tolerance:
-        return Equivalence(False, p, None, expected_too_noisy=True)
     needed = next((n for n in range(len(o), MAX_SEEDS + 1)
                    if abs(difference) + _welch_half_width(ve, vo, len(e), n) < tolerance), None)  # fmt: skip
     return Equivalence(False, p, needed)
@@ -141,6 +141,9 @@ class PairedTest:
     deltas: tuple[float, ...]
     sign: int
 
+    def __post_init__(self) -> None:  # float noise is no difference (equal ranges giving 3.6e-15 support nothing)
+        object.__setattr__(self, "deltas", tuple(round(float(d), DECIMALS) for d in self.deltas))
+
     @property
     def n(self) -> int:
         return len(self.deltas)
@@ -163,17 +166,24 @@ class PairedTest:
             return None
         if np.ptp(self.deltas) == 0:  # no spread: the sign decides, exactly
             return 0.0 if sign * self.mean > 0 else 1.0
-        return float(stats.ttest_1samp(self.deltas, 0.0, alternative="greater" if sign > 0 else "less").pvalue)
+        # scipy's ttest_1samp(alternative=...), its t distribution called directly (uh oc calls this often)
+        t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
+        return float(stats.t.sf(sign * t, self.n - 1))
 
-    @property
-    def outcome(self) -> Outcome:
+    def outcome(self, alpha: float = ALPHA) -> Outcome:
+        """The one-sided test in the claimed direction at `alpha`, and the same test the other way."""
         if not self.decidable:
             return "undecided"
-        if self.p_value(self.sign) < ALPHA:  # type: ignore[operator]
+        if self.p_value(self.sign) < alpha:  # type: ignore[operator]
             return "supports"
-        if self.p_value(-self.sign) < ALPHA:  # type: ignore[operator]
+        if self.p_value(-self.sign) < alpha:  # type: ignore[operator]
             return "contradicts"
         return "undecided"
+
+    @property
+    def leaning(self) -> str:
+        """Which way the mean so far points: where more seeds would decide it, if it stayed."""
+        return "for the claim" if self.sign * self.mean > 0 else "against the claim"
 
     def seeds_needed(self) -> int | None:
         """Seeds in all at which the one-sided test would decide, if the mean and spread stayed as they are;
@@ -185,9 +195,9 @@ class PairedTest:
                      if stats.t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n) < abs(self.mean)), None)  # fmt: skip
 
 
-def claim_outcome(tests: Sequence[PairedTest]) -> Outcome:
+def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Outcome:
     """A claim of several comparisons: supported when all support it, contradicted when any contradicts it."""
-    outcomes = [t.outcome for t in tests]
+    outcomes = [t.outcome(alpha) for t in tests]
     if "contradicts" in outcomes:
         return "contradicts"
     return "supports" if all(o == "supports" for o in outcomes) else "undecided"
@@ -195,5 +205,36 @@ def claim_outcome(tests: Sequence[PairedTest]) -> Outcome:
 
 def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:
     """Seeds in all that would decide every undecided comparison of a claim; None if one never would."""
-    needed = [t.seeds_needed() for t in tests if t.outcome == "undecided"]
+    needed = [t.seeds_needed() for t in tests if t.outcome() == "undecided"]
     return None if not needed or None in needed else max(needed)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A sequential design fixed before any re-run: the seeds in the order they are taken (the expected
+    set's first), the looks (seeds in all at each) and the one-sided alpha of each look (summing to ALPHA)."""
+
+    seeds: tuple[int, ...]
+    looks: tuple[int, ...]
+    alpha: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not (self.looks and len(self.alpha) == len(self.looks) and list(self.looks) == sorted(set(self.looks))
+                and self.looks[0] >= MIN_SEEDS and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))):
+            raise ValueError("looks must rise from 3 seeds to at most the registered seeds (distinct), one alpha each")
+        if not all(a > 0 for a in self.alpha) or round(sum(self.alpha), DECIMALS) > ALPHA:
+            raise ValueError(f"the looks' alphas must be > 0 and sum to at most {ALPHA}")
+
+    def seeds_at(self, look: int) -> tuple[int, ...]:
+        """The seeds counted at look `look` (0-based): the first looks[look] of the list."""
+        return self.seeds[: self.looks[look]]
+
+
+def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedure) -> tuple[Outcome, int]:
+    """A claim under `procedure`, given its tests at the looks reached so far (in order): the first look that
+    decides it, each at its own alpha, else undecided at the last look given. Returns (outcome, look)."""
+    for look, tests in enumerate(looks):
+        outcome = claim_outcome(tests, procedure.alpha[look])
+        if outcome != "undecided":
+            return outcome, look
+    return "undecided", len(looks) - 1

@@ -35,11 +35,10 @@ from uniform_herding.check import (
     check_claims,
     check_variants,
     compare,
-    exit_code,
     expected_dir_for,
     find_expected_root,
+    judge,
     load_expected,
-    overall,
     tally,
 )
 from uniform_herding.config import RUNS, SEEDS
@@ -96,7 +95,9 @@ def tolerances(profile: str) -> dict[str, float]:
         expected = load_expected(expected_dir_for(profile, expected_root()))
     except (ExpectedError, ResultError):
         return {}
-    return expected.tolerance if expected.profile == profile else {}
+    if expected.profile != profile:
+        return {}
+    return {m: t for m, t in expected.tolerance.items() if not isinstance(t, dict)}  # one per metric only
 
 
 def doctor_estimates(path: Path, profile: str) -> dict[str, float]:
@@ -416,16 +417,18 @@ def expected_root() -> Path:
 
 def verdicts(runs: Runs) -> Verdicts:
     """What `uh check` decides on these results against the profile's expected set (as it picks it)."""
-    claims = (check_claims(runs.per_seed, runs.profile), check_variants(runs.per_seed))
+    variants = check_variants(runs.per_seed)
     try:
         expected = load_expected(expected_dir_for(runs.profile, expected_root()))
     except (ExpectedError, ResultError) as e:
-        return Verdicts(None, f"not checked: {e}", *claims)
+        return Verdicts(None, f"not checked: {e}", check_claims(runs.per_seed, runs.profile), variants)
     if expected.profile != runs.profile:
-        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}", *claims)
+        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}",
+                        check_claims(runs.per_seed, runs.profile), variants)  # fmt: skip
     metrics = compare(expected, runs.per_seed)
-    line = overall(expected, runs.per_seed, metrics, claims[0], exit_code(metrics, claims[0], expected.gate_claims))
-    return Verdicts(metrics, f"checked against {expected.directory}", *claims, overall=line)
+    claims = check_claims(runs.per_seed, runs.profile, expected.procedure)
+    line = judge(expected, runs.per_seed, metrics, claims).line
+    return Verdicts(metrics, f"checked against {expected.describe()}", claims, variants, overall=line)
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
