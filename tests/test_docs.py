@@ -12,6 +12,8 @@ example is the code that runs and is tested, and its refusals are the lines `uh`
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import inspect
 import itertools
 import re
@@ -263,6 +265,24 @@ def test_the_uh_check_finds_a_command_before_the_reader_is_told() -> None:
     assert first_bare_uh("See `uh check`.\n```bash\nuh run B3\n```\n") == 5
     assert first_bare_uh("`.venv/bin/uh check`, the `uh` command, `uh`'s\n```text\n.venv/bin/uh run\n```") is None
     assert first_bare_uh("```bash\nsource .venv/bin/activate\nuh --help\n```") == 34
+
+
+@pytest.fixture(scope="module")
+def smoke_summary():
+    """benchmarks/smoke-summary, loaded as a module."""
+    script = ROOT / "benchmarks" / "smoke-summary"
+    loader = importlib.machinery.SourceFileLoader("smoke_summary", str(script))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("smoke_summary", loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_smoke_summary_the_guide_shows_is_what_the_smoke_prints(smoke_summary) -> None:
+    """The summary `uh check` prints for the smoke's runs (the committed ones, restricted to `uh run all`'s run IDs:
+    36 metrics, no r1-r3) is the block docs/reproducing.md shows."""
+    printed = smoke_summary.summary()
+    assert f"metrics: {3 * len(PAPER_RUNS)} REPLICATED;" in printed and "PIPELINE CHECK PASSED" in printed
+    assert smoke_summary.shown() == printed, f"regenerate it: {smoke_summary.COMMAND}"
 
 
 def section(path: Path, heading: str) -> str:
