@@ -290,6 +290,14 @@ def section(path: Path, heading: str) -> str:
     return path.read_text().split(f"\n{heading}\n")[1].split("\n## ")[0]
 
 
+def test_the_reproducing_guide_lists_every_option_reproduce_sh_takes() -> None:
+    """Every option `./reproduce.sh --help` names is in docs/reproducing.md's list of options."""
+    shown = subprocess.run(["bash", str(ROOT / "reproduce.sh"), "--help"], capture_output=True, text=True)
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", shown.stdout.split("\nOptions:", 1)[1])) - {"--help"}
+    listed = re.search(r"^Options: .*?\n\n", (ROOT / "docs" / "reproducing.md").read_text(), re.S | re.M)
+    assert listed and options and sorted(o for o in options if f"`{o}" not in listed.group(0)) == []
+
+
 def test_the_reproducing_guide_lists_every_profile() -> None:
     profiles = section(ROOT / "docs" / "reproducing.md", "## Profiles")
     assert set(re.findall(r"^\| `([\w-]+)`", profiles, re.M)) == set(PROFILES)
