@@ -2,7 +2,10 @@
 
 The suite runs on the CPU wherever it runs (UH_DEVICE=cpu, for in-process runs and for the `uh`
 processes tests start): its expectations (fp32, bit-identical reruns, CPU numbers) are a CPU's. Tests
-marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere. A test
+marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere. Tests
+marked `system` change the host (they install packages, start daemons as root or build an image) and run
+only where UH_SYSTEM_TESTS=1 asks for them, as .ci/run does; elsewhere they are skipped, naming that
+command, so that `./reproduce.sh test` leaves the host as it was. A test
 that trains carries the `trains` marker, so that `-m "not trains"` is the fast part of the suite: one
 that reaches Lightning's `Trainer.fit` in this process without it fails, naming the marker (tests that
 train only in processes they start are marked by hand).
@@ -54,10 +57,18 @@ def _fit_only_where_marked(fit):
 Trainer.fit = _fit_only_where_marked(Trainer.fit)
 
 
+SYSTEM_TESTS = "UH_SYSTEM_TESTS"
+SYSTEM_SKIP = (f"changes the host (installs packages, starts daemons as root, builds an image): "
+               f"run as root with {SYSTEM_TESTS}=1 ./reproduce.sh test, as .ci/run does")  # fmt: skip
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the `gpu` tests, saying why, where no GPU is usable."""
+    """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for."""
     from uniform_herding.devices import gpu_problem
 
+    if os.environ.get(SYSTEM_TESTS) != "1":
+        for item in (item for item in items if "system" in item.keywords):
+            item.add_marker(pytest.mark.skip(reason=SYSTEM_SKIP))
     if any("gpu" in item.keywords for item in items) and (problem := gpu_problem()):
         skip = pytest.mark.skip(reason=f"needs a usable GPU: {problem}")
         for item in (item for item in items if "gpu" in item.keywords):

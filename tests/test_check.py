@@ -581,21 +581,3 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
                            "B1+M=1000": "NOT CHECKED (missing: B1)"}  # fmt: skip
     assert "variants: 2 measured, 1 not checked (never gate)\n" in res.output
     assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value
-
-
-def test_the_smoke_check_in_docs_reproducing_is_what_the_command_it_names_prints(tmp_path: Path) -> None:
-    """docs/reproducing.md shows `uh check --per-seed expected_results/smoke/cpu_kinds/xeon_avx512.csv --profile
-    smoke`, shortened at each `...`: every other line is a line of that command's output, in order."""
-    doc = (EXPECTED.parent / "docs" / "reproducing.md").read_text()
-    shown = doc.split("```text\nre-run --per-seed expected_results/smoke/cpu_kinds/xeon_avx512.csv", 1)[1]
-    shown_lines = ["re-run --per-seed expected_results/smoke/cpu_kinds/xeon_avx512.csv" + shown.split("\n", 1)[0],
-                   *shown.split("\n", 1)[1].split("\n```", 1)[0].splitlines()]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(EXPECTED.parent)
-        res = CliRunner().invoke(main, ["check", "--per-seed", "expected_results/smoke/cpu_kinds/xeon_avx512.csv",
-                                        "--profile", "smoke", "--json-out", str(tmp_path / "r.json")])  # fmt: skip
-    printed = [line.replace(str(EXPECTED), ".../expected_results") for line in res.output.splitlines()]
-    at = 0
-    for line in (x for x in shown_lines if x != "..."):
-        assert line in printed[at:], line
-        at = printed.index(line, at) + 1

@@ -1,4 +1,5 @@
-"""conftest.py's guard: a test that trains without the `trains` marker fails, so `-m "not trains"` stays fast."""
+"""conftest.py's guards: a test that trains without the `trains` marker fails, so `-m "not trains"` stays fast; a
+test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it."""
 
 from __future__ import annotations
 
@@ -9,3 +10,42 @@ from lightning.pytorch import Trainer
 def test_training_without_the_trains_marker_fails_naming_the_marker() -> None:
     with pytest.raises(pytest.fail.Exception, match=r"is not marked @pytest.mark.trains"):
         Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False).fit(None)  # type: ignore[arg-type]
+
+
+class _Item:
+    """What the collection hook reads of a test: its keywords, and the markers it adds."""
+
+    def __init__(self, *markers: str) -> None:
+        self.keywords = dict.fromkeys(markers, True)
+        self.added: list[pytest.Mark] = []
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.added.append(marker.mark)
+
+
+@pytest.mark.parametrize("asked", [None, "0", "1"])
+def test_system_tests_run_only_when_asked_else_skip_naming_the_command(asked, monkeypatch) -> None:
+    from conftest import pytest_collection_modifyitems
+
+    if asked is None:
+        monkeypatch.delenv("UH_SYSTEM_TESTS", raising=False)
+    else:
+        monkeypatch.setenv("UH_SYSTEM_TESTS", asked)
+    system, plain = _Item("system"), _Item("trains")
+    pytest_collection_modifyitems(None, [system, plain])  # type: ignore[arg-type]
+    assert plain.added == []
+    if asked == "1":
+        assert system.added == []
+    else:
+        (skip,) = system.added
+        assert skip.name == "skip" and "UH_SYSTEM_TESTS=1 ./reproduce.sh test" in skip.kwargs["reason"]
+
+
+def test_the_tests_that_change_the_host_are_marked_system() -> None:
+    """The real Slurm cluster (munged, mariadbd and slurm daemons as root) and .ci/container (apt-get, dockerd,
+    an image build) run only when UH_SYSTEM_TESTS=1 asks for them."""
+    import test_container
+    import test_slurm
+
+    assert test_slurm.pytestmark.name == "system"
+    assert "system" in [m.name for m in test_container.test_ci_container_fails_on_a_broken_dockerfile.pytestmark]

@@ -5,8 +5,9 @@ compose-spec schema (check-jsonschema), docker-compose.yml by the real `docker c
 `docker-compose config` (v1), which need no daemon, and reproduce.sh is run against a fake `uh` that
 logs its arguments. A check whose tool is not installed is skipped, with the reason; .ci/container
 installs both Compose versions and runs the compose tests again, failing if one skips. The real build
-and run is .ci/container (CI); the test here that it fails on a broken Dockerfile starts a real dockerd
-and is skipped where it cannot (not root, no git checkout).
+and run is .ci/container (CI); the test here that it fails on a broken Dockerfile installs Docker, starts a
+real dockerd and builds, so it is a `system` test (UH_SYSTEM_TESTS=1, set by .ci/run) and is skipped where
+it cannot (not root, no git checkout).
 """
 
 from __future__ import annotations
@@ -272,6 +273,7 @@ def test_hadolint_passes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.system
 def test_ci_container_fails_on_a_broken_dockerfile(tmp_path):
     """.ci/container on a copy of this checkout whose Dockerfile COPYs a missing file: a real dockerd and
     build (the cached layers before the broken step make it quick on a warm cache), which must fail."""

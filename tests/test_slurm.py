@@ -1,6 +1,8 @@
 """`uh run --executor slurm` and `uh status` against a real single-node Slurm (tests/slurm_cluster.py).
 
-Skipped, never passed, where Slurm's packages or root are missing (.ci/slurm installs them).
+It starts munged, mariadbd, slurmdbd, slurmctld and slurmd as root, so it is a `system` test: it runs only
+with UH_SYSTEM_TESTS=1 (.ci/run), and is skipped, never passed, where Slurm's packages or root are missing
+(.ci/slurm installs them).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import pytest
 from slurm_cluster import SlurmCluster, available  # tests/ is on the path (pytest rootdir)
 
 from uniform_herding.run import result_path
+
+pytestmark = pytest.mark.system
 
 # No --slurm-gpus: a smoke run asks for no GPU by itself, and this cluster has none (sbatch would refuse).
 SLURM_RUN = ["--profile", "smoke", "--executor", "slurm", "--slurm-cpus", "1"]

@@ -292,7 +292,9 @@ def print_line(line: Line) -> None:
 @click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE",
               help="As `uh run --device` [default: auto]. Env: UH_DEVICE.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
-              help="The runs per GPU you plan (`uh run --jobs`): checked against the GPU's compute mode.")
+              help="The runs at once you plan (`uh run --jobs`: per GPU; on a CPU, N at once): N processes time a "
+                   "step together for the estimate of `all` at that speed-up; a GPU in Exclusive_Process compute "
+                   "mode FAILs.")
 @click.option("--steps", type=click.IntRange(min=4), default=8, show_default=True, help="Self-test steps.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).")
