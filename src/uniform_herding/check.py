@@ -589,7 +589,7 @@ def _missing_runs(expected: Expected, observed: pd.DataFrame) -> list[str]:
     if not lacking:
         return []
     runs = ", ".join(lacking) if len(lacking) < 6 else f"{len(lacking)} of {len(PAPER_RUNS)} paper run IDs"
-    seeds = sorted({s for gaps in lacking.values() for s in gaps})
+    seeds = [s for s in expected.seeds if any(s in gaps for gaps in lacking.values())]
     text = f"seeds {', '.join(map(str, seeds))} missing for {runs}"
     others = sorted({s for r, s in have if r in lacking} - set(expected.seeds))
     if others:
@@ -737,7 +737,8 @@ def check_command(
     observed, run_profile = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
-    profile = profile or run_profile or "paper"
+    given = profile or run_profile  # what the user or the results say, if anything
+    profile = given or "paper"
     source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
     json_out = json_out or (
         Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
@@ -756,7 +757,7 @@ def check_command(
         expected = load_expected(expected_dir)
     except (ExpectedError, ResultError) as e:
         raise InputError(str(e)) from None
-    if profile != expected.profile and (run_profile or per_seed is None):
+    if given and given != expected.profile:
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
     metrics = compare(expected, observed)
     if metrics and all(m.verdict == NO_EXPECTATION for m in metrics):
