@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
+from conftest import matrix_with
 from scipy import stats
 
 from uniform_herding.check import (
@@ -64,7 +65,7 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
                 "seed": int(row.seed),
                 "profile": profile,
                 "config": resolve(row.run_id, profile).to_dict(),
-                "R": [[row.acc]],
+                "R": matrix_with(row.acc, row.forgetting, row.bwt),  # an R that gives the metrics
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
             },
         )

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import matrix_with
 
 from uniform_herding import metrics as metric
 from uniform_herding.aggregate import paired, paired_deltas, summarize
@@ -37,14 +38,16 @@ MISSING = "B2"
 
 
 def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | None = None) -> dict:
-    """A result.json body with a random lower-triangular R; metrics from R unless given."""
+    """A result.json body with a random lower-triangular R and its metrics; with `metrics` (ACC, F, BWT), an R that
+    gives them (conftest.matrix_with)."""
     rng = np.random.default_rng([seed, list(RUNS).index(run_id)])
     R = [[float(rng.integers(0, 41) * 2.5) for _ in range(i + 1)] for i in range(T)]
-    metrics = metrics or {"acc": metric.acc(R), "forgetting": metric.forgetting(R), "bwt": metric.bwt(R)}
+    R = matrix_with(metrics["acc"], metrics["forgetting"], metrics["bwt"], T) if metrics else metric.square(R)
+    metrics = metrics or {name: m.of(R) for name, m in metric.PAPER.items()}
     return {
         "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
         "config": resolve(run_id, profile).to_dict(),
-        "R": metric.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
+        "R": R, "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }
 

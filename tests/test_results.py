@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import matrix_with
+
 from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS
 from uniform_herding.metrics import PAPER, REPORTED, Metric
 from uniform_herding.results import (
@@ -184,7 +184,8 @@ def test_a_metric_outside_its_declared_range_is_refused_and_one_inside_it_is_rea
     can be negative, like BWT, is read when negative. R is checked against it by its own function, here swapped
     for a constant so that the stored value is what R gives."""
     metric = {**PAPER, **REPORTED}[name]
-    for value, valid in [(metric.low, True), (metric.high, True), (metric.low - 0.5, False), (metric.high + 0.5, False)]:
+    for value, valid in [(metric.low, True), (metric.high, True), (metric.low - 0.5, False),
+                         (metric.high + 0.5, False)]:
         swapped = dataclasses.replace(metric, of=lambda R, v=value: v)
         table = PAPER if name in PAPER else REPORTED
         monkeypatch.setitem(table, name, swapped)

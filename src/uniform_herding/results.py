@@ -179,8 +179,8 @@ def check_metrics_of_R(result: dict[str, Any], path: Path) -> None:
         places = decimals(stored)
         if abs(stored - recomputed) > 0.5 * 10.0**-places + 1e-9:  # 1e-9: the float error of a mean of <= 100
             raise ResultError(
-                f"{path}: {result['run_id']} seed {result['seed']}: stored {name} {stored:.{min(places, 4)}f} is not what "
-                f"its R gives ({recomputed:.4f}); the metrics were not computed from this R, "
+                f"{path}: {result['run_id']} seed {result['seed']}: stored {name} {stored:.{min(places, 4)}f} is "
+                f"not what its R gives ({recomputed:.4f}); the metrics were not computed from this R, "
                 f"so re-run it (uh run --force) or restore the result.json that uh run wrote"
             )
 
@@ -343,7 +343,8 @@ def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     profile; a reported metric that a result predates is computed from its R."""
     results_profile(results)
     rows = [(r["run_id"], r["seed"], *(float(r["metrics"][m]) for m in METRICS),
-             *(float(r["metrics"].get(name, m.of(r["R"]))) for name, m in REPORTED.items())) for r in results]  # fmt: skip
+             *(float(r["metrics"].get(name, m.of(r["R"]))) for name, m in REPORTED.items()))
+            for r in results]  # fmt: skip
     return pd.DataFrame(rows, columns=[*PER_SEED_COLUMNS, *REPORTED])
 
 
