@@ -645,7 +645,7 @@ def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
                 else:
                     interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
                     stat = f"Δ {deltas.mean():+.2f} {interval}"
-                ticks.append(f"{base} | {variant.removeprefix(base_of(variant) + '+')}\n{stat}")
+                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base}: {stat}")
             ax.set_xticks(range(len(variants)), ticks)
             ax.set_xlim(-0.6, len(variants) - 0.4)
             ax.set_ylabel(name)
