@@ -1,8 +1,10 @@
 """`uh report`: the paper's tables (LaTeX + Markdown), its figures (PDF + PNG) and a one-page summary;
-with variants among the results, their table and a figure per swept key (beyond the paper).
+with variants among the results, their table, a figure of each beside its base, and a figure per swept key
+(beyond the paper).
 
 Reads whatever results are present. A missing run ID or seed leaves a marked gap (— in Markdown,
---- in LaTeX, "missing" in figure titles and the summary), never a crash. The numbers come from
+--- in LaTeX, "missing" in figure titles and the summary), never a crash; a figure without the runs it
+needs is left out, with one line saying so (FigureSpec.drawable). The numbers come from
 aggregate.py (mean, population std, deltas paired by seed against B3) and the verdicts from check.py,
 so the report prints exactly what `uh aggregate` and `uh check` decide. paper/README.md maps each
 output to the paper's table, figure or claim.
