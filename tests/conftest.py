@@ -230,3 +230,18 @@ def one_at_a_time(tmp_path_factory):
         return json.loads(path.read_text())
 
     return get
+
+
+def matrix_with(acc: float, forgetting: float, bwt: float, T: int = 10) -> list[list[float | None]]:
+    """An accuracy matrix R (T x T, None above the diagonal) whose ACC, F and BWT are the given ones, so that a
+    result.json carrying published metrics holds an R that gives them (results.check_metrics_of_R): the last row
+    all `acc`, each earlier task learned at acc - bwt, and F's excess over -BWT as a peak on the row after each of
+    the tasks 0..T-3. Needs BWT <= 0 <= F + BWT (the best accuracy is at least the first) and every entry in
+    [0, 100]."""
+    learned, excess = acc - bwt, forgetting + bwt
+    assert T >= 3 and bwt <= 0 <= excess, (acc, forgetting, bwt)
+    peak = learned + excess * (T - 1) / (T - 2)
+    R = [[learned if j == i else peak if j == i - 1 and i < T - 1 else learned for j in range(i + 1)] for i in range(T)]
+    R[-1] = [acc] * T
+    assert all(0 <= x <= 100 for row in R for x in row), (acc, forgetting, bwt)
+    return [row + [None] * (T - len(row)) for row in R]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import matrix_with
 
 from uniform_herding.aggregate import paired_deltas, summarize
 from uniform_herding.cli import main
@@ -118,7 +119,7 @@ def test_uh_aggregate_from_a_results_dir(tmp_path: Path) -> None:
                 "seed": seed,
                 "profile": "smoke",
                 "config": resolve("B3", "smoke").to_dict(),
-                "R": [[acc]],
+                "R": matrix_with(acc, 1.0, -1.0, T=3),
                 "metrics": {"acc": acc, "forgetting": 1.0, "bwt": -1.0},
             },
         )

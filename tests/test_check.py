@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
+from conftest import matrix_with
 from scipy import stats
 
 from uniform_herding.check import (
@@ -72,7 +73,7 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
                 "seed": int(row.seed),
                 "profile": profile,
                 "config": resolve(row.run_id, profile).to_dict(),
-                "R": [[row.acc]],
+                "R": matrix_with(row.acc, row.forgetting, row.bwt),  # an R that gives the metrics
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
             },
         )
@@ -608,7 +609,8 @@ def test_findings_print_paired_means_and_t_intervals_computed_by_hand(tmp_path: 
     assert claims(report)["C6"].startswith("INCONCLUSIVE (at this mean and spread about ")
     assert claims(report)["C6"].endswith("would decide it, for the claim)")
     assert claims(report)["C7"].startswith("INCONCLUSIVE")  # B3 - r2 acc = 2.64, 1.72, -1.35
-    assert claims(report)["C8"] == "INCONCLUSIVE (no number of seeds up to 1000 would decide it at this mean and spread)"
+    assert claims(report)["C8"] == ("INCONCLUSIVE (no number of seeds up to 1000 would decide it at this mean "
+                                    "and spread)")
     half = T_95_2DF / 3**0.5
     p = stats.ttest_1samp([1.0, 2.0, 3.0], 0, alternative="greater").pvalue
     assert (f"r2-r1 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00 (claimed > 0); "

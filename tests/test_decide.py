@@ -86,8 +86,9 @@ def test_equivalence_a_few_more_seeds_would_show_is_never_called_out_of_reach() 
     assert eq.equivalent is False and eq.seeds_needed is not None and eq.seeds_needed <= 5
     assert fits(eq.seeds_needed) and not fits(eq.seeds_needed - 1)
     assert "too spread" not in eq.describe(3, 3, 0.0, 1.65)
-    assert eq.describe(3, 3, 0.0, 1.65).endswith(f"about {eq.seeds_needed - 3} more re-run seed"
-                                                 + ("" if eq.seeds_needed == 4 else "s") + " would show it at this spread")
+    more = eq.seeds_needed - 3
+    text = eq.describe(3, 3, 0.0, 1.65)
+    assert text.endswith(f"about {more} more re-run seed{'' if more == 1 else 's'} would show it at this spread")
 
 
 def test_a_shift_of_exactly_the_tolerance_passes_whichever_its_sign() -> None:

@@ -54,4 +54,27 @@ def test_average_incremental_accuracy_is_the_mean_of_each_rows_seen_tasks():
     from uniform_herding.metrics import REPORTED, aia, square
 
     R = square([[80.0], [60.0, 70.0], [40.0, 50.0, 90.0]])
-    assert aia(R) == pytest.approx(205 / 3) and REPORTED["aia"] is aia
+    assert aia(R) == pytest.approx(205 / 3) and REPORTED["aia"].of is aia
+
+
+def test_learning_accuracy_is_the_mean_of_the_diagonal():
+    """LA (Riemer et al. 2019): the accuracy on each task just after learning it; R3's diagonal 80, 90, 85 gives 85,
+    whatever came after (the last row alone gives ACC 68.33)."""
+    from uniform_herding.metrics import REPORTED, learning_accuracy
+
+    assert learning_accuracy(R3) == pytest.approx(85.0) and REPORTED["la"].of is learning_accuracy
+    assert learning_accuracy([[80.0], [0.0, 90.0], [0.0, 0.0, 85.0]]) == pytest.approx(85.0)  # forgetting is not LA's
+
+
+def test_every_metric_declares_a_range_and_defines_itself_in_its_docstring():
+    """uh report prints a metric's definition from its docstring, and results.py checks its declared range: each
+    metric's docstring's first paragraph states its formula over R, and every value R can give lies in its range."""
+    from uniform_herding.metrics import PAPER, REPORTED
+
+    rng = np.random.default_rng(0)
+    for name, metric in {**PAPER, **REPORTED}.items():
+        assert metric.low < metric.high and " = " in metric.definition and "R[" in metric.definition, name
+        for _ in range(200):
+            T = int(rng.integers(1, 8))
+            R = square([list(rng.choice([0.0, 100.0, rng.uniform(0, 100)], size=i + 1)) for i in range(T)])
+            assert metric.low <= metric.of(R) <= metric.high, (name, R)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import matrix_with
 
 from uniform_herding import metrics as metric
 from uniform_herding.aggregate import paired, paired_deltas, summarize
@@ -37,14 +39,16 @@ MISSING = "B2"
 
 
 def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | None = None) -> dict:
-    """A result.json body with a random lower-triangular R; metrics from R unless given."""
+    """A result.json body with a random lower-triangular R and its metrics; with `metrics` (ACC, F, BWT), an R that
+    gives them (conftest.matrix_with)."""
     rng = np.random.default_rng([seed, list(RUNS).index(run_id)])
     R = [[float(rng.integers(0, 41) * 2.5) for _ in range(i + 1)] for i in range(T)]
-    metrics = metrics or {"acc": metric.acc(R), "forgetting": metric.forgetting(R), "bwt": metric.bwt(R)}
+    R = matrix_with(metrics["acc"], metrics["forgetting"], metrics["bwt"], T) if metrics else metric.square(R)
+    metrics = metrics or {name: m.of(R) for name, m in metric.PAPER.items()}
     return {
         "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
         "config": resolve(run_id, profile).to_dict(),
-        "R": metric.square(R), "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
+        "R": R, "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }
 
@@ -115,12 +119,14 @@ def test_every_table_and_figure_is_written(smoke: Path) -> None:
     for stem in expected:
         assert "\\toprule" in (out / "tables" / f"{stem}.tex").read_text()
         assert "|---" in (out / "tables" / f"{stem}.md").read_text().replace(":---", "---")
-    for spec in FIGURES:
+    drawn = [spec for spec in FIGURES if spec.drawable(load_runs(smoke))]  # no r1-r3 here: no refresh figure
+    assert {spec.stem for spec in FIGURES} - {spec.stem for spec in drawn} == {"fig_refresh_isolation"}
+    for spec in drawn:
         assert (out / "figures" / f"{spec.stem}.pdf").read_bytes().startswith(b"%PDF")
         assert (out / "figures" / f"{spec.stem}.png").read_bytes().startswith(b"\x89PNG")
-    assert len(list((out / "figures").iterdir())) == 2 * len(FIGURES)  # no temp files left behind
+    assert len(list((out / "figures").iterdir())) == 2 * len(drawn)  # no temp files left behind
     summary_md, summary_html = (out / "summary.md").read_text(), (out / "summary.html").read_text()
-    for spec in FIGURES:
+    for spec in drawn:
         assert f"figures/{spec.stem}.png" in summary_md and f'src="figures/{spec.stem}.png"' in summary_html
 
 
@@ -378,12 +384,12 @@ def test_a_three_value_smoke_sweep_gets_its_figure_and_the_variants_table(smoke_
     fig = spec.draw(runs)
     table = runs.per_seed.set_index("run_id")
     for ax, name in zip(fig.axes, ("acc", "forgetting"), strict=True):
-        (line,) = [c.lines[0] for c in ax.containers]  # one line: B3 with rho varied, one seed each
+        (line,) = [x for x in ax.get_lines() if x.get_label() == "B3, rho varied: mean"]  # one seed each
         assert list(line.get_xdata()) == [1.0, 3.0, 5.0]
         assert list(line.get_ydata()) == [table.loc[r, name] for r in ("r2", "B3", "B3+rho=5")]
         marked = [x for x in ax.get_lines() if x.get_label().startswith("paper's setting")]
         assert [(m.get_label(), list(m.get_xdata())) for m in marked] == [("paper's setting of B3: rho=3", [3, 3])]
-    assert "B3, rho varied" in legend_texts(fig) and "seed 1993" in legend_texts(fig)
+    assert "B3, rho varied: mean" in legend_texts(fig) and "seed 1993" in legend_texts(fig)
     rows = md_rows(out / "tables" / "variants.md")
     acc = paired(runs.per_seed, "B3+rho=5", "B3", "acc").mean()
     assert [row[:4] for row in rows] == [["B3+rho=5", "B3", "rho=5", "1993"]] and rows[0][6] == f"{acc:+.2f}"
@@ -422,42 +428,188 @@ def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp
     assert "estimate" not in compute(load_runs(results)).markdown()
 
 
-def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Path) -> None:
-    """A two-value sweep without its base (B3+rho=5, B3+rho=2, smoke): its sweep figure is drawn with the noise
-    band of the profile's tolerance, and the paper's figures none of whose runs is present are left out, with one
-    line saying which and why (before, the folder gave blank paper figures and no sweep figure)."""
-    from uniform_herding.figures import noise
+def write_variant(results: Path, spelling: str, seed: int, T: int = 5) -> str:
+    """A synthetic smoke result of the variant `spelling` (under its canonical ID, as uh run names it); the ID."""
+    from uniform_herding.variants import name_runs, record
     from uniform_herding.variants import resolve as resolve_variant
 
+    (run_id,) = name_runs([spelling], [], echo=lambda _: None)
+    body = fake_result("B3", seed, "smoke", T) | {"run_id": run_id, **record(run_id)}
+    body["config"] = resolve_variant(run_id, "smoke").to_dict()
+    write(results, body)
+    return run_id
+
+
+def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Path) -> None:
+    """A two-value sweep without its base (B3+rho=5, B3+rho=2, smoke): its sweep figure and the variants figure are
+    drawn, and the paper's figures none of whose runs is present are left out, with one line saying which and what
+    each needs (before, the folder gave blank paper figures and no sweep figure)."""
     results, lines = tmp_path / "results", []
-    for run_id in ("B3+rho=5", "B3+rho=2"):
+    for spelling in ("B3+rho=5", "B3+rho=2"):
         for seed in (1993, 2023):
-            body = fake_result("B3", seed, "smoke", 5) | {"run_id": run_id}
-            body["config"], body["variant"] = resolve_variant(run_id, "smoke").to_dict(), {"base": "B3", "changes": {
-                "rho": int(run_id.split("=")[1])}}
-            write(results, body)
+            write_variant(results, spelling, seed)
     write_report(results, results / "report", echo=lines.append)
     figures = {p.name for p in (results / "report" / "figures").glob("*.png")}
-    assert "fig_sweep_rho.png" in figures and "fig_refresh_isolation.png" not in figures
-    assert any(line.startswith("left out ") and "fig_refresh_isolation (B1, r3, r1, r2, B3)" in line for line in lines)
+    assert {"fig_sweep_rho.png", "fig_variants.png"} <= figures and "fig_refresh_isolation.png" not in figures
+    assert any(line.startswith("left out ") and "fig_refresh_isolation (needs one of: r2 & r1, B3 & r2" in line
+               for line in lines)  # fmt: skip
     assert "Left out " in (results / "report" / "summary.md").read_text()
-    summary = (results / "report" / "summary.md").read_text()  # AIA: reported beside the checked metrics, unchecked
-    assert "The paper reports final average accuracy (ACC) only" in summary
-    assert "| Run | Configuration | Seeds | AIA |" in summary
+
+
+def test_a_figure_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path) -> None:
+    """Issue 36: with B3 alone, fig_component_attribution was written blank (no a1-a4), fig_kd_slopes half empty (no
+    a1) and fig_resource_sensitivity a single point. Every figure that needs a run that is absent is left out, the
+    one line names each with what it needs, and every panel of every figure drawn holds data."""
+    results, lines = tmp_path / "results", []
+    for seed in (1993, 2023):
+        write(results, fake_result("B3", seed, "smoke", 5))
+    write_report(results, results / "report", echo=lines.append)
+    drawn = {p.stem for p in (results / "report" / "figures").glob("*.png")}
+    assert drawn == {"fig_per_task_accuracy", "fig_forgetting_by_task", "fig_forgetting_heatmap", "fig_evolution_B3",
+                     "fig_accuracy_vs_forgetting"}  # fmt: skip
+    (line,) = [x for x in lines if x.startswith("left out")]
+    assert line.startswith("left out 6 figure(s) whose runs are not in these results: ")
+    for needs in ("fig_kd_slopes (needs B3 & a1)", "fig_component_attribution (needs one of: B3 & a1, B3 & a2",
+                  "fig_resource_sensitivity (needs one of: s1 & B3", "fig_evolution_B1 (needs B1)",
+                  "fig_training_loss (needs one of: B0, B1"):  # fmt: skip
+        assert needs in line, needs
     runs = load_runs(results)
-    assert noise(runs, "B3", "acc") == (7.5, "± 7.5 pp (the profile's tolerance)")  # expected_results/smoke
+    for spec in FIGURES:
+        if spec.drawable(runs):
+            assert all(ax.has_data() for ax in spec.draw(runs).axes), spec.stem
 
 
-def test_the_resource_sensitivity_figure_shades_what_is_within_noise_of_b3(paper: Path) -> None:
-    """Every panel (ACC and F against M and b) shades B3's re-run mean +/- the profile's tolerance, as the sweep
-    figures do, so that a reader sees which of s1-s4 differ from B3 by more than noise; one legend entry."""
+def test_every_reported_metric_is_shown_for_every_run_with_its_docstrings_definition(tmp_path: Path) -> None:
+    """Issue 36: the summary's reported metrics listed the named run IDs only, with a text written for AIA alone.
+    Every metric of metrics.REPORTED now has a column, every run of the folder (variants too) a row, and each metric
+    its definition, taken from its function's docstring (as are the paper's three)."""
+    from uniform_herding.metrics import PAPER, REPORTED
+
+    results = tmp_path / "results"
+    for seed in (1993, 2023):
+        write(results, fake_result("B3", seed, "smoke", 5))
+        variant = write_variant(results, "B3+rho=5", seed)
+    write_report(results, results / "report", echo=lambda _: None)
+    summary = (results / "report" / "summary.md").read_text()
+    section = summary[summary.index("## Metrics beyond the paper's"):]
+    assert f"| Run | Configuration | Seeds | {' | '.join(m.upper() for m in REPORTED)} |" in section
+    summary_table = summarize(load_runs(results).per_seed)
+    for run_id in ("B3", variant):
+        (row,) = [r for r in md_rows_of(section) if r[0] == run_id]
+        assert row[3:] == [pm(summary_table, run_id, m) for m in REPORTED], run_id
+    for name, declared in {**PAPER, **REPORTED}.items():
+        assert declared.definition in summary, name
+    assert f"| {variant} |" in summary[summary.index("## Metrics: re-run"):summary.index("## Metrics beyond")]
+
+
+def md_rows_of(text: str) -> list[list[str]]:
+    """The body rows of the first Markdown table in `text`, cell by cell."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table[2:]]
+
+
+def test_the_resource_sensitivity_figure_shades_b3s_seed_band_and_spans_each_sweep(paper: Path, tmp_path: Path) -> None:
+    """Every panel (ACC and F against M and b) shades B3's seed band, its mean +/- population std, labelled as that
+    (before, the profile's tolerance, labelled as noise); each axis spans its sweep's three values whatever is present,
+    so that two points never squeeze the tick labels together ("50100")."""
     from uniform_herding.figures import resource_sensitivity
 
     runs = load_runs(paper)
     b3 = runs.per_seed[runs.per_seed["run_id"] == "B3"]
     fig = resource_sensitivity(runs)
     for ax, name in zip(fig.axes[:4], ("acc", "acc", "forgetting", "forgetting"), strict=True):  # row by row
-        (band,) = [p for p in ax.patches if p.get_label().startswith("within noise of B3")]
-        centre, half = b3[name].mean(), runs.tolerance[name]
+        (band,) = [p for p in ax.patches if p.get_label().startswith("B3's seed band")]
+        centre, half = b3[name].mean(), b3[name].std(ddof=0)
         assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((centre - half, centre + half))
-    assert sum(text.startswith("within noise of B3") for text in legend_texts(fig)) == 1
+    assert legend_texts(fig).count("B3's seed band: mean ± std over its 3 seeds") == 1
+    results = tmp_path / "results"
+    for run_id in ("B3", "s1"):
+        write(results, fake_result(run_id, 1993, "smoke", 5))
+    ax = resource_sensitivity(load_runs(results)).axes[2]  # F against M (its ticks labelled): s1, B3; s2 not
+    budgets = [resolve(r, "smoke").budget for r in ("s1", "B3", "s2")]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"{b:,}" for b in budgets]
+    assert ax.get_xlim() == pytest.approx((budgets[0] / 1.5, budgets[-1] * 1.5))
+
+
+def sweep_results(results: Path, spellings: tuple[str, ...], seeds: tuple[int, ...] = (1993, 2023, 42)) -> list[str]:
+    """Synthetic smoke results of run IDs and variants (canonical IDs), for every seed; the IDs."""
+    ids = []
+    for spelling in spellings:
+        for seed in seeds:
+            if "+" in spelling:
+                run_id = write_variant(results, spelling, seed)
+            else:
+                run_id = spelling
+                write(results, fake_result(spelling, seed, "smoke", 5))
+        ids.append(run_id)
+    return ids
+
+
+def test_a_sweep_figure_shows_each_points_paired_interval_against_the_lines_reference(tmp_path: Path) -> None:
+    """Issue 36: the band was the profile's tolerance (+/- 7.5 pp ACC on smoke), labelled noise. Now each line's
+    reference is its run at the base's own value, with its seed band, and every other point carries the paired 95%
+    t-interval of its difference to it, drawn from the reference's mean: the seed noise of the runs compared."""
+    from uniform_herding.decide import t_interval
+
+    results = tmp_path / "results"
+    r2, b3, rho5 = sweep_results(results, ("r2", "B3", "B3+rho=5"))
+    runs = load_runs(results)
+    (spec,) = sweep_specs(runs)
+    fig = spec.draw(runs)
+    for ax, name in zip(fig.axes, ("acc", "forgetting"), strict=True):
+        (band,) = [p for p in ax.patches if "seed band" in p.get_label()]
+        values = runs.per_seed.loc[runs.per_seed["run_id"] == b3, name]
+        assert band.get_label() == "B3's seed band: mean ± std over its 3 seeds"
+        assert band.get_y() == pytest.approx(values.mean() - values.std(ddof=0))
+        bars = {next(iter(x.get_xdata())): tuple(x.get_ydata()) for x in ax.get_lines()
+                if x.get_label().startswith("paired 95% t-interval vs B3")}  # fmt: skip
+        for x, run_id in ((1.0, r2), (5.0, rho5)):
+            low, high = t_interval(tuple(paired(runs.per_seed, run_id, b3, name)))
+            assert bars[x] == pytest.approx((values.mean() + low, values.mean() + high)), (name, run_id)
+        assert not any("tolerance" in t or "within noise" in t for t in legend_texts(fig))
+
+
+def test_a_sweep_on_a2s_settings_centres_its_band_on_a2_which_is_on_the_plot(tmp_path: Path) -> None:
+    """Issue 36: `uh sweep B3+readout=head memory=...` drew a2's line with a band around B3's mean, B3 not being on
+    the plot. The band is the line's own run at the base's value (a2 here), which the line draws."""
+    results = tmp_path / "results"
+    a2, reservoir = sweep_results(results, ("a2", "B3+memory=reservoir+readout=head"), seeds=(1993, 2023))
+    runs = load_runs(results)
+    (spec,) = sweep_specs(runs)
+    assert set(spec.runs) == {a2, reservoir}
+    fig = spec.draw(runs)
+    for ax, name in zip(fig.axes, ("acc", "forgetting"), strict=True):
+        (band,) = [p for p in ax.patches if "seed band" in p.get_label()]
+        values = runs.per_seed.loc[runs.per_seed["run_id"] == a2, name]
+        assert band.get_label().startswith(f"{a2}'s seed band")
+        assert band.get_y() + band.get_height() / 2 == pytest.approx(values.mean())
+
+
+def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_path: Path) -> None:
+    """Issue 36: a variant against its base had no figure (only tables/variants.md). fig_variants draws, per metric,
+    the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%
+    t-interval under the pair; the base is variants.base_of's."""
+    from uniform_herding.decide import t_interval
+    from uniform_herding.figures import variant_specs
+    from uniform_herding.variants import base_of
+
+    results = tmp_path / "results"
+    (variant,) = sweep_results(results, ("B3+kd_lambda=2",))
+    base = base_of(variant)
+    sweep_results(results, (base,))
+    runs = load_runs(results)
+    (spec,) = variant_specs(runs)
+    assert spec.stem == "fig_variants" and spec.runs == (variant, base)
+    fig = spec.draw(runs)
+    for ax, name in zip(fig.axes, ("acc", "forgetting"), strict=True):
+        means = sorted((bar.get_x() + bar.get_width() / 2, bar.get_height()) for bar in ax.patches)
+        expected = [runs.per_seed.loc[runs.per_seed["run_id"] == r, name].mean() for r in (base, variant)]
+        assert [h for _, h in means] == pytest.approx(expected)  # base left, variant right, one axes
+        deltas = paired(runs.per_seed, variant, base, name)
+        low, high = t_interval(tuple(deltas))
+        (tick,) = [t.get_text() for t in ax.get_xticklabels()]
+        assert tick.endswith(f"Δ {deltas.mean():+.2f} [{low:+.2f}, {high:+.2f}]"), tick
+    write_report(results, results / "report", echo=lambda _: None)
+    assert "figures/fig_variants.png" in (results / "report" / "summary.md").read_text()

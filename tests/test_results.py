@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import matrix_with
 
 from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS
+from uniform_herding.metrics import PAPER, REPORTED, Metric
 from uniform_herding.results import (
     PER_SEED_COLUMNS,
     ResultError,
@@ -158,20 +161,80 @@ def test_load_results_rejects_empty_and_missing_dirs(tmp_path: Path) -> None:
 
 
 def test_per_seed_table_and_profile(tmp_path: Path) -> None:
-    results = [result("B3", 1993), result("B3", 42, metrics={"acc": 1.0, "forgetting": 2.0, "bwt": -3.0})]
+    other_R = matrix_with(30.0, 20.0, -15.0, T=3)
+    results = [result("B3", 1993), result("B3", 42, R=other_R, metrics={"acc": 30.0, "forgetting": 20.0, "bwt": -15.0})]
     table = per_seed_table(results)
-    assert tuple(table.columns) == (*PER_SEED_COLUMNS, "aia")  # the checked three, then the reported metrics
-    assert table.set_index("seed").loc[42, "bwt"] == -3.0
-    # a result written before AIA was recorded gets it from its R; one that records it keeps its own
-    from uniform_herding.metrics import aia
-
-    assert table.set_index("seed").loc[42, "aia"] == pytest.approx(aia(results[1]["R"]))
-    recorded = result("B3", 7)
-    recorded["metrics"] = {**recorded["metrics"], "aia": 12.5}
-    assert per_seed_table([recorded])["aia"][0] == 12.5
+    assert tuple(table.columns) == (*PER_SEED_COLUMNS, *REPORTED)  # the checked three, then the reported metrics
+    assert table.set_index("seed").loc[42, "bwt"] == -15.0
+    for name, metric in REPORTED.items():  # a result written before a reported metric gets it from its R
+        assert table.set_index("seed").loc[42, name] == pytest.approx(metric.of(other_R)), name
+    recorded = result("B3", 7)  # one that records it keeps its own (as stored: R gives it, to its decimals)
+    recorded["metrics"] |= {name: round(metric.of(recorded["R"]), 2) for name, metric in REPORTED.items()}
+    assert per_seed_table([recorded])[list(REPORTED)].iloc[0].tolist() == [recorded["metrics"][m] for m in REPORTED]
     assert results_profile(results) == "smoke"
     with pytest.raises(ResultError, match="mix profiles paper, smoke"):
         per_seed_table([*results, result("a1", profile="paper")])
+
+
+@pytest.mark.parametrize("name", [*PAPER, *REPORTED])
+def test_a_metric_outside_its_declared_range_is_refused_and_one_inside_it_is_read(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each metric declares its range (metrics.py); results.py checks that, not a fixed [0, 100]: a metric that
+    can be negative, like BWT, is read when negative. R is checked against it by its own function, here swapped
+    for a constant so that the stored value is what R gives."""
+    metric = {**PAPER, **REPORTED}[name]
+    for value, valid in [(metric.low, True), (metric.high, True), (metric.low - 0.5, False),
+                         (metric.high + 0.5, False)]:
+        swapped = dataclasses.replace(metric, of=lambda R, v=value: v)
+        table = PAPER if name in PAPER else REPORTED
+        monkeypatch.setitem(table, name, swapped)
+        body = result()
+        body["metrics"] = {**{m: PAPER[m].of(body["R"]) for m in PAPER}, name: value}
+        path = write_result(tmp_path, body)
+        if valid:
+            assert load_result(path)["metrics"][name] == value
+        else:
+            with pytest.raises(ResultError, match=rf"out of range: {name} {value} \(not in \[{metric.low:g}, "):
+                load_result(path)
+
+
+def test_a_reported_metric_declared_negative_is_read_negative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: a new metric that can be negative (declared [-100, 100], like BWT) invalidated every result."""
+    monkeypatch.setitem(REPORTED, "drop", Metric(lambda R: R[-1][0] - R[0][0], -100, 100))
+    body = result()
+    body["metrics"]["drop"] = -10.0  # R's task 0: 50 after task 0, 40 at the end
+    assert load_result(write_result(tmp_path, body))["metrics"]["drop"] == -10.0
+
+
+@pytest.mark.parametrize("name", [*PAPER, *REPORTED])
+def test_a_stored_metric_that_R_does_not_give_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+    """Issue 34: an R of all 50.0 beside the paper's metrics passed. Each metric is recomputed from R; one off by more
+    than the rounding of the decimals it is stored with is refused, naming the run, the metric, both values and
+    what to do. One rounded to its decimals is read (the paper's values carry 2)."""
+    body = result("B3", 1993, R=matrix_with(44.63, 30.2, -28.1, T=10))
+    exact = {m: f.of(body["R"]) for m, f in {**PAPER, **REPORTED}.items()}
+    body["metrics"] = {m: round(v, 2) for m, v in exact.items()}
+    assert load_result(write_result(tmp_path, body))["metrics"][name] == round(exact[name], 2)
+    body["metrics"][name] = round(exact[name], 2) + 0.01  # one unit of the last decimal: beyond its rounding
+    path = write_result(tmp_path, body)
+    with pytest.raises(ResultError) as e:
+        load_result(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: B3 seed 1993: stored {name} {round(exact[name], 2) + 0.01:.2f} is not what "
+                              f"its R gives ({exact[name]:.4f})") and "re-run it (uh run --force)" in message
+    assert "\n" not in message
+
+
+def test_an_R_of_all_50_beside_the_papers_metrics_is_refused_everywhere(tmp_path: Path) -> None:
+    """Issue 34's case: the paper's B3 metrics beside an R of all 50.0; load_results (check, report, aggregate) and
+    is_finished (uh run) refuse it, the latter as a stale copy that --force replaces."""
+    R = [[50.0] * (i + 1) + [None] * (9 - i) for i in range(10)]
+    path = write_result(tmp_path, result("B3", 1993, R=R, metrics={"acc": 44.63, "forgetting": 30.2, "bwt": -28.1}))
+    with pytest.raises(ResultError, match=r"stored acc 44.63 is not what its R gives \(50.0000\)"):
+        load_results(tmp_path)
+    with pytest.raises(ResultError, match="rerun with --force"):
+        is_finished(path, "B3", 1993, "smoke")
 
 
 def test_a_mixed_results_dir_names_the_files_of_each_profile(tmp_path: Path) -> None:

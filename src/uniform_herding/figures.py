@@ -11,7 +11,8 @@ only), the figures whose quantities the paper prints overlay them as hollow grey
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +24,20 @@ from matplotlib.figure import Figure
 
 from uniform_herding.aggregate import REFERENCE, paired, summarize
 from uniform_herding.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
-from uniform_herding.metrics import task_forgetting
+from uniform_herding.decide import t_interval
+from uniform_herding.metrics import PAPER, task_forgetting
 from uniform_herding.results import write_bytes_atomic
-from uniform_herding.variants import SweepLine, format_value, resolve, run_name, sweep_lines, value_order
+from uniform_herding.variants import (
+    SweepLine,
+    base_of,
+    format_value,
+    is_variant,
+    resolve,
+    run_name,
+    sort_key,
+    sweep_lines,
+    value_order,
+)
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
@@ -84,8 +96,6 @@ class Runs:
     epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
     estimate_s: dict[str, float] = field(default_factory=dict)
-    # metric -> the profile's tolerance (expected_results/<profile>/tolerances.toml), where a set exists
-    tolerance: dict[str, float] = field(default_factory=dict)
 
     def stack(self, run_id: str) -> np.ndarray | None:
         """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
@@ -184,8 +194,8 @@ def forgetting_by_task(runs: Runs) -> Figure:
 
 
 def resource_sensitivity(runs: Runs) -> Figure:
-    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b, with the band of what
-    is within noise of B3, the paper's setting of both."""
+    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b, with the seed band of B3,
+    the paper's setting of both. Each axis spans its sweep's three values, present or not."""
     fig = Figure(figsize=(7.0, 5.0), layout="constrained")
     panels = fig.subplots(2, 2, sharex="col")
     sweeps = {"active budget M": (("s1", "B3", "s2"), "budget"), "retrieval b": (("s3", "B3", "s4"), "retrieval")}
@@ -201,9 +211,11 @@ def resource_sensitivity(runs: Runs) -> Figure:
                 present = [r for r in run_ids if r in table.index]
                 ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
                             yerr=table.loc[present, f"{metric}_std"], **style)
-            noise_band(ax, runs, REFERENCE, metric)
+            seed_band(ax, runs, REFERENCE, metric)
             ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(set(x_of.values())), [f"{v:,}" for v in sorted(set(x_of.values()))])
+            ticks = sorted(set(x_of.values()))
+            ax.set_xticks(ticks, [f"{v:,}" for v in ticks])
+            ax.set_xlim(ticks[0] / 1.5, ticks[-1] * 1.5)  # the sweep's span, so that one point never squeezes the ticks
             ax.minorticks_off()
             ax.set_ylabel(name)
             if row == 0:
@@ -388,6 +400,23 @@ class FigureSpec:
     claims: tuple[str, ...]
     draw: Callable[[Runs], Figure]
     overlay: bool  # whether the paper prints values this figure can overlay
+    # The groups of runs of which one must be present whole for the figure to show anything (a comparison needs
+    # both sides); () is each of `runs` alone. `recorded` gives the runs whose results hold what the figure reads.
+    needs: tuple[tuple[str, ...], ...] = ()
+    recorded: Callable[[Runs], Collection[str]] = lambda runs: runs.R.keys()
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return self.needs or tuple((r,) for r in self.runs)
+
+    def drawable(self, runs: Runs) -> bool:
+        """Whether the results hold a group it needs: otherwise it would be a blank or half-empty frame."""
+        have = set(self.recorded(runs))
+        return any(set(group) <= have for group in self.groups())
+
+    def wants(self) -> str:
+        """What it needs, for the line that says it was left out: `B3 & a1`, or `one of: B0, B1, B2`."""
+        groups = [" & ".join(group) for group in self.groups()]
+        return groups[0] if len(groups) == 1 else f"one of: {', '.join(groups)}"
 
 
 def training_loss(runs: Runs) -> Figure:
@@ -410,7 +439,7 @@ def training_loss(runs: Runs) -> Figure:
         ax.axvline(t * epochs + 0.5, color="0.7", linestyle=":", linewidth=0.8)
     ax.set_xlabel(f"epoch ({epochs} per task, tasks T0-T{runs.n_tasks - 1} in turn)")
     ax.set_ylabel("mean training loss")
-    _title(ax, "Training loss per epoch" + ("" if present else " (no result records it)"), [])
+    _title(ax, "Training loss per epoch", [])
     _legend_below(ax, ncols=4)
     return fig
 
@@ -421,7 +450,9 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_forgetting_by_task", "fig:forgetting-by-age", "Forgetting by task: B3, static bank, head-logit",
                ("B3", "B2", "a2"), ("C1", "C2"), forgetting_by_task, True),
     FigureSpec("fig_resource_sensitivity", "fig:resource-sensitivity", "Sensitivity to M and b",
-               ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True),
+               ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True,
+               needs=tuple(pair for axis in (("s1", "B3", "s2"), ("s3", "B3", "s4"))
+                           for pair in itertools.combinations(axis, 2))),  # two points of one axis
     FigureSpec("fig_forgetting_heatmap", "fig:app-forgetting", "Per-task forgetting, every configuration",
                PAPER_RUNS, (), forgetting_heatmap, False),
     FigureSpec("fig_evolution_B3", "fig:app-uniform-evolution", "Accuracy matrix, Uniform Herding",
@@ -429,16 +460,19 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL",
                ("B1",), (), evolution("B1"), False),
     FigureSpec("fig_kd_slopes", "fig:app-kd-slopes", "Introduction to final accuracy: B3 vs no KD",
-               ("B3", "a1"), ("C4",), kd_slopes, False),
+               ("B3", "a1"), ("C4",), kd_slopes, False, needs=(("B3", "a1"),)),
     FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
-               ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True),
+               ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True,
+               needs=tuple((REFERENCE, a) for a in ("a1", "a2", "a3", "a4"))),
     FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
                PAPER_RUNS, ("C1",), accuracy_vs_forgetting, True),
     FigureSpec("fig_refresh_isolation", "fig:refresh-isolation",
                "Beyond the paper: refresh isolated (B1, r3, r1, r2, B3), final per-task accuracy and forgetting",
-               REFRESH_RUNS, ("C6", "C7", "C8"), refresh_isolation, False),
+               REFRESH_RUNS, ("C6", "C7", "C8"), refresh_isolation, False,
+               needs=(("r2", "r1"), ("B3", "r2"), ("B3", "r1"), ("r3", "B1"))),  # a pair of report's T4
     FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
-               PAPER_RUNS, (), training_loss, False),
+               PAPER_RUNS, (), training_loss, False, needs=tuple((r,) for r in (*PAPER_RUNS, *BEYOND_PAPER)),
+               recorded=lambda runs: runs.epoch_loss.keys()),
 )
 
 
@@ -466,70 +500,97 @@ def _sweep_axis(ax: Axes, key: str, values: list, profile: str) -> Callable[[obj
     return values.index
 
 
-def noise(runs: Runs, base: str, metric: str) -> tuple[float, str]:
-    """The half-width of the band a sweep figure draws around its base run's mean, and what it is: the profile's
-    tolerance where an expected set gives one (uh check's own noise), else the base's seed spread (population std)."""
-    if metric in runs.tolerance:
-        return runs.tolerance[metric], f"± {runs.tolerance[metric]:g} pp (the profile's tolerance)"
-    spread = float(runs.per_seed.loc[runs.per_seed["run_id"] == base, metric].std(ddof=0))
-    return spread, f"± {spread:.2f} pp (its seed spread)"
-
-
-def noise_band(ax: Axes, runs: Runs, base: str, metric: str) -> None:
-    """Shade what is within noise of the base run's mean (noise), behind the data; nothing without the base. The
-    label names both metrics' noise, so that the panels of ACC and F share one legend entry."""
-    values = runs.per_seed.loc[runs.per_seed["run_id"] == base, metric]
+def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#0072B2") -> None:
+    """Shade the seed band of `run_id`, a run the figure draws: its mean +/- population std over its seeds, behind the
+    data, labelled as that; nothing without its results."""
+    values = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
     if values.empty:
         return
-    half = noise(runs, base, metric)[0]
-    what = ", ".join(f"{m} {noise(runs, base, m)[1]}" for m in ("acc", "forgetting"))
-    ax.axhspan(values.mean() - half, values.mean() + half, color="#0072B2", alpha=0.08, zorder=0.4,
-               label=f"within noise of {base}: {what}")  # fmt: skip
+    mean, std, n = values.mean(), values.std(ddof=0), len(values)
+    ax.axhspan(mean - std, mean + std, color=colour, alpha=0.08, zorder=0.4,
+               label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}")  # fmt: skip
+
+
+def paired_bar(ax: Axes, runs: Runs, x: float, run_id: str, reference: str, metric: str, colour: str) -> bool:
+    """At x, the paired 95% t-interval (n - 1 df) of `run_id - reference` over their shared seeds, drawn from the
+    reference's mean over those seeds (a bar that crosses that mean is a difference the seeds cannot tell from 0);
+    False, drawing nothing, below two shared seeds."""
+    deltas = paired(runs.per_seed, run_id, reference, metric)
+    ci = t_interval(tuple(deltas))
+    if ci is None:
+        return False
+    rows = runs.per_seed[(runs.per_seed["run_id"] == reference) & runs.per_seed["seed"].isin(deltas.index)]
+    start = rows[metric].mean()
+    ax.plot([x, x], [start + ci[0], start + ci[1]], color=colour, linewidth=4, alpha=0.35, solid_capstyle="butt",
+            label=f"paired 95% t-interval vs {reference} ({len(deltas)} seeds)")  # fmt: skip
+    ax.plot([x - 0.06, x + 0.06] if ax.get_xscale() == "linear" else [x / 1.04, x * 1.04], [start, start],
+            color=colour, linewidth=1)  # where the reference is, over the shared seeds: the bar's zero
+    return True
+
+
+def _seed_handles(ax: Axes, seeds: set[int]) -> tuple[list, list[str]]:
+    """Legend entries for the hollow single-seed marks, in seed order."""
+    handles, labels = [], []
+    for seed in sorted(seeds, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
+        handles += ax.plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none", linestyle="none")
+        labels.append(f"seed {seed}")
+    return handles, labels
+
+
+def _unique_legend(fig: Figure, ax: Axes, seeds: set[int], ncols: int = 3) -> None:
+    """One legend under the figure: `ax`'s entries once each, then the seeds' marks."""
+    unique = dict(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    handles, labels = _seed_handles(ax, seeds)
+    fig.legend([*unique.values(), *handles], [*unique, *labels], loc="outside lower center", ncols=ncols)
 
 
 def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
-    """Final ACC and F against the swept value: one line per setting of the other keys (mean +/- population
-    std over seeds), each seed as a hollow mark, the base run's own value (the paper's setting) dotted."""
+    """Final ACC and F against the swept value: one line per setting of the other keys through the means over
+    seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band. The seed noise is that
+    of the runs compared: each line's reference, its run at the base's own value (on the plot), with its seed band,
+    and every other point's paired 95% t-interval against it."""
 
     def draw(runs: Runs) -> Figure:
-        fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+        fig = Figure(figsize=(7.5, 4.0), layout="constrained")
         panels = fig.subplots(1, 2)
         values = sorted({v for line in lines for v in line.points}, key=lambda v: value_order(key, v))
         table = runs.per_seed.set_index("run_id")
         seeds_shown: set[int] = set()
+        unpaired = []
         for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
             x_of = _sweep_axis(ax, key, values, runs.profile)
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
                 ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
                            label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
-            for base in dict.fromkeys(line.base for line in lines):
-                noise_band(ax, runs, base, metric)
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
                 xs = [x_of(v) for v in line.points]
                 seeds = [table.loc[[r]] for r in line.points.values()]
-                means, spread = [s[metric].mean() for s in seeds], [s[metric].std(ddof=0) for s in seeds]
-                ax.errorbar(xs, means, yerr=spread, color=colour, linestyle=dashes, marker="o",
-                            label=f"{line.context}, {key} varied")  # fmt: skip
+                ax.plot(xs, [s[metric].mean() for s in seeds], color=colour, linestyle=dashes, marker="o",
+                        label=f"{line.context}, {key} varied: mean")  # fmt: skip
                 for x, rows in zip(xs, seeds, strict=True):
                     for seed, value in zip(rows["seed"], rows[metric], strict=True):
                         ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
                                 linestyle="none", alpha=0.6)  # fmt: skip
                         seeds_shown.add(seed)
+                reference = line.points.get(line.base_value)  # the line's run at the base's own value
+                if reference is None:
+                    unpaired.append(f"{line.context}: no run at {key}={format_value(line.base_value)} to pair with")
+                    continue
+                seed_band(ax, runs, reference, metric, colour)
+                for value, run_id in line.points.items():
+                    if run_id != reference and not paired_bar(ax, runs, x_of(value), run_id, reference, metric, colour):
+                        unpaired.append(f"{run_id}: fewer than 2 seeds shared with {reference}, no interval")
+            low, high = ax.get_ylim()  # an interval of few seeds may reach past what the metric can be: cut there
+            ax.set_ylim(max(low, PAPER[metric].low - 2), min(high, PAPER[metric].high + 2))
             ax.set_ylabel(name)
         _title(panels[0], "(a) final average accuracy", [])
         _title(panels[1], "(b) forgetting", [])
         n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
-        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean ± std over {n}; hollow marks: single seeds",
+        note = "".join(f"\n{x}" for x in dict.fromkeys(unpaired))
+        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean over {n}; hollow marks: single seeds{note}",
                      fontsize=RC["axes.titlesize"])  # fmt: skip
-        handles, labels = panels[0].get_legend_handles_labels()
-        settings = len(labels) - len(lines)  # the dotted settings come first: move them last
-        handles, labels = handles[settings:] + handles[:settings], labels[settings:] + labels[:settings]
-        for seed in sorted(seeds_shown, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
-            handles += panels[0].plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none",
-                                      linestyle="none")  # fmt: skip
-            labels.append(f"seed {seed}")
-        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        _unique_legend(fig, panels[0], seeds_shown, ncols=2)
         return fig
 
     return draw
@@ -543,6 +604,70 @@ def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
                    tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
         for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile, least=2).items()
     )  # fmt: skip
+
+
+def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
+    """Each variant beside its base (variants.base_of) on the same axes, final ACC and F: every seed a hollow mark, a
+    seed's two runs joined by a line (the pairing), the mean a bar; under each pair the mean paired delta and its
+    95% t-interval (n - 1 df), the seed noise of the comparison."""
+
+    def draw(runs: Runs) -> Figure:
+        fig = Figure(figsize=(max(5.0, 1.0 + 1.9 * len(variants)) * 1.6, 4.2), layout="constrained")
+        panels = fig.subplots(1, 2)
+        seeds_shown: set[int] = set()
+        table = runs.per_seed
+        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
+            ticks = []
+            for i, variant in enumerate(variants):
+                base = base_of(variant)
+                sides = {base: i - 0.18, variant: i + 0.18}
+                for run_id, x in sides.items():
+                    rows = table[table["run_id"] == run_id].set_index("seed")[metric]
+                    if rows.empty:
+                        continue
+                    is_base = run_id == base
+                    ax.bar(x, rows.mean(), width=0.3, facecolor="0.88" if is_base else "#cfe3f3",
+                           edgecolor="0.4" if is_base else "#0072B2", zorder=0.5,
+                           label="base: mean" if is_base else "variant: mean")  # fmt: skip
+                    for seed, value in rows.items():
+                        ax.plot(x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none",
+                                linestyle="none")  # fmt: skip
+                        seeds_shown.add(seed)
+                deltas = paired(table, variant, base, metric)
+                for seed in deltas.index:  # the pairing: a seed's base and variant
+                    ends = [table[(table["run_id"] == r) & (table["seed"] == seed)][metric].iloc[0] for r in sides]
+                    ax.plot(list(sides.values()), ends, color="0.6", linewidth=0.7, zorder=0.8)
+                ci = t_interval(tuple(deltas))
+                if base not in set(table["run_id"]):
+                    stat = f"base {base} missing"
+                elif deltas.empty:
+                    stat = "no seed shared"
+                else:
+                    interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+                    stat = f"Δ {deltas.mean():+.2f} {interval}"
+                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base}: {stat}")
+            ax.set_xticks(range(len(variants)), ticks)
+            ax.set_xlim(-0.6, len(variants) - 0.4)
+            ax.set_ylabel(name)
+        _title(panels[0], "(a) final average accuracy", [])
+        _title(panels[1], "(b) forgetting", [])
+        fig.suptitle(f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
+                     "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
+                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        _unique_legend(fig, panels[0], seeds_shown, ncols=4)
+        return fig
+
+    return draw
+
+
+def variant_specs(runs: Runs) -> tuple[FigureSpec, ...]:
+    """One figure of every variant in the results beside its base; none without a variant."""
+    shown = tuple(sorted((r for r in set(runs.per_seed["run_id"]) if is_variant(r)), key=sort_key))
+    if not shown:
+        return ()
+    bases = tuple(dict.fromkeys(base_of(v) for v in shown))
+    return (FigureSpec("fig_variants", "fig:variants", "Beyond the paper: each variant against its base (uh run --set)",
+                       (*shown, *bases), (), variants_figure(shown), False),)  # fmt: skip
 
 
 def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:

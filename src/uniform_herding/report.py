@@ -1,8 +1,10 @@
 """`uh report`: the paper's tables (LaTeX + Markdown), its figures (PDF + PNG) and a one-page summary;
-with variants among the results, their table and a figure per swept key (beyond the paper).
+with variants among the results, their table, a figure of each beside its base, and a figure per swept key
+(beyond the paper).
 
 Reads whatever results are present. A missing run ID or seed leaves a marked gap (— in Markdown,
---- in LaTeX, "missing" in figure titles and the summary), never a crash. The numbers come from
+--- in LaTeX, "missing" in figure titles and the summary), never a crash; a figure without the runs it
+needs is left out, with one line saying so (FigureSpec.drawable). The numbers come from
 aggregate.py (mean, population std, deltas paired by seed against B3) and the verdicts from check.py,
 so the report prints exactly what `uh aggregate` and `uh check` decide. paper/README.md maps each
 output to the paper's table, figure or claim.
@@ -43,8 +45,8 @@ from uniform_herding.check import (
 )
 from uniform_herding.config import RUNS, SEEDS
 from uniform_herding.decide import t_interval
-from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs
-from uniform_herding.metrics import REPORTED
+from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs, variant_specs
+from uniform_herding.metrics import PAPER, REPORTED
 from uniform_herding.results import (
     METRICS,
     ResultError,
@@ -54,7 +56,7 @@ from uniform_herding.results import (
     results_profile,
     write_text_atomic,
 )
-from uniform_herding.variants import base_of, describe, is_variant, resolve, run_name
+from uniform_herding.variants import base_of, describe, is_variant, resolve, run_name, sort_key
 
 GAP_MD, GAP_TEX = "—", "---"
 METRIC_NAMES = {"acc": "ACC", "forgetting": "F", "bwt": "BWT"}
@@ -86,18 +88,7 @@ def load_runs(results_dir: Path) -> Runs:
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
     return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss,
-                estimate_s=doctor_estimates(results_dir / "doctor.json", profile), tolerance=tolerances(profile))
-
-
-def tolerances(profile: str) -> dict[str, float]:
-    """The profile's tolerances from its expected set (what uh check calls noise), or none without one."""
-    try:
-        expected = load_expected(expected_dir_for(profile, expected_root()))
-    except (ExpectedError, ResultError):
-        return {}
-    if expected.profile != profile:
-        return {}
-    return {m: t for m, t in expected.tolerance.items() if not isinstance(t, dict)}  # one per metric only
+                estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
 
 
 def doctor_estimates(path: Path, profile: str) -> dict[str, float]:
@@ -375,23 +366,18 @@ def tables_for(runs: Runs) -> list[Table]:
     return tables + ([variants_table(runs)] if any(map(is_variant, runs.per_seed["run_id"])) else [])
 
 
-def absent(spec: FigureSpec, runs: Runs) -> bool:
-    """A figure none of whose runs is in the results: drawing it would be an empty frame."""
-    return bool(spec.runs) and len(runs.missing(spec.runs)) == len(spec.runs)
-
-
 def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
-    """The paper's figures that show at least one run of the results (left_out says which are not), and a sweep
-    figure for every key the results sweep over two values or more."""
-    return (*(spec for spec in FIGURES if not absent(spec, runs)), *sweep_specs(runs))
+    """The paper's figures whose results are here (FigureSpec.drawable; left_out says which are not), a sweep figure
+    for every key the results sweep over two values or more, and the variants beside their bases."""
+    return (*(spec for spec in FIGURES if spec.drawable(runs)), *sweep_specs(runs), *variant_specs(runs))
 
 
 def left_out(runs: Runs) -> str | None:
-    """One line naming the figures left out, and why; None when every figure is drawn."""
-    gone = [f"{spec.stem} ({', '.join(spec.runs)})" for spec in FIGURES if absent(spec, runs)]
+    """One line naming the figures left out and what each needs; None when every figure is drawn."""
+    gone = [f"{spec.stem} (needs {spec.wants()})" for spec in FIGURES if not spec.drawable(runs)]
     if not gone:
         return None
-    return f"left out {len(gone)} figure(s), none of whose runs is in these results: {'; '.join(gone)}"
+    return f"left out {len(gone)} figure(s) whose runs are not in these results: {'; '.join(gone)}"
 
 
 # --- the checker's verdicts ----------------------------------------------------------------------
@@ -470,6 +456,7 @@ Block = tuple  # ("h", level, text) | ("p", text) | ("table", header, rows) | ("
 
 def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Table]) -> list[Block]:
     missing = runs.missing(runs.shown())
+    variants = sorted((r for r in runs.R if is_variant(r)), key=sort_key)
     claims_of = {False: [c for c in v.claims if not c.finding], True: [c for c in v.claims if c.finding]}
     blocks: list[Block] = [
         ("h", 1, "Uniform Herding: replication report"),
@@ -487,19 +474,19 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
         ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
          [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
-           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in runs.shown()]),
+           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in (*runs.shown(), *variants)]),
+        *(("p", f"{METRIC_NAMES[m]}: {PAPER[m].definition}") for m in METRICS),
     ]
     reported = [m for m in REPORTED if m in runs.per_seed]
-    if reported:
+    if reported:  # every run of the results, variants too
         summary = summarize(runs.per_seed)
         blocks += [("h", 2, "Metrics beyond the paper's: reported, never checked"),
-                   ("p", "AIA, average incremental accuracy (the headline of iCaRL and PyCIL): the mean over tasks of "
-                         "the accuracy on the tasks seen so far. The paper reports final average accuracy (ACC) only, "
-                         "so AIA has no paper value and no tolerance; uh check never reads it."),
+                   ("p", "The paper has no value and uh check no tolerance for these; uh check never reads them. "
+                         "Mean ± population std over the seeds present."),
+                   *(("p", f"{m.upper()}: {REPORTED[m].definition}") for m in reported),
                    ("table", ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
                     [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))),
-                      *(_pm(summary, r, m).render(False) for m in reported)]
-                     for r in runs.shown() if r in summary.index])]  # fmt: skip
+                      *(_pm(summary, r, m).render(False) for m in reported)] for r in summary.index])]  # fmt: skip
     if _metric_rows(v):
         blocks += [("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
                    ("table", ("Run", "Metric", "Expected", "Re-run", "Diff", "Tol", "Verdict", "Seeds",

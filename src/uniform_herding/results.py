@@ -17,12 +17,10 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError
-from uniform_herding.metrics import REPORTED
+from uniform_herding.metrics import PAPER, REPORTED, square
 from uniform_herding.variants import check_id, is_variant, record, resolve
 
-METRICS: tuple[str, ...] = ("acc", "forgetting", "bwt")
-# Percent: an accuracy is in [0, 100], so forgetting (max minus last) in [0, 100] and BWT in [-100, 100].
-RANGES: dict[str, tuple[float, float]] = {"acc": (0.0, 100.0), "forgetting": (0.0, 100.0), "bwt": (-100.0, 100.0)}
+METRICS: tuple[str, ...] = tuple(PAPER)  # acc, forgetting, bwt: the paper's, checked against it
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 
 
@@ -96,8 +94,9 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
 
     A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
     profile, was written by this config version with exactly the config that ID has under that
-    profile, and holds finite metrics in range and R, whose row i begins with the i + 1 accuracies the
-    metrics are computed from (the reported ones too, for a result written before them).
+    profile, and holds R, whose row i begins with the i + 1 accuracies the metrics are computed from,
+    and finite metrics, each in its declared range (metrics.py) and equal to what R gives
+    (check_metrics_of_R); a reported metric a result predates is computed from R where it is read.
     """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
@@ -134,29 +133,56 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
+    R = result["R"]
+    if not isinstance(R, list) or not R or not all(isinstance(row, list) for row in R):
+        raise ResultError(f"{path}: R must be a list of rows")
+    short = [i for i, row in enumerate(R) if len(row) <= i or not all(
+        _is_number(x) and 0 <= x <= 100 for x in row[: i + 1])]  # fmt: skip
+    if short:  # every metric is computed from R's lower triangle
+        raise ResultError(f"{path}: R row {short[0]} must begin with {short[0] + 1} accuracies in [0, 100]")
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
         raise ResultError(f"{path}: metrics must be an object")
     absent = [m for m in METRICS if m not in metrics]
     if absent:
         raise ResultError(f"{path}: metrics lack {', '.join(absent)}")
-    bad = [m for m in METRICS if not _is_number(metrics[m])]
+    # a reported metric is optional (results written before it lack it); each is in the range it declares
+    given = {name: m for name, m in {**PAPER, **REPORTED}.items() if name in metrics}
+    bad = [name for name in given if not _is_number(metrics[name])]
     if bad:
         raise ResultError(f"{path}: metric(s) {', '.join(bad)} not a finite number")
-    bad = [m for m in REPORTED if m in metrics and not (_is_number(metrics[m]) and 0 <= metrics[m] <= 100)]
-    if bad:  # a reported metric is optional (results written before it lack it), but never malformed
-        raise ResultError(f"{path}: reported metric(s) {', '.join(bad)} not a number in [0, 100]")
-    out_of_range = [f"{m} {metrics[m]}" for m in METRICS if not RANGES[m][0] <= metrics[m] <= RANGES[m][1]]
+    out_of_range = [f"{name} {metrics[name]} (not in [{m.low:g}, {m.high:g}])" for name, m in given.items()
+                    if not m.low <= metrics[name] <= m.high]  # fmt: skip
     if out_of_range:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
-    R = result["R"]
-    if not isinstance(R, list) or not R or not all(isinstance(row, list) for row in R):
-        raise ResultError(f"{path}: R must be a list of rows")
-    short = [i for i, row in enumerate(R) if len(row) <= i or not all(
-        _is_number(x) and 0 <= x <= 100 for x in row[: i + 1])]  # fmt: skip
-    if short:  # the reported metrics of a result written before them are computed from R's lower triangle
-        raise ResultError(f"{path}: R row {short[0]} must begin with {short[0] + 1} accuracies in [0, 100]")
+    check_metrics_of_R(result, path)
     return result
+
+
+def decimals(value: float) -> int:
+    """How many decimals `value` is written with in JSON (its shortest repr): 44.63 has 2, 50 and 50.0 none."""
+    mantissa, _, exponent = repr(float(value)).partition("e")
+    digits = len(mantissa.partition(".")[2].rstrip("0"))
+    return max(0, digits - int(exponent or 0))
+
+
+def check_metrics_of_R(result: dict[str, Any], path: Path) -> None:
+    """Refuse metrics that R does not give: each stored metric (the paper's and every reported one present) must
+    equal the one computed from R's lower triangle, up to the rounding of the decimals it is stored with (half a
+    unit of its last decimal; a value uh run wrote is R's to the last bit). Anything else is a file whose numbers
+    were edited or mixed up, so every downstream figure would disagree with its own R."""
+    rows = square([row[: i + 1] for i, row in enumerate(result["R"])])
+    for name, metric in {**PAPER, **REPORTED}.items():
+        if name not in result["metrics"]:
+            continue
+        stored, recomputed = float(result["metrics"][name]), metric.of(rows)
+        places = decimals(stored)
+        if abs(stored - recomputed) > 0.5 * 10.0**-places + 1e-9:  # 1e-9: the float error of a mean of <= 100
+            raise ResultError(
+                f"{path}: {result['run_id']} seed {result['seed']}: stored {name} {stored:.{min(places, 4)}f} is "
+                f"not what its R gives ({recomputed:.4f}); the metrics were not computed from this R, "
+                f"so re-run it (uh run --force) or restore the result.json that uh run wrote"
+            )
 
 
 def load_result(path: Path | str) -> dict[str, Any]:
@@ -317,7 +343,8 @@ def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     profile; a reported metric that a result predates is computed from its R."""
     results_profile(results)
     rows = [(r["run_id"], r["seed"], *(float(r["metrics"][m]) for m in METRICS),
-             *(float(r["metrics"].get(name, f(r["R"]))) for name, f in REPORTED.items())) for r in results]  # fmt: skip
+             *(float(r["metrics"].get(name, m.of(r["R"]))) for name, m in REPORTED.items()))
+            for r in results]  # fmt: skip
     return pd.DataFrame(rows, columns=[*PER_SEED_COLUMNS, *REPORTED])
 
 
@@ -349,7 +376,7 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
     if not (df["seed"] == df["seed"].round()).all():
         raise ResultError(f"{path}: seeds must be integers")
     df["seed"] = df["seed"].astype(int)
-    for column, (low, high) in {"seed": (0, 2**32 - 1), **RANGES}.items():
+    for column, (low, high) in {"seed": (0, 2**32 - 1), **{m: (PAPER[m].low, PAPER[m].high) for m in METRICS}}.items():
         bad = df.loc[~df[column].between(low, high), column]
         if not bad.empty:
             raise ResultError(

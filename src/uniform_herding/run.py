@@ -295,8 +295,7 @@ def assemble(
         **variants.record(run_id),  # a variant's base and changes (variants.py); nothing for a run ID
         "manifest": manifest(cfg, stream),
         "R": R,
-        "metrics": {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R),
-                    **{name: f(R) for name, f in metrics.REPORTED.items()}},
+        "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
         "environment": environment(device, raw, settings),
