@@ -19,8 +19,8 @@ def uh(*args: str) -> Result:
 
 def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
     assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
-        ("rho=1 M=500", "B3+M=500+rho=1"), ("rho=1 M=1000", "B3+M=1000+rho=1"),
-        ("rho=5 M=500", "B3+M=500+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
+        ("rho=1 M=500", "s1+rho=1"), ("rho=1 M=1000", "r2+M=1000"),
+        ("rho=5 M=500", "s1+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
     ]  # fmt: skip
     assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
     assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]

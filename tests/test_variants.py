@@ -159,7 +159,7 @@ def test_what_a_run_reads_decides_which_variants_run():
     for run_id, spec in RUNS.items():
         cfg, base = config.resolve(run_id, "smoke"), config.resolve(spec.base, "smoke")
         changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
-        variants.check(run_id, cfg, changed, "smoke")  # no run ID changes what it does not read
+        variants.check(run_id, spec.base, cfg, changed, "smoke")  # no run ID changes what it does not read
 
 
 def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):
