@@ -123,7 +123,7 @@ def assignments(texts: Iterable[str]) -> dict[str, str]:
 
 
 def read_settings(cfg: Config) -> dict[str, Any]:
-    """The method settings (KEYS) a run of `cfg` reads, with their values: two configs that agree on them are one run."""
+    """The settings (KEYS) a run of `cfg` reads, and their values: two configs that agree on them are one run."""
     read = components.settings_read(cfg)
     return {key: getattr(cfg, key) for key in KEYS if key in read}
 
@@ -234,7 +234,7 @@ def why_level(key: str, cfg: Config) -> str:
         return f"b gives {want} item{'s' * (want != 1)} replayed per step"
     if key == "M":
         every = want == items * cfg.n_classes
-        return f"M keeps all {want} training items of the stream" if every else f"M gives {want} exemplar{'s' * (want != 1)}"
+        return f"M keeps all {want} training items of the stream" if every else f"M gives {want} exemplars"
     least = max(1, cfg.budget // cfg.n_classes)
     return f"q_c >= {least} at every task, so pools of {want} * q_c hold all {items} training items of a class"
 
