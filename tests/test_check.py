@@ -583,6 +583,17 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
     assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value
 
 
+def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_settings(tmp_path: Path,
+                                                                                    paper: pd.DataFrame) -> None:
+    """a2 with a reservoir memory (which B3 would call B3+memory=reservoir+readout=head) against a2, one setting away,
+    not against B3 (variants.base_of)."""
+    a2 = paper[paper["run_id"] == "a2"]
+    rows = a2.assign(run_id="a2+memory=reservoir", acc=a2["acc"] - 1.0)
+    res, _ = check(tmp_path, pd.concat([paper, rows], ignore_index=True))
+    assert "a2+memory=reservoir against a2 (memory=reservoir): MEASURED (no paper value)" in res.output, res.output
+    assert "a2+memory=reservoir - a2 acc: 1993 -1.00, 2023 -1.00, 42 -1.00; mean -1.00" in res.output
+
+
 def test_the_smoke_check_in_docs_reproducing_is_what_the_command_it_names_prints(tmp_path: Path) -> None:
     """docs/reproducing.md shows `uh check --per-seed expected_results/smoke/cpu_kinds/xeon_avx512.csv --profile
     smoke`, shortened at each `...`: every other line is a line of that command's output, in order."""

@@ -153,7 +153,7 @@ class Variant:
 
     def canonical(self) -> Variant:
         """The same run by its one name: the run ID nearest to it (`distance`) and the settings it reads where that
-        run ID's differ (a1+loss=icarl_bce is B3+loss=icarl_bce: icarl_bce reads no kd_lambda)."""
+        run ID's differ (B3+loss=icarl_bce is a1+loss=icarl_bce: icarl_bce reads no kd_lambda)."""
         if not self.changes:
             return self
         mine = self.config()
