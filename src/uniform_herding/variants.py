@@ -242,7 +242,7 @@ def why_level(key: str, cfg: Config) -> str:
 def check_levels(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
     """Refuse a value of M, b or rho that is, under `profile`, the same run as another value (`level`). Of the values
     at one level the run's name takes the base's own (drop it), else a run ID's, else the level in the paper's units
-    (level / the profile's scale: smoke's M=1000 is 25 exemplars, and so are M=981 to 1020)."""
+    (level / the profile's scale: smoke's M=1000 is 25 exemplars, and so are M=981 to 1019)."""
     scale = {"M": cfg.memory_scale, "b": cfg.retrieval_scale, "rho": 1.0}
     for key in sorted(set(LEVELS) & changes.keys()):
         value, want = changes[key], level(key, cfg)
