@@ -60,6 +60,7 @@ def test_the_id_is_the_same_whatever_order_the_changes_are_given_in():
     ids.add(parse("B3+rho=5+M=1000").run_id)  # an ID written in another order is read as the same variant
     assert ids == {"B3+M=1000+rho=5"}
     assert parse("B3", ["lr=0.050"]).run_id == parse("B3", ["lr=5e-2"]).run_id == "B3+lr=0.05"
+    assert parse("B3", ["rho=05"]).run_id == "B3+rho=5" and parse("B3", ["M=0500"]).run_id == "s1"  # no padding
 
 
 def test_changes_equal_to_the_base_are_dropped():

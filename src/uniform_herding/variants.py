@@ -157,14 +157,16 @@ class Variant:
         if not self.changes:
             return self
         mine = self.config()
-        check_settings(self.spelling, mine, self.changes)  # a change nothing reads would vanish into a name
         base = min(RUNS, key=lambda run_id: distance(run_id, mine))
         own = config.resolve(base)
         return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
 
     @property
     def run_id(self) -> str:
-        """The canonical ID: a run ID, or base+key=value+... (`canonical`)."""
+        """The canonical ID (`canonical`) of a variant that can run: a change nothing reads, which would vanish into
+        its base's name, is refused (check_settings)."""
+        if self.changes:
+            check_settings(self.spelling, self.config(), self.changes)
         return self.canonical().spelling
 
 
@@ -380,7 +382,7 @@ def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[st
             if len(members) < least or variant is None:
                 continue
             v = parse(variant)
-            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).run_id
+            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
             points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
             base_value = getattr(config.resolve(v.base), key)
             out.setdefault(key, []).append(SweepLine(key, context, points, v.base, base_value))
