@@ -718,3 +718,15 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
                            "B1+M=1000": "NOT CHECKED (missing: B1)"}  # fmt: skip
     assert "variants: 2 measured, 1 not checked (never gate)\n" in res.output
     assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value
+
+
+def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_settings(tmp_path: Path,
+                                                                                    paper: pd.DataFrame) -> None:
+    """a2 with a reservoir memory (which B3 would call B3+memory=reservoir+readout=head) against a2, one setting away,
+    not against B3 (variants.base_of)."""
+    a2 = paper[paper["run_id"] == "a2"]
+    rows = a2.assign(run_id="a2+memory=reservoir", acc=a2["acc"] - 1.0)
+    res, _ = check(tmp_path, pd.concat([paper, rows], ignore_index=True))
+    assert "a2+memory=reservoir against a2 (memory=reservoir): MEASURED (no paper value)" in res.output, res.output
+    assert "a2+memory=reservoir - a2 acc: 1993 -1.00, 2023 -1.00, 42 -1.00; mean -1.00" in res.output
+

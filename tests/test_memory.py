@@ -27,7 +27,7 @@ from uniform_herding.memory import (
     make_memory,
     quotas,
 )
-from uniform_herding.variants import resolve
+from uniform_herding.variants import level, resolve
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {
@@ -371,3 +371,39 @@ def test_reservoir_may_leave_a_seen_class_without_an_exemplar():
             reservoir.refresh(new, embed_fn(torch.zeros(1000, 1)))
         empty += len(reservoir.active) < cfg.n_classes
     assert 0 < empty < 40, empty  # each class is empty with probability C(900, 50) / C(1000, 50) = 0.45%
+
+
+# --- where a setting levels off (variants.level: a value beyond it is refused as the same run) ---------------
+
+
+def memory_after_every_task(cfg: config.Config) -> list:
+    """What `cfg`'s memory holds after every task of the drifting stream: active sets and candidate pool size."""
+    memory = make_memory(cfg, torch.Generator().manual_seed(1))
+    return [({c: a.tolist() for c, a in memory.active.items()}, memory.pool_size()) for *_, in drifting_stream(memory)]
+
+
+def stream_config(name: str, **changes) -> config.Config:
+    """A config of the drifting stream's sizes (4 tasks x 3 classes of 40 items), M unscaled, memory=`name`."""
+    return dataclasses.replace(config.resolve("B3", "smoke"), memory=name, n_tasks=4, classes_per_task=3,
+                               train_per_class=40, memory_scale=1.0, **changes)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [name for name, policy in POLICIES.items() if "M" in policy.reads])
+def test_every_policy_keeps_the_same_memory_beyond_the_budget_level_says(name):
+    """A budget of every training item of the stream (level: 12 x 40 = 480) keeps them all, whatever the policy, so
+    M = 480 and M = 505 are one run; one item less is another."""
+    ceiling = level("M", stream_config(name, M=10**6))
+    assert ceiling == 480
+    at, beyond, below = (memory_after_every_task(stream_config(name, M=m))
+                         for m in (ceiling, ceiling + 25, ceiling - 1))  # fmt: skip
+    assert at == beyond and at != below
+
+
+def test_uniform_herding_keeps_the_same_memory_beyond_the_rho_level_says():
+    """With M = 60 of 12 classes, q_c >= 5 at every task: pools of 8 * 5 hold all 40 items of a class, so rho = 8 and
+    rho = 11 are one run (the same pools, the same exemplars); rho = 7 is another."""
+    ceiling = level("rho", stream_config("uniform_herding", M=60, rho=10**6))
+    assert ceiling == 8
+    at, beyond, below = (memory_after_every_task(stream_config("uniform_herding", M=60, rho=r))
+                         for r in (ceiling, ceiling + 3, ceiling - 1))  # fmt: skip
+    assert at == beyond and at != below

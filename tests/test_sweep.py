@@ -19,8 +19,8 @@ def uh(*args: str) -> Result:
 
 def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
     assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
-        ("rho=1 M=500", "B3+M=500+rho=1"), ("rho=1 M=1000", "B3+M=1000+rho=1"),
-        ("rho=5 M=500", "B3+M=500+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
+        ("rho=1 M=500", "s1+rho=1"), ("rho=1 M=1000", "r2+M=1000"),
+        ("rho=5 M=500", "s1+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
     ]  # fmt: skip
     assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
     assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]
@@ -41,6 +41,20 @@ def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_r
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+def test_a_sweep_of_another_spelling_of_a_run_prints_its_one_name(finished_result, no_training, tmp_path):
+    """`uh sweep B3+readout=head memory=...` sweeps a2: the grid names a2's variants, and says so in one line."""
+    finished_result(tmp_path, "a2+memory=reservoir", 42)
+    res = uh("sweep", "B3+readout=head", "memory=reservoir,uniform_herding", "--seed", "42", "--profile", "smoke",
+             "--results-dir", str(tmp_path), "--dry-run")  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines() == [
+        f"sweep of a2: 2 settings x 1 seed = 2 runs (profile smoke, {tmp_path}); 1 done already",
+        "B3+readout=head is a2 (the same run, by its canonical name)",
+        "  memory=reservoir        a2+memory=reservoir  done: 42",
+        "  memory=uniform_herding  a2                   done: none  (a2 itself)",
+        "dry run: nothing started",
+    ], res.output
+
+
 @pytest.mark.parametrize(
     ("grid", "words"),
     [
@@ -51,6 +65,7 @@ def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_r
         (["epochs=2,4"], "epochs is a size"),
         (["rho=1,x"], "rho=x: rho is a whole number >= 1"),
         (["M=100,2000"], "M >= 380"),  # checked under the profile, for every point
+        (["rho=1,3,5,40"], "rho=40 is the same run as rho=20"),  # smoke: pools of 20 * q_c hold every item
     ],
 )
 def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, no_training, tmp_path):

@@ -60,6 +60,7 @@ def test_the_id_is_the_same_whatever_order_the_changes_are_given_in():
     ids.add(parse("B3+rho=5+M=1000").run_id)  # an ID written in another order is read as the same variant
     assert ids == {"B3+M=1000+rho=5"}
     assert parse("B3", ["lr=0.050"]).run_id == parse("B3", ["lr=5e-2"]).run_id == "B3+lr=0.05"
+    assert parse("B3", ["rho=05"]).run_id == "B3+rho=5" and parse("B3", ["M=0500"]).run_id == "s1"  # no padding
 
 
 def test_changes_equal_to_the_base_are_dropped():
@@ -126,6 +127,14 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
         (["--set", "head=linear", "--set", "cos_scale=16"], ["nothing in this run reads cos_scale",
                                                               "only head=cosine reads it"]),
         (["--set", "memory=none", "--set", "readout=head", "--set", "b=32"], ["nothing in this run reads b"]),
+        # values the profile makes the same run as another value (variants.level): one name per run
+        (["--set", "rho=40"], ["B3+rho=40: in profile smoke, rho=40 is the same run as rho=20",
+                               "pools of 20 * q_c hold all 100 training items of a class", "give rho=20"]),
+        (["--set", "M=200000"], ["M=200000 is the same run as M=40000", "keeps all 1000 training items", "M=40000"]),
+        (["--set", "M=2001"], ["M=2001 is the same run as M=2000, B3's own (M gives 50 exemplars); drop it"]),
+        (["--set", "M=490"], ["M=490 is the same run as M=500 (M gives 12 exemplars); give M=500"]),
+        (["--set", "b=59"], ["b=59 is the same run as b=60 (b gives 15 items replayed per step); give b=60"]),
+        (["--set", "M=40000", "--set", "rho=5"], ["rho=5 is the same run as rho=3, B3's own", "drop it"]),
     ],
 )  # fmt: skip
 def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
@@ -159,7 +168,57 @@ def test_what_a_run_reads_decides_which_variants_run():
     for run_id, spec in RUNS.items():
         cfg, base = config.resolve(run_id, "smoke"), config.resolve(spec.base, "smoke")
         changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
-        variants.check(run_id, cfg, changed, "smoke")  # no run ID changes what it does not read
+        variants.check(run_id, spec.base, cfg, changed, "smoke")  # no run ID changes what it does not read
+
+
+@pytest.mark.parametrize(
+    ("spellings", "name"),
+    [(["a2+memory=reservoir", "B3+memory=reservoir+readout=head", "B0+memory=reservoir+kd_lambda=1"],
+      "a2+memory=reservoir"),  # the run ID it needs the fewest --set keys from
+     (["B3+M=500+rho=1", "s1+rho=1", "r2+M=500"], "s1+rho=1"),  # s1 and r2 need one key each: RUNS order
+     (["B2+memory=reservoir", "B0+memory=reservoir+M=2000"], "B2+memory=reservoir"),  # B0 reads no M: B2 is nearer
+     (["B3+loss=icarl_bce", "a1+loss=icarl_bce"], "a1+loss=icarl_bce"),  # icarl_bce reads no kd_lambda: one run
+     (["B3+memory=icarl+M=500", "s1+memory=icarl", "r1+M=500"], "r1+M=500")],
+)  # fmt: skip
+def test_every_spelling_of_one_run_has_one_name(spellings, name):
+    """The name of a run is its settings from the run ID that needs the fewest --set keys, ties to the one that reads
+    the same settings most nearly, then RUNS order; its base is the run it is compared with (base_of)."""
+    assert {parse(spelling).run_id for spelling in spellings} == {name}
+    assert {variants.base_of(spelling) for spelling in spellings} == {name.split("+")[0]}
+    assert parse(name).run_id == name and variants.base_of(name) == name.split("+")[0]
+
+
+def test_two_spellings_of_one_run_are_one_folder(finished_result, no_training, tmp_path):
+    """The issue's case: a2 with a reservoir, spelled from B3, is the run a2+memory=reservoir, found done in its folder;
+    the command says so in one line."""
+    path = finished_result(tmp_path, "a2+memory=reservoir", SEED)
+    res = uh("run", "B3", "--set", "memory=reservoir", "--set", "readout=head", "--seed", str(SEED), "--profile",
+             "smoke", "--results-dir", str(tmp_path))  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines() == [
+        "B3+memory=reservoir+readout=head is a2+memory=reservoir (the same run, named from the run ID it needs the "
+        "fewest --set keys from): running it as a2+memory=reservoir",
+        f"a2+memory=reservoir seed {SEED}: done already ({path}); --force reruns it",
+    ], res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a2+memory=reservoir"]
+
+
+@pytest.mark.parametrize(
+    ("run_id", "profile", "ok"),
+    [("B3+rho=23", "paper", True), ("B3+rho=24", "paper", False),  # q_c >= 20 of 450 items: rho = 23 holds all
+     ("B3+rho=20", "smoke", True), ("B3+rho=21", "smoke", False),  # q_c >= 5 of 100
+     ("s1+rho=100", "smoke", True), ("s1+rho=101", "smoke", False),  # s1's 12 exemplars: q_c >= 1
+     ("B3+M=1000", "smoke", True), ("B3+M=1001", "smoke", False),  # 25 exemplars, as M=1000
+     ("a2+M=40", "smoke", True), ("a2+M=39", "smoke", False),  # 1 exemplar (the least budget)
+     ("B3+M=45000", "paper", True), ("B3+M=45001", "paper", False)],  # all 100 x 450 items
+)  # fmt: skip
+def test_a_value_is_refused_where_the_profile_makes_it_another_values_run(run_id, profile, ok):
+    """Of the values of M, b or rho that are one run under a profile (variants.level), one is its name: the ceiling
+    where rho's pools or M's budget hold every training item, the level in the paper's units where scaled."""
+    if ok:
+        resolve(run_id, profile)
+    else:
+        with pytest.raises(config.ConfigError, match=f"in profile {profile}, .* is the same run as"):
+            resolve(run_id, profile)
 
 
 def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):

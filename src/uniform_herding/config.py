@@ -237,6 +237,13 @@ def expand_run_ids(names: tuple[str, ...] | list[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def images_per_class(cfg: Config) -> tuple[int, int]:
+    """Training and test images per class of a run: the profile's, else all (CIFAR-100's 450 and 100 after the
+    probe and validation hold-out, CIFAR-10's 4950 and 1000; the synthetic archive has CIFAR-100's shape)."""
+    cifar10 = cfg.dataset == "cifar10"
+    return cfg.train_per_class or (4950 if cifar10 else 450), cfg.test_per_class or (1000 if cifar10 else 100)
+
+
 def run_name(run_id: str, profile: str = "paper") -> str:
     """The run's label with the sizes `profile` really uses: "Active budget 500" in the paper's
     protocol, "Active budget 12" in the smoke profile (the sweeps' names state their size). Run IDs only:

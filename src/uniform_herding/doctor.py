@@ -25,7 +25,17 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.config import DEVICES, PAPER_RUNS, PROFILES, RUNS, SEEDS, TRAINING_ENVIRONMENT, Config, resolve
+from uniform_herding.config import (
+    DEVICES,
+    PAPER_RUNS,
+    PROFILES,
+    RUNS,
+    SEEDS,
+    TRAINING_ENVIRONMENT,
+    Config,
+    images_per_class,
+    resolve,
+)
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
@@ -183,13 +193,6 @@ def overhead_seconds(device, cfg: Config) -> dict[str, float]:
         torch.save(state, Path(tmp) / "checkpoint.pt")
         checkpoint_s = time.perf_counter() - tic
     return {"feature_image_s": feature_s, "checkpoint_s": checkpoint_s}
-
-
-def images_per_class(cfg: Config) -> tuple[int, int]:
-    """Training and test images per class of a run: the profile's, else all (CIFAR-100's 450 and 100 after the
-    probe and validation hold-out, CIFAR-10's 4950 and 1000; the synthetic archive has CIFAR-100's shape)."""
-    cifar10 = cfg.dataset == "cifar10"
-    return cfg.train_per_class or (4950 if cifar10 else 450), cfg.test_per_class or (1000 if cifar10 else 100)
 
 
 def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:

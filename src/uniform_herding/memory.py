@@ -10,9 +10,11 @@ Glossary (paper's symbols):
   E_c    active set of class c: what replay draws from and what NME prototypes average
 
 A policy maps (the classes just introduced, a feature function) to new active sets. Items are
-positions in the task stream's training tensor; the stream holds no probe or validation image.
-Each policy here has one entry in components.POLICIES: its name, the settings it reads, whether it
-keeps every seen class (NME needs that) and whether it follows the quota rule.
+positions in the task stream's one training tensor, which holds the run's classes class by class in
+internal-label order (class c: positions c*n to (c+1)*n - 1, n training images per class); the stream
+holds no probe or validation image. Each policy here has one entry in components.POLICIES: its name,
+the settings it reads, whether it keeps every seen class (NME needs that) and whether it follows the
+quota rule. The worked example of adding one is Reservoir (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ class StaticBank(Memory):
 class ClosestToMean(Memory):
     """Keep each class's q_c items closest to its mean feature mu_c, ranked once on arrival; shrink by
     keeping the ranked prefix (iCaRL's schedule, ranked by distance instead of herding). Beyond the
-    paper: the worked example of adding a policy (docs/extending.md), `--set memory=closest_to_mean`."""
+    paper: `--set memory=closest_to_mean`."""
 
     def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
         q = quotas(self.M, len(self.active) + len(new))

@@ -65,9 +65,11 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
     ids = list(dict.fromkeys(rid for _, rid in points))
     done = {rid: done_seeds(results_dir, rid, seeds, profile) for rid in ids}
     n_done = sum(len(d) for d in done.values())
-    lines = [f"sweep of {run_id}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
+    base = parse(run_id).run_id  # the canonical ID of the run the grid varies
+    lines = [f"sweep of {base}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
              f"{len(ids) * len(seeds)} runs (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
-    base = parse(run_id).base
+    if base != run_id:
+        lines.append(f"{run_id} is {base} (the same run, by its canonical name)")
     rows = []
     for sets, rid in points:
         note = "" if SEP in rid else f"({base} itself)" if rid == base else f"(run ID {rid}: the same config)"

@@ -1,19 +1,23 @@
 """Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`).
 
-A variant's ID is its base run ID and its changes in alphabetical order of the keys, joined by `+`:
-`B3+rho=5`, `B3+M=1000+rho=5`. The same changes given in any order make the same ID. IDs use only
-[A-Za-z0-9_.=+-], so they are folder names on every filesystem and shell words that need no quoting
-(floats are written as Python's shortest repr with `e+` shortened to `e`: lr=0.05, weight_decay=1e-05).
-The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh status / check /
-report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID (config.resolve knows
-run IDs only; this module builds on it, never the reverse).
+A variant's ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
+kd_lambda, ..., rho), joined by `+`: `B3+rho=5`, `B3+M=1000+rho=5`. IDs use only [A-Za-z0-9_.=+-], so they
+are folder names on every filesystem and shell words that need no quoting (values in one form: whole
+numbers without padding, floats as Python's shortest repr with `e+` shortened to `e`: lr=0.05,
+weight_decay=1e-05). The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh
+status / check / report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID
+(config.resolve knows run IDs only; this module builds on it, never the reverse).
 
-Canonical form: a change equal to the base's own value is dropped, and a variant whose config equals a
-run ID's *is* that run ID (B3 with M=500 is s1, B3 with rho=1 is r2): it runs, and is found done, as that
-run ID, so one config has one results folder. M and b are in the paper's units; the profile scales them.
+One run, one name (`Variant.canonical`). A run is the settings its config reads (components.py: B2 never
+reads rho), so any spelling of the same settings names one run, and its name is the run ID that needs the
+fewest `--set` keys to reach them, ties to the one that reads the same settings most nearly, then RUNS
+order; a spelling whose settings are a run ID's *is* that run ID (B3 with M=500 is s1). So one run has one
+results folder, and a variant's base is the run ID it differs from in the fewest settings (base_of).
+M and b are in the paper's units; the profile scales them.
 
-A variant is refused when it changes a setting that nothing in its run reads (components.py: B2 never reads
-rho), and when its readout needs what its memory does not keep (NME needs an exemplar of every seen class).
+A variant is refused when it changes a setting that nothing in its run reads, when its readout needs what
+its memory does not keep (NME needs an exemplar of every seen class), and, under a profile, when a value
+it sets is the same run as another value (`check_levels`: M, b and rho level off).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from uniform_herding import components, config
-from uniform_herding.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError
+from uniform_herding.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, images_per_class
 
 SEP = VARIANT_SEP
 # The method settings --set may change; sizes belong to a profile, and the split is every run's.
@@ -118,6 +122,20 @@ def assignments(texts: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def read_settings(cfg: Config) -> dict[str, Any]:
+    """The settings (KEYS) a run of `cfg` reads, and their values: two configs that agree on them are one run."""
+    read = components.settings_read(cfg)
+    return {key: getattr(cfg, key) for key in KEYS if key in read}
+
+
+def distance(run_id: str, cfg: Config) -> tuple[int, int, int]:
+    """How far run ID `run_id` is from the run `cfg`: the `--set` keys it needs (settings `cfg` reads where the run ID
+    has another value), then the settings only one of them reads, then its place in RUNS (the tie-break)."""
+    theirs, mine = config.resolve(run_id), read_settings(cfg)
+    keys = sum(getattr(theirs, key) != value for key, value in mine.items())
+    return keys, len(mine.keys() ^ read_settings(theirs).keys()), list(RUNS).index(run_id)
+
+
 @dataclass(frozen=True)
 class Variant:
     """A base run ID and the changes to its config (key -> value), none equal to the base's own value."""
@@ -129,15 +147,27 @@ class Variant:
         return dataclasses.replace(config.resolve(self.base, profile), **self.changes)
 
     @property
-    def run_id(self) -> str:
-        """The canonical ID: the base alone, the run ID with the same config, or base+key=value+... ."""
-        if not self.changes:
-            return self.base
-        mine = self.config()
-        same = next((r for r in RUNS if config.resolve(r) == mine), None)
-        if same is not None:
-            return same
+    def spelling(self) -> str:
+        """The ID as given: its base and its changes in sorted key order (not necessarily canonical)."""
         return SEP.join([self.base, *(f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes))])
+
+    def canonical(self) -> Variant:
+        """The same run by its one name: the run ID nearest to it (`distance`) and the settings it reads where that
+        run ID's differ (B3+loss=icarl_bce is a1+loss=icarl_bce: icarl_bce reads no kd_lambda)."""
+        if not self.changes:
+            return self
+        mine = self.config()
+        base = min(RUNS, key=lambda run_id: distance(run_id, mine))
+        own = config.resolve(base)
+        return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
+
+    @property
+    def run_id(self) -> str:
+        """The canonical ID (`canonical`) of a variant that can run: a change nothing reads, which would vanish into
+        its base's name, is refused (check_settings)."""
+        if self.changes:
+            check_settings(self.spelling, self.config(), self.changes)
+        return self.canonical().spelling
 
 
 def parse(name: str, sets: Iterable[str] = ()) -> Variant:
@@ -163,11 +193,11 @@ def resolve(run_id: str, profile: str = "paper") -> Config:
         return config.resolve(run_id, profile)
     variant = parse(run_id)
     cfg = variant.config(profile)
-    check(run_id, cfg, variant.changes, profile)
+    check(run_id, variant.base, cfg, variant.changes, profile)
     return cfg
 
 
-def check(run_id: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
+def check(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
     """Refuse a run that cannot run as asked under `profile` (check_settings), or whose quotas leave its
     readout a class without an exemplar there."""
     check_settings(run_id, cfg, changes)
@@ -178,6 +208,54 @@ def check(run_id: str, cfg: Config, changes: dict[str, Any], profile: str) -> No
             f"{run_id}: M={cfg.M} is {cfg.budget} exemplars in profile {profile}, fewer than its {cfg.n_classes} "
             f"classes, and readout={cfg.readout} needs one per class; give M >= {least} or readout=head"
         )
+    check_levels(run_id, base, cfg, changes, profile)
+
+
+def level(key: str, cfg: Config) -> int:
+    """What a run of `cfg` does with setting `key` of LEVELS: the value that reaches the memory and the replay.
+
+    M: its budget in items, at most every training item of the stream (a budget of all keeps all, whatever the
+    policy). b: the items replayed per step (drawn with replacement, so no ceiling). rho: at most the multiplier
+    whose pools rho * q_c hold every training item of a class at every task (q_c is least at the last task)."""
+    items = images_per_class(cfg)[0]
+    if key == "M":
+        return min(cfg.budget, items * cfg.n_classes)
+    if key == "b":
+        return cfg.retrieval
+    return min(cfg.rho, math.ceil(items / max(1, cfg.budget // cfg.n_classes)))
+
+
+# The whole-number settings a profile maps many values of to one run: scaled (M, b) or levelling off (M, rho).
+LEVELS = ("M", "b", "rho")
+
+
+def why_level(key: str, cfg: Config) -> str:
+    """Why values of `key` that share `level(key, cfg)` are one run, for the refusal."""
+    items, want = images_per_class(cfg)[0], level(key, cfg)
+    if key == "b":
+        return f"b gives {want} item{'s' * (want != 1)} replayed per step"
+    if key == "M":
+        every = want == items * cfg.n_classes
+        return f"M keeps all {want} training items of the stream" if every else f"M gives {want} exemplars"
+    least = max(1, cfg.budget // cfg.n_classes)
+    return f"q_c >= {least} at every task, so pools of {want} * q_c hold all {items} training items of a class"
+
+
+def check_levels(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
+    """Refuse a value of M, b or rho that is, under `profile`, the same run as another value (`level`). Of the values
+    at one level the run's name takes the base's own (drop it), else a run ID's, else the level in the paper's units
+    (level / the profile's scale: smoke's M=1000 is 25 exemplars, and so are M=981 to 1019)."""
+    scale = {"M": cfg.memory_scale, "b": cfg.retrieval_scale, "rho": 1.0}
+    for key in sorted(set(LEVELS) & changes.keys()):
+        value, want = changes[key], level(key, cfg)
+        own = getattr(config.resolve(base), key)
+        named = [own, *(getattr(config.resolve(r), key) for r in RUNS), max(1, round(want / scale[key]))]
+        same = next((v for v in named if level(key, dataclasses.replace(cfg, **{key: v})) == want), value)
+        if same != value:
+            fix = "drop it" if same == own else f"give {key}={same}"
+            mark = f", {base}'s own" if same == own else ""
+            raise ConfigError(f"{run_id}: in profile {profile}, {key}={value} is the same run as {key}={same}{mark} "
+                              f"({why_level(key, cfg)}); {fix}")  # fmt: skip
 
 
 def check_settings(run_id: str, cfg: Config, changes: dict[str, Any]) -> None:
@@ -203,10 +281,9 @@ def check_id(run_id: str) -> None:
     may name)."""
     if run_id in RUNS:
         return
-    variant = parse(run_id)
-    if variant.run_id != run_id:
-        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {variant.run_id!r}")
-    check_settings(run_id, variant.config(), variant.changes)
+    canonical = parse(run_id).run_id  # refuses a variant that cannot run
+    if canonical != run_id:
+        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {canonical!r}")
 
 
 def record(run_id: str) -> dict[str, Any]:
@@ -220,7 +297,8 @@ def record(run_id: str) -> dict[str, Any]:
 def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None]) -> list[str]:
     """Run IDs or variant IDs, each with `sets` applied, as canonical IDs in order, each once.
 
-    Says what it canonicalised: a change equal to the base's own value, a variant that is a run ID.
+    Says what it canonicalised, one line each: a change equal to the base's own value, a variant that is a run
+    ID, a spelling of a run whose name is another (Variant.canonical).
     """
     sets = list(sets)
     out = []
@@ -229,10 +307,14 @@ def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], N
         asked = assignments([*name.split(SEP)[1:], *sets])
         for key in sorted(asked.keys() - variant.changes.keys()):
             echo(f"{key}={asked[key]} is {variant.base}'s own value: dropped")
-        if variant.changes and variant.run_id in RUNS:
+        run_id = variant.run_id
+        if run_id in RUNS and variant.changes:
             echo(f"{variant.base} with {' '.join(f'{k}={asked[k]}' for k in sorted(variant.changes))} is run ID "
-                 f"{variant.run_id} (the same config): running it as {variant.run_id}")  # fmt: skip
-        out.append(variant.run_id)
+                 f"{run_id} (the same config): running it as {run_id}")  # fmt: skip
+        elif run_id != variant.spelling:
+            echo(f"{variant.spelling} is {run_id} (the same run, named from the run ID it needs the fewest --set keys "
+                 f"from): running it as {run_id}")  # fmt: skip
+        out.append(run_id)
     return list(dict.fromkeys(out))
 
 
@@ -246,7 +328,7 @@ def run_name(run_id: str, profile: str = "paper") -> str:
 
 def describe(run_id: str, profile: str = "paper") -> str:
     """A variant's changes for people: `rho=5`, and the sizes M and b give under `profile` (`M=1000 (25 items)`)."""
-    v, cfg = parse(run_id), resolve(run_id, profile)
+    v, cfg = parse(run_id).canonical(), resolve(run_id, profile)
     parts = []
     for key in sorted(v.changes):
         text = f"{key}={format_value(v.changes[key])}"
@@ -261,7 +343,8 @@ def sort_key(run_id: str) -> tuple[int, str]:
 
 
 def base_of(run_id: str) -> str:
-    return parse(run_id).base if is_variant(run_id) else run_id
+    """The run ID a variant is compared with: the one it differs from in the fewest settings (Variant.canonical)."""
+    return parse(run_id).canonical().base if is_variant(run_id) else run_id
 
 
 @dataclass(frozen=True)
@@ -299,7 +382,7 @@ def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[st
             if len(members) < least or variant is None:
                 continue
             v = parse(variant)
-            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).run_id
+            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
             points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
             base_value = getattr(config.resolve(v.base), key)
             out.setdefault(key, []).append(SweepLine(key, context, points, v.base, base_value))
