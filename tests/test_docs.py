@@ -281,7 +281,7 @@ def test_the_smoke_summary_the_guide_shows_is_what_the_smoke_prints(smoke_summar
     """The summary `uh check` prints for the smoke's runs (the committed ones, restricted to `uh run all`'s run IDs:
     36 metrics, no r1-r3) is the block docs/reproducing.md shows."""
     printed = smoke_summary.summary()
-    assert f"metrics: {3 * len(PAPER_RUNS)} REPLICATED;" in printed and "PIPELINE CHECK PASSED" in printed
+    assert f"metrics: {3 * len(PAPER_RUNS)} REPLICATED (" in printed and "PIPELINE CHECK PASSED" in printed
     assert smoke_summary.shown() == printed, f"regenerate it: {smoke_summary.COMMAND}"
 
 
