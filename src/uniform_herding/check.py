@@ -23,7 +23,7 @@ import math
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,10 +192,9 @@ def load_expected(directory: Path) -> Expected:
     for metric, value in tolerance.items():
         if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
             raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
-    seeds = tuple(int(s) for s in dict.fromkeys(per_seed["seed"]))
     digest = hashlib.sha256(raw + csv_path.read_bytes()).hexdigest()
-    return Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate),
-                    _procedure(doc, seeds, toml_path), digest)  # fmt: skip
+    expected = Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate), None, digest)
+    return replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
 
 
 # --- per-metric verdicts -----------------------------------------------------------------------
@@ -451,11 +450,10 @@ def _evidence_line(c: Comparison, decided: bool, alpha: float = decide.ALPHA) ->
     return f"{line}: {test.outcome(alpha)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
 
 
-def _leaning_text(tests: list[decide.PairedTest]) -> str:
-    """Where more seeds would take an undecided claim if its means and spreads stayed: and which way."""
-    undecided = [t for t in tests if t.outcome() == "undecided"]
-    needed = decide.claim_seeds_needed(tests)
-    ways = sorted({t.leaning for t in undecided})
+def _leaning_text(tests: list[decide.PairedTest], needed: int | None) -> str:
+    """Where more seeds would take an undecided claim if its means and spreads stayed (`needed` in all, from
+    decide.claim_seeds_needed): and which way."""
+    ways = sorted({t.leaning for t in tests if t.outcome() == "undecided"})
     if needed is None:
         return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
     more = needed - tests[0].n
@@ -478,7 +476,7 @@ def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
         verdict = OUTCOME_VERDICT[decide.claim_outcome(tests)]
         if verdict == INCONCLUSIVE:
             needed = decide.claim_seeds_needed(tests)
-            verdict += f" ({_leaning_text(tests)})"
+            verdict += f" ({_leaning_text(tests, needed)})"
     return ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding, needed, claim.runs)
 
 
@@ -494,11 +492,11 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
         return ClaimCheck(claim.claim_id, claim.statement,
                           f"NOT CHECKED (seeds {', '.join(map(str, missing))} missing for {', '.join(claim.runs)})",
                           [], runs=claim.runs, looks=total)  # fmt: skip
-    per_look = [[c.test for c in claim.comparisons(table.loc[list(procedure.seeds_at(k))])] for k in reached]
+    comparisons = [claim.comparisons(table.loc[list(procedure.seeds_at(k))]) for k in reached]
+    per_look = [[c.test for c in look_comparisons] for look_comparisons in comparisons]
     outcome, look = decide.sequential_outcome(per_look, procedure)
     seeds = procedure.seeds_at(look)
-    comparisons = claim.comparisons(table.loc[list(seeds)]) if explain else []
-    evidence = [_evidence_line(c, True, procedure.alpha[look]) for c in comparisons]
+    evidence = [_evidence_line(c, True, procedure.alpha[look]) for c in comparisons[look]] if explain else []
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:
         evidence.append(f"seeds {', '.join(map(str, uncounted))} shown nowhere above and not counted "
@@ -523,7 +521,7 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", procedure: deci
     """Every claim from the re-run alone (decide.py's paired tests), as evidence where `profile` allows;
     the paper's claims under `procedure` where the expected set registers one. A claim whose runs are
     missing, or that shares fewer than decide.MIN_SEEDS seeds, is NOT CHECKED. `explain=False` leaves the
-    procedure's evidence lines out (uh oc judges thousands of re-runs; the verdicts are the same)."""
+    procedure's evidence text out (uh oc judges thousands of re-runs; the verdicts are the same)."""
     checks = []
     observed = wide(observed)
     for claim in CLAIMS:
@@ -548,9 +546,10 @@ def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
     """Each variant of the re-run (uh run --set, uh sweep) as a finding against its base: per-seed paired
     deltas of ACC and F, their mean and 95% t-interval. Measured, not judged: there is no paper value."""
     checks = []
+    observed_wide = wide(observed)
     for run_id in sorted(set(observed["run_id"]) - set(RUNS), key=sort_key):
         base = base_of(run_id)
-        verdict, table = _shared_seeds(wide(observed), (run_id, base))
+        verdict, table = _shared_seeds(observed_wide, (run_id, base))
         evidence = []
         if verdict is None:
             for metric in ("acc", "forgetting"):
@@ -582,7 +581,8 @@ def _missing_runs(expected: Expected, observed: pd.DataFrame) -> list[str]:
     and, where the re-run has them under other seeds, that those are shown and never counted."""
     have = set(zip(observed["run_id"], observed["seed"], strict=True))
     lacking: dict[str, list[int]] = {}
-    for run_id in (r for r in PAPER_RUNS if r in set(expected.per_seed["run_id"])):
+    expected_runs = set(expected.per_seed["run_id"])
+    for run_id in (r for r in PAPER_RUNS if r in expected_runs):
         gaps = [s for s in expected.seeds if (run_id, s) not in have]
         if gaps:
             lacking[run_id] = gaps
@@ -604,7 +604,7 @@ def _next_step(claims: list[ClaimCheck], observed: pd.DataFrame) -> dict[str, li
         return {}
     first = min(c.look or 0 for c in pending)
     pending = [c for c in pending if c.look == first]
-    seeds = sorted({s for c in pending for s in c.next_seeds}, key=[s for c in pending for s in c.next_seeds].index)
+    seeds = list(dict.fromkeys(s for c in pending for s in c.next_seeds))
     have = set(zip(observed["run_id"], observed["seed"], strict=True))
     runs = [r for r in RUNS if any(r in c.runs for c in pending) and any((r, s) not in have for s in seeds)]
     return {"run_ids": runs, "seeds": seeds}

@@ -182,7 +182,7 @@ def models(expected: Expected) -> list[Model]:
 
 
 def _table(world: World, values: np.ndarray, seeds: tuple[int, ...], have: set[tuple[str, int]]) -> pd.DataFrame:
-    rows = [(r, s, *values[world.index(r), seeds.index(s)]) for r, s in sorted(have, key=lambda rs: (rs[0], rs[1]))]
+    rows = [(r, s, *values[world.index(r), seeds.index(s)]) for r, s in sorted(have)]
     return pd.DataFrame(rows, columns=["run_id", "seed", *METRICS])
 
 
@@ -196,9 +196,14 @@ class Outcome:
     extra_runs: list[str] = field(default_factory=list)
 
 
+def registered_seeds(expected: Expected) -> tuple[int, ...]:
+    """Every seed a re-run may count, in order: the procedure's, else the set's own."""
+    return expected.procedure.seeds if expected.procedure else expected.seeds
+
+
 def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> Outcome:
     """Check the paper's seeds; while the verdict is UNDECIDED, run its next_step and check again."""
-    seeds = expected.procedure.seeds if expected.procedure else expected.seeds
+    seeds = registered_seeds(expected)
     have = {(r, s) for r in world.runs for s in expected.seeds}
     extra: list[str] = []
     first = None
@@ -219,7 +224,6 @@ def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> Ou
 @dataclass(frozen=True)
 class Summary:
     model: Model
-    n: int
     passed: float  # RESULTS REPLICATED at the end of the procedure
     failed: float  # NOT REPLICATED
     inconclusive: float  # INCONCLUSIVE: the last look left a claim undecided
@@ -239,12 +243,12 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
     """P(RESULTS REPLICATED), P(NOT REPLICATED) at the end of the procedure, P(undecided at look 1), the mean
     extra runs and their hours on the paper's GPU, and the commonest reasons for failing."""
     world = World.of(expected, tau)
-    n_seeds = len(expected.procedure.seeds) if expected.procedure else len(expected.seeds)
+    n_seeds = len(registered_seeds(expected))
     outcomes = [follow_procedure(expected, world, model.draw(world, rng, n_seeds)) for _ in range(n)]
     passed = sum(o.word in (RESULTS_REPLICATED, SET_MATCHED) for o in outcomes) / n
     causes = Counter(reason.split(" (")[0] for o in outcomes if o.word not in (RESULTS_REPLICATED, SET_MATCHED)
                      for reason in o.why if not reason.startswith("no badge"))  # fmt: skip
-    return Summary(model, n, passed, sum(o.word == RESULTS_NOT_REPLICATED for o in outcomes) / n,
+    return Summary(model, passed, sum(o.word == RESULTS_NOT_REPLICATED for o in outcomes) / n,
                    sum(o.word == INCONCLUSIVE for o in outcomes) / n,
                    sum(o.undecided_at_first_look for o in outcomes) / n,
                    float(np.mean([len(o.extra_runs) for o in outcomes])),
