@@ -419,11 +419,17 @@ def test_reproduce_sh_knows_the_run_ids_of_the_config(name, ids):
 FAKE_UH = """\
 #!{python}
 # A stand-in for `uh`: logs its argv as one JSON line; fails for `run $FAKE_UH_FAIL` and for the
-# command named in $FAKE_UH_FAIL_COMMAND, with exit status $FAKE_UH_STATUS (default 3).
+# command named in $FAKE_UH_FAIL_COMMAND, with exit status $FAKE_UH_STATUS (default 3). With
+# $FAKE_UH_UNDECIDED (a check_report.json path), its first `check` writes a next_step there and exits 4.
 import json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_UH_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
+undecided = os.environ.get("FAKE_UH_UNDECIDED")
+if args[:1] == ["check"] and undecided and not os.path.exists(undecided):
+    with open(undecided, "w") as report:
+        json.dump({{"next_step": {{"run_ids": ["B1", "B3"], "seeds": [1, 2, 3]}}}}, report)
+    sys.exit(4)
 fail_run, fail_command = os.environ.get("FAKE_UH_FAIL"), os.environ.get("FAKE_UH_FAIL_COMMAND")
 if args[:2] == ["run", fail_run] or args[:1] == [fail_command]:
     sys.exit(int(os.environ.get("FAKE_UH_STATUS", "3")))
@@ -484,6 +490,20 @@ def test_refresh_runs_the_refresh_isolation_study_then_checks_and_reports(reprod
     assert "FAILED run IDs: r2" in result.stderr
     result, calls = reproduce("r3")
     assert result.returncode == 0 and calls == [["run", "r3"]]
+
+
+def test_next_runs_next_step_and_checks_again_until_decided(reproduce, tmp_path):
+    """UNDECIDED (exit 4): `next` runs the run IDs and seeds of check_report.json's next_step, checks again, and
+    stops at the first verdict that is not UNDECIDED; then reports. Seeds come from the procedure only."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_UNDECIDED=f"{results}/check_report.json")
+    assert result.returncode == 0, result.stderr
+    assert calls == [["check", "--results-dir", results],
+                     ["run", "B1", "B3", "--seed", "1", "--seed", "2", "--seed", "3", "--results-dir", results],
+                     ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+    result, calls = reproduce("next", "--seed", "5")
+    assert result.returncode == 2 and calls == [] and "next takes its seeds from the procedure" in result.stderr
 
 
 def test_all_fails_when_check_fails_but_still_reports(reproduce):
