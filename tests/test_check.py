@@ -229,6 +229,15 @@ def test_a_missing_expected_set_is_a_state_not_an_error(tmp_path: Path, paper: p
                                     "--json-out", str(tmp_path / "r.json")])  # fmt: skip
     assert res.exit_code == 3, res.output
     assert "NOT CHECKED (no expected set for profile cifar10" in res.output and "cannot read TOML" not in res.output
+    # a profile's folder without its tolerances.toml (a set being made, as docs/extending.md makes one) is none
+    root = tmp_path / "repo" / "expected_results"
+    shutil.copytree(EXPECTED, root, ignore=shutil.ignore_patterns("cifar10*", "smoke"))
+    (root / "cifar10").mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root.parent)
+        res = CliRunner().invoke(main, ["check", "--per-seed", str(tmp_path / "rerun.csv"), "--profile", "cifar10",
+                                        "--json-out", str(tmp_path / "r.json")])  # fmt: skip
+    assert res.exit_code == 3 and "NOT CHECKED (no expected set for profile cifar10" in res.output, res.output
 
 
 def test_a_shift_past_the_tolerance_is_not_replicated(tmp_path: Path, decided: pd.DataFrame) -> None:

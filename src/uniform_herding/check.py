@@ -747,9 +747,9 @@ def check_command(
         if expected_dir is None:
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
             expected_dir = expected_dir_for(profile, root)
-            if not expected_dir.is_dir():  # a state to report, not an error: nothing to compare with
-                line = (f"NOT CHECKED (no expected set for profile {profile}: {expected_dir} does not exist; "
-                        "uh aggregate and uh report show the numbers)")  # fmt: skip
+            if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
+                line = (f"NOT CHECKED (no expected set for profile {profile}: {expected_dir / 'tolerances.toml'} "
+                        "does not exist; uh aggregate and uh report show the numbers)")  # fmt: skip
                 click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {EXIT_INCOMPLETE}")
                 _write_report(json_out, {"source": source, "profile": profile, "verdict": line,
                                          "exit_code": EXIT_INCOMPLETE}, EXIT_INCOMPLETE)  # fmt: skip
