@@ -111,6 +111,9 @@ class Expected:
         return self.profile == "paper" and self.sha256 == PAPER_SET_SHA256
 
     def describe(self) -> str:
+        """Its folder; for profile paper, whether it is the shipped set (only that one awards the badge)."""
+        if self.profile != "paper":
+            return str(self.directory)
         kind = "the shipped paper set" if self.shipped else f"not the shipped paper set (sha256 {self.sha256[:12]})"
         return f"{self.directory}, {kind}"
 
