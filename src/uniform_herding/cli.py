@@ -35,7 +35,7 @@ LAZY_COMMANDS = {
                   "Mean +/- std over seeds per run ID, paired deltas vs B3."),
     "check": ("uniform_herding.check:check_command", "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
     "data": ("uniform_herding.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
-    "oc": ("uniform_herding.oc:oc_command", "How often uh check passes a faithful re-run, fails a miss (simulated)."),
+    "oc": ("uniform_herding.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
     "report": ("uniform_herding.report:report_command", "The paper's tables and figures, and a summary page."),
     "status": ("uniform_herding.status:status_command", "One line per run ID and seed: done, running, failed."),
