@@ -669,8 +669,8 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     table = decided.copy()
     table.loc[table["run_id"] == "a4", "acc"] = b3 - np.array([-1.0, 2.0, 2.0])
     res, report = check(tmp_path, table)
-    assert claims(report)["C3"].startswith("INCONCLUSIVE (look 1 of 3, 3 seeds, one-sided alpha 0.01: the next look "
-                                           "adds seeds 1, 2, 3 for B3, a4; the undecided mean points for the claim)")
+    assert claims(report)["C3"] == ("INCONCLUSIVE (look 1 of 3, 3 seeds, one-sided alpha 0.01: the next look adds "
+                                    "seeds 1, 2, 3 for B3, a4; its undecided comparisons point for the claim)")
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2, 3]} and res.exit_code == 4
     assert report["verdict"].startswith("UNDECIDED (C3 INCONCLUSIVE at look 1 of 3; next: seeds 1, 2, 3 of a4")
 

@@ -217,7 +217,7 @@ def test_the_report_says_which_look_left_a_claim_undecided(tmp_path: Path) -> No
     write_report(results, results / "report", echo=lambda _: None)
     summary = (results / "report" / "summary.md").read_text()
     assert ("| C3 | INCONCLUSIVE (look 1 of 3, 3 seeds, one-sided alpha 0.01: the next look adds seeds 1, 2, 3 for "
-            "B3, a4; the undecided mean points for the claim) |") in summary
+            "B3, a4; its undecided comparisons point for the claim) |") in summary
     assert "Verdict: UNDECIDED (C1 INCONCLUSIVE at look 1 of 3; C3 INCONCLUSIVE at look 1 of 3" in summary
     assert '<span class="noise">INCONCLUSIVE</span>' in (results / "report" / "summary.html").read_text()
 

@@ -115,13 +115,14 @@ def test_a_policy_that_loses_a_class_stops_the_run_under_nme_with_one_line(smoke
     res = CliRunner().invoke(main, ["run", "B3", "--set", "memory=forgetful", "--profile", "smoke", "--seed", str(SEED),
                                     "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
     assert res.exit_code == 1
-    checkpoint = result_path(tmp_path, "B3+memory=forgetful", SEED).with_name("checkpoint.pt")
+    # B3 with a static-like policy is r1 (no refresh) with it: named from r1, as every spelling of it is
+    checkpoint = result_path(tmp_path, "r1+memory=forgetful", SEED).with_name("checkpoint.pt")
     assert res.output.splitlines()[-1] == (
-        f"Error: B3+memory=forgetful seed {SEED}: task 2/5: the memory holds no exemplar of class 0 (task 1), and "
+        f"Error: r1+memory=forgetful seed {SEED}: task 2/5: the memory holds no exemplar of class 0 (task 1), and "
         "readout=nme needs exemplars of each of the 4 seen classes and no other; use readout=head or a memory policy "
         f"that keeps every class; no result written, {checkpoint} holds tasks 1-1 of 5"
     ), res.output
-    assert not result_path(tmp_path, "B3+memory=forgetful", SEED).exists() and checkpoint.exists()
+    assert not result_path(tmp_path, "r1+memory=forgetful", SEED).exists() and checkpoint.exists()
 
 
 @pytest.mark.trains

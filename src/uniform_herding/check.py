@@ -453,15 +453,19 @@ def _evidence_line(c: Comparison, decided: bool, alpha: float = decide.ALPHA) ->
     return f"{line}: {test.outcome(alpha)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
 
 
+def _ways(tests: list[decide.PairedTest], alpha: float = decide.ALPHA) -> str:
+    """Which way a claim's undecided comparisons point: for it, against it, or some each way."""
+    ways = {t.leaning for t in tests if t.outcome(alpha) == "undecided"}
+    return ways.pop() if len(ways) == 1 else "some for the claim and some against"
+
+
 def _leaning_text(tests: list[decide.PairedTest], needed: int | None) -> str:
     """Where more seeds would take an undecided claim if its means and spreads stayed (`needed` in all, from
     decide.claim_seeds_needed): and which way."""
-    ways = sorted({t.leaning for t in tests if t.outcome() == "undecided"})
     if needed is None:
         return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
     more = needed - tests[0].n
-    return (f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, "
-            f"{' and '.join(ways)}")
+    return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {_ways(tests)}"
 
 
 def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
@@ -507,11 +511,11 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
     where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {procedure.alpha[look]:g}"
     next_seeds: tuple[int, ...] = ()
     if outcome == "undecided":
-        ways = sorted({t.leaning for t in per_look[look] if t.outcome(procedure.alpha[look]) == "undecided"})
         if look + 1 < total:
             next_seeds = procedure.seeds_at(look + 1)[len(seeds):]
             where += (f": the next look adds seeds {', '.join(map(str, next_seeds))} for "
-                      f"{', '.join(claim.runs)}; the undecided mean points {' and '.join(ways)}")  # fmt: skip
+                      f"{', '.join(claim.runs)}; its undecided comparisons point "
+                      f"{_ways(per_look[look], procedure.alpha[look])}")  # fmt: skip
         else:
             where = f"after the last look, {where}: the re-run neither supports nor contradicts it"
     verdict = f"{OUTCOME_VERDICT[outcome]} ({where})"
