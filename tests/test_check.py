@@ -41,9 +41,9 @@ def paper() -> pd.DataFrame:
 
 @pytest.fixture
 def decided(paper: pd.DataFrame) -> pd.DataFrame:
-    """The paper's table plus the second look next_step asks of it (B1, B2, B3 on seeds 1, 2, 3, at their
+    """The paper's table plus the second look next_step asks of it (B1, B2, B3, a4 on seeds 1, 2, 3, at their
     paper means): every claim decided, RESULTS REPLICATED."""
-    return next_look(paper, ["B1", "B2", "B3"], [1, 2, 3], lead=0.0)
+    return next_look(paper, ["B1", "B2", "B3", "a4"], [1, 2, 3], lead=0.0)
 
 
 def check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Result, dict]:
@@ -104,17 +104,18 @@ def copy_expected_set(
 
 def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, paper: pd.DataFrame) -> None:
     """The paper's table against itself: every metric REPLICATED; C1's B3 - B1 ACC (2.76, 0.90, 1.36; one-sided
-    p 0.048) is not decided at the procedure's first look (alpha 0.01), so the verdict is UNDECIDED (exit 4),
-    with next_step: the runs of C1 on the registered seeds of the second look."""
+    p 0.048) and C3's B3 - a4 ACC (2.77, 2.69, 1.71; p 0.0099) are not decided at the procedure's first look
+    (alpha 0.005), so the verdict is UNDECIDED (exit 4), with next_step: the runs of C1 and C3 on the
+    registered seeds of the second look."""
     res, report = check(tmp_path, paper)
     assert res.exit_code == 4, res.output
     assert len(report["metrics"]) == 36 and set(verdicts(report).values()) == {"REPLICATED"}
-    assert report["verdict"].startswith("UNDECIDED (C1 INCONCLUSIVE at look 1 of 3")
-    assert report["next_step"] == {"run_ids": ["B1", "B2", "B3"], "seeds": [1, 2, 3]}
+    assert report["verdict"].startswith("UNDECIDED (C1 INCONCLUSIVE at look 1 of 4")
+    assert report["next_step"] == {"run_ids": ["B1", "B2", "B3", "a4"], "seeds": [1, 2, 3]}
     assert "B3-B1 acc: 1993 +2.76, 2023 +0.90, 42 +1.36; mean +1.67 (claimed > 0); 90% t-interval" in res.output
-    assert "one-sided p 0.048: undecided at alpha 0.01" in res.output
+    assert "one-sided p 0.048: undecided at alpha 0.005" in res.output
     assert {k: v.split(" (")[0] for k, v in claims(report).items()} == {
-        "C1": "INCONCLUSIVE", "C2": "SUPPORTED", "C3": "SUPPORTED", "C4": "SUPPORTED", "C5": "SUPPORTED",
+        "C1": "INCONCLUSIVE", "C2": "SUPPORTED", "C3": "INCONCLUSIVE", "C4": "SUPPORTED", "C5": "SUPPORTED",
         "C6": "NOT CHECKED", "C7": "NOT CHECKED", "C8": "NOT CHECKED"}  # fmt: skip
     assert "B3-a2 acc: 1993 +9.55, 2023 +11.38, 42 +10.45; mean +10.46" in res.output
     assert report["exit_code"] == 4 and report["shipped_paper_set"] is True
@@ -136,11 +137,11 @@ def next_look(paper: pd.DataFrame, runs: list[str], seeds: list[int], lead: floa
 def test_the_next_look_decides_and_the_badge_needs_the_shipped_set(tmp_path: Path, paper: pd.DataFrame) -> None:
     """next_step's seeds for next_step's runs: look 2 decides C1, RESULTS REPLICATED (exit 0). The same rows
     against a copy of the set (one byte changed) pass every rule but print no badge."""
-    table = next_look(paper, ["B1", "B2", "B3"], [1, 2, 3], lead=0.0)
+    table = next_look(paper, ["B1", "B2", "B3", "a4"], [1, 2, 3], lead=0.0)
     res, report = check(tmp_path, table)
     assert res.exit_code == 0, res.output
     assert report["verdict"] == "RESULTS REPLICATED (ACM v1.1)" and report["next_step"] == {}
-    assert claims(report)["C1"].startswith("SUPPORTED (look 2 of 3, 6 seeds")
+    assert claims(report)["C1"].startswith("SUPPORTED (look 2 of 4, 6 seeds")
     copy = copy_expected_set(tmp_path / "copy", paper)
     (copy / "tolerances.toml").write_text((copy / "tolerances.toml").read_text() + "\n")
     res, report = check(tmp_path, table, "--expected", str(copy))
@@ -538,8 +539,8 @@ def test_result_without_metrics_is_refused(tmp_path: Path, paper: pd.DataFrame) 
         ("B3 = 2.6", 'B3 = "2.6"', "tolerance acc must be a number >= 0"),
         ("a4 = 2.6\n", "", "[tolerance.acc] must set exactly the run IDs"),
         ('gate = ["acc", "forgetting"]', 'gate = ["ACC"]', "gate must list metrics"),
-        ("looks = [3, 6, 10]", "looks = [2, 6, 10]", "[procedure] needs seeds, looks and alpha"),
-        ("alpha = [0.01, 0.015, 0.025]", "alpha = [0.02, 0.02, 0.02]", "[procedure] needs seeds, looks and alpha"),
+        ("looks = [3, 6, 10, 20]", "looks = [2, 6, 10, 20]", "[procedure] needs seeds, looks and alpha"),
+        ("alpha = [0.005, 0.01, 0.015, 0.02]", "alpha = [0.02, 0.02, 0.02, 0.02]", "[procedure] needs seeds, looks"),
         ("gate_exit_code = true", "gate_exit_code = 1", "gate_exit_code must be true or false"),
         ('profile = "paper"', 'profile = "huge"', "profile must be one of"),
         ("[tolerance.acc]", "[tolerance.acc", "cannot read TOML"),
@@ -666,13 +667,13 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     """B3 - a4 ACC of -1, +2, +2 (mean +1, sd sqrt 3): the sign of the mean never makes C3 SUPPORTED. The first look
     leaves it undecided; next_step names a4 alone on the second look's seeds (B3 already has them)."""
     b3 = decided.loc[(decided["run_id"] == "B3") & decided["seed"].isin([1993, 2023, 42]), "acc"].to_numpy()
-    table = decided.copy()
+    table = decided[~((decided["run_id"] == "a4") & decided["seed"].isin([1, 2, 3]))].copy()
     table.loc[table["run_id"] == "a4", "acc"] = b3 - np.array([-1.0, 2.0, 2.0])
     res, report = check(tmp_path, table)
-    assert claims(report)["C3"] == ("INCONCLUSIVE (look 1 of 3, 3 seeds, one-sided alpha 0.01: the next look adds "
+    assert claims(report)["C3"] == ("INCONCLUSIVE (look 1 of 4, 3 seeds, one-sided alpha 0.005: the next look adds "
                                     "seeds 1, 2, 3 for B3, a4; its undecided comparisons point for the claim)")
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2, 3]} and res.exit_code == 4
-    assert report["verdict"].startswith("UNDECIDED (C3 INCONCLUSIVE at look 1 of 3; next: seeds 1, 2, 3 of a4")
+    assert report["verdict"].startswith("UNDECIDED (C3 INCONCLUSIVE at look 1 of 4; next: seeds 1, 2, 3 of a4")
 
 
 def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
