@@ -66,7 +66,7 @@ EXIT_POLICY = (
 # The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated
 # before any re-run, awards the badge; tests/test_check.py recomputes it, so a change to the set is a
 # change to this line, in review.
-PAPER_SET_SHA256 = "4cd339477d429b06862d067410f9f33cc3ad13eb7fb40b9a105267d98ef28a1a"
+PAPER_SET_SHA256 = "e6d80a2236af9781c4882c0f88dc6b411a68dd1c43b3694dc95dc5d8d14de6e2"
 
 
 class UnwritableReport(click.ClickException):

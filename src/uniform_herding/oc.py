@@ -18,7 +18,9 @@ The models, in percentage points (pp), from the paper's own per-seed table (tab:
     set to the other's (C5: the budget sweep's true ACC spread shrunk to the retrieval sweep's).
   - a3 noisy miss: faithful, a3's ACC on the paper's seeds exactly 35.5, 39.0, 40.5.
 
-The tolerances of expected_results/tolerances.toml are derived here too (`derive_tolerances`), so the
+Beside the pass rates, `Bound`: the most that any rule at 5% could pass a faithful re-run with k seeds, so
+that a target no procedure can meet is shown to be one. The tolerances of expected_results/tolerances.toml
+are derived here too (`derive_tolerances`), so the
 rule and the simulation that calibrates it read side by side.
 """
 
