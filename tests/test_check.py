@@ -21,9 +21,11 @@ from uniform_herding.check import (
     NO_PAPER_VALUE,
     Expected,
     ExpectedError,
+    MetricCheck,
     compare,
     expected_dir_for,
     find_expected_root,
+    format_metrics,
     load_expected,
 )
 from uniform_herding.cli import main
@@ -740,3 +742,16 @@ def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_set
     assert "a2+memory=reservoir against a2 (memory=reservoir): MEASURED (no paper value)" in res.output, res.output
     assert "a2+memory=reservoir - a2 acc: 1993 -1.00, 2023 -1.00, 42 -1.00; mean -1.00" in res.output
 
+
+
+def test_the_metric_table_keeps_its_columns_and_prints_no_negative_zero() -> None:
+    """A verdict longer than the column (NOT CHECKED with 2 seeds) widens the column for every row, so each row's
+    seeds sit under the header's; a difference that rounds to zero prints +0.00 (expected values read back from
+    a CSV at 4 decimals gave -0.00)."""
+    rows = [MetricCheck("B3", "acc", (11.9061, 11.9061, 11.9061), (11.90607, 11.9061, 11.9061), 7.5),
+            MetricCheck("B3", "forgetting", (11.91, 11.92, 11.90), (11.9, 11.95), 14.0)]  # fmt: skip
+    header, first, second = format_metrics(rows)
+    assert "NOT CHECKED (2 of the expected seeds" in second
+    column = header.index("seeds") + 1  # " 3/3 " under "seeds"
+    assert first[column : column + 3] == "3/3" and second[column : column + 3] == "3/2", (header, first, second)
+    assert first.split()[4] == "+0.00"  # the diff column

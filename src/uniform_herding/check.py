@@ -660,20 +660,22 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
 
 
 def _num(x: float | None, fmt: str) -> str:
-    return "-" if x is None else f"{x:{fmt}}"
+    """x to 2 decimals (fmt's), "-" for none; a value that rounds to zero prints as 0.00, never -0.00."""
+    return "-" if x is None else f"{round(x, 2) + 0.0:{fmt}}"
 
 
 def format_metrics(checks: list[MetricCheck]) -> list[str]:
+    verdicts = [c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)" for c in checks]
+    width = max([27, *map(len, verdicts)])  # a long NOT CHECKED (...) widens the column, not the row
     lines = [
-        f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':27} "
+        f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':{width}} "
         f"{'seeds':>5}  {'Welch 95% CI of diff':21} equivalence at the tolerance (TOST, information)"
     ]
-    for c in checks:
+    for c, verdict in zip(checks, verdicts, strict=True):
         ci = "" if c.difference is None else c.welch_text()
-        verdict = c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)"
         lines.append(
             f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {_num(c.observed_mean, '8.2f'):>8} "
-            f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {verdict:27} "
+            f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {verdict:{width}} "
             f"{c.n_expected:>2}/{c.n_observed:<2}  {ci:21} {c.equivalence_text()}".rstrip()
         )
     uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
