@@ -69,6 +69,14 @@ def test_the_bound_is_the_one_sided_z_tests_power_at_the_weakest_comparison(monk
         k for k in range(3, 100) if stats.norm.cdf(d * math.sqrt(k) / sigma - stats.norm.ppf(0.95)) >= 0.95)
 
 
+def test_the_bound_of_a_comparison_with_no_true_effect_or_the_wrong_sign_is_5_percent() -> None:
+    """Where the true effect is <= 0, a rule that passes a zero effect at most 5% of the time, and larger deltas
+    no less readily, passes at most 5% however many seeds; the one-sided z-test's own power there is lower."""
+    bound = oc.Bound(effect=np.array([[-1.0], [0.0], [1.0]]), sigma=np.array([2.0]))
+    one = stats.norm.cdf(1.0 * math.sqrt(10) / 2.0 - stats.norm.ppf(0.95))
+    assert bound.at(10) == pytest.approx((0.05 + 0.05 + one) / 3)
+
+
 def test_the_bound_rises_with_seeds_and_stays_below_one_in_the_faithful_model() -> None:
     """The paper's own sampling error leaves some faithful worlds with a true effect near zero, so no number of
     seeds gets the bound to 1; and more seeds never lower it."""

@@ -20,8 +20,8 @@ The models, in percentage points (pp), from the paper's own per-seed table (tab:
 
 Beside the pass rates, `Bound`: the most that any rule at 5% could pass a faithful re-run with k seeds, so
 that a target no procedure can meet is shown to be one. The tolerances of expected_results/tolerances.toml
-are derived here too (`derive_tolerances`), so the
-rule and the simulation that calibrates it read side by side.
+are derived here too (`derive_tolerances`), so the rule and the simulation that calibrates it read side by
+side.
 """
 
 from __future__ import annotations
@@ -301,12 +301,13 @@ def paper_seconds(expected: Expected) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Bound:
-    """The most that any rule deciding each paired comparison of C1-C4 from its k per-seed deltas, passing it at
-    most TARGET_MISS of the time where its true effect is zero, can pass a faithful re-run. In one world, a
-    comparison with true effect d and per-seed SD sigma passes at most Phi(d sqrt(k) / sigma - z) of the time
-    (the one-sided z-test is the most powerful at every d > 0, and knowing sigma can only help); every
-    comparison must pass, so at most the least of these; averaged over the model's worlds. Their truths
-    differ from the paper's means by its own sampling error, so the bound stays below 1 however many seeds."""
+    """The most that any rule deciding each paired comparison of C1-C4 from its k per-seed deltas can pass a
+    faithful re-run, if it passes a comparison whose true effect is zero at most TARGET_MISS of the time and
+    passes no less readily the larger the deltas (so at most TARGET_MISS wherever the effect is <= 0). In one
+    world, a comparison with true effect d and per-seed SD sigma passes at most Phi(max(d, 0) sqrt(k) / sigma
+    - z) of the time (the one-sided z-test is the most powerful at every d > 0, and knowing sigma can only
+    help); every comparison must pass, so at most the least of these; averaged over the model's worlds. Their
+    truths differ from the paper's means by its own sampling error, so it stays below 1 however many seeds."""
 
     effect: np.ndarray  # [worlds, comparisons]: the true effects, signed so that > 0 is the claim
     sigma: np.ndarray  # [comparisons]: the per-seed SD of each comparison's paired delta
@@ -326,7 +327,7 @@ class Bound:
 
     def at(self, k: int) -> float:
         """The bound with k re-run seeds."""
-        power = stats.norm.cdf(self.effect * math.sqrt(k) / self.sigma - stats.norm.isf(TARGET_MISS))
+        power = stats.norm.cdf(self.effect.clip(0) * math.sqrt(k) / self.sigma - stats.norm.isf(TARGET_MISS))
         return float(power.min(1).mean())
 
     def seeds_for(self, target: float) -> int | None:
