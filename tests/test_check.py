@@ -743,7 +743,6 @@ def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_set
     assert "a2+memory=reservoir - a2 acc: 1993 -1.00, 2023 -1.00, 42 -1.00; mean -1.00" in res.output
 
 
-
 def test_the_metric_table_keeps_its_columns_and_prints_no_negative_zero() -> None:
     """A verdict longer than the column (NOT CHECKED with 2 seeds) widens the column for every row, so each row's
     seeds sit under the header's; a difference that rounds to zero prints +0.00 (expected values read back from

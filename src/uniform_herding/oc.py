@@ -123,7 +123,8 @@ class World:
         correlated exactly rho across run IDs per draw."""
         r, m = len(self.runs), self.factor.shape[0]
         z = math.sqrt(rho) * rng.standard_normal((1, n, m)) + math.sqrt(1 - rho) * rng.standard_normal((r, n, m))
-        return np.asarray(scale).reshape(-1, 1, m if np.ndim(scale) else 1) * (z @ self.factor.T)
+        scale = np.asarray(scale)
+        return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
 
 
 @dataclass(frozen=True)
