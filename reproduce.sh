@@ -22,19 +22,24 @@ Targets:
             path; a timed step and the estimated hours of every run ID (uh doctor)
   RUN_ID    one run ID, every seed: ${RUN_IDS[*]}; beyond the paper: ${BEYOND_PAPER_IDS[*]}
   all       the paper's twelve run IDs in turn (finished runs are skipped; a failed run does not
-            stop the others and is reported at the end), then check and report
+            stop the others and is reported at the end, after check and report), then the procedure
+            to a decided verdict, as 'next'. With --paper-runs-only, or seeds of your own (--seeds),
+            it checks and reports once after the twelve
   refresh   beyond the paper: the refresh-isolation study, ${REFRESH_IDS[*]} (r1-r3 and the
             runs they are compared with), in turn as 'all' does, then check and report
   smoke     the kick-the-tires run: the paper's twelve run IDs under the tiny synthetic 'smoke'
             profile (CPU, minutes, no download) into a scratch results directory, then check and
             report (r1-r3 too: ./reproduce.sh refresh --profile smoke --results-dir results-smoke);
             runs on every core at once unless --executor or --jobs says otherwise
-  next      where check said UNDECIDED (exit 4): the run IDs and pre-registered seeds of the claims'
-            next look (next_step in the results' check_report.json), then check again, look by
-            look, until the verdict is decided; then report
+  next      the procedure: check; while check says INCOMPLETE (exit 3) or UNDECIDED (exit 4) and
+            the results' check_report.json names a next_step (the paper runs still missing, or the
+            claims' next look), its run IDs on its pre-registered seeds, then check again; it stops
+            when next_step is empty (the verdict is decided, or the registered seeds are spent),
+            then reports and exits with check's status
   check     compare the results with expected_results/ (verdicts per run ID and claim; exit 0
-            RESULTS REPLICATED, 1 NOT REPLICATED, 3 INCOMPLETE, 4 UNDECIDED: ./reproduce.sh next,
-            5 INCONCLUSIVE)
+            RESULTS REPLICATED, 1 NOT REPLICATED, 2 bad input, 3 INCOMPLETE and 4 UNDECIDED:
+            ./reproduce.sh next, 5 INCONCLUSIVE, 6 EXPECTED SET MATCHED: an expected set other
+            than the shipped paper set matched, no badge)
   report    tables and figures from the results
   test      the project's test suite (python -m pytest -q)
 
@@ -50,10 +55,13 @@ Options:
   --results-dir R      results directory (default: \$UH_RESULTS_DIR, else the repo's ./results;
                        for smoke: \$UH_SMOKE_RESULTS_DIR, else ./results-smoke)
   --force              run again even if a result exists
+  --paper-runs-only    all: stop after the paper's 36 runs (check and report once); ./reproduce.sh
+                       next goes on from there
   --executor E         local: every (run ID, seed) as a submitit job on this machine, one per
                        visible GPU (one per CPU core without one); slurm: all of them as one
-                       Slurm job array, then follow with 'uh status' and run check and report
-                       when it is done (docs/cluster.md; UH_SLURM_* set partition, time, ...).
+                       Slurm job array, then follow with 'uh status'; when it is done, run
+                       ./reproduce.sh next after all, check and report after the others
+                       (docs/cluster.md; UH_SLURM_* set partition, time, ...).
                        Default: \$UH_EXECUTOR, else one run after another. Results do not depend on it
   --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
                        (default: \$UH_JOBS)
@@ -95,6 +103,7 @@ profile=""
 data_dir=""
 results_dir=""
 force=0
+paper_runs_only=0
 jobs=""
 executor=""
 device=""
@@ -115,6 +124,7 @@ while [[ $# -gt 0 ]]; do
         --results-dir) need_value "$@"; results_dir=$2; shift 2 ;;
         --results-dir=*) results_dir=${1#*=}; shift ;;
         --force) force=1; shift ;;
+        --paper-runs-only) paper_runs_only=1; shift ;;
         --jobs) need_value "$@"; jobs=$2; shift 2 ;;
         --jobs=*) jobs=${1#*=}; shift ;;
         --executor) need_value "$@"; executor=$2; shift 2 ;;
@@ -144,6 +154,9 @@ done
 [[ -z "$device" || "$device" == auto || "$device" == cuda || "$device" == cpu ]] ||
     usage_error "--device '$device' is not auto, cuda or cpu"
 [[ "$target" != next || ${#seeds[@]} -eq 0 ]] || usage_error "next takes its seeds from the procedure, not --seed"
+[[ "$paper_runs_only" == 0 || "$target" == all ]] || usage_error "--paper-runs-only goes with the target all"
+# The procedure runs the registered seeds: `all` on seeds of one's own checks once (./reproduce.sh next goes on).
+[[ "$target" != all || ${#seeds[@]} -eq 0 ]] || paper_runs_only=1
 if [[ "$target" == smoke ]]; then
     [[ -z "$profile" || "$profile" == smoke ]] || usage_error "smoke always uses --profile smoke"
     [[ -z "$device" || "$device" == cpu ]] || usage_error "smoke always runs on the CPU (--device cpu)"
@@ -207,6 +220,7 @@ check_args=()
 
 report_args=()
 [[ -z "$results_dir" ]] || report_args+=(--results-dir "$results_dir")
+readonly CHECK_REPORT=${results_dir:-$REPO_DIR/results}/check_report.json  # what uh check writes
 
 doctor_args=()
 [[ -z "$profile" ]] || doctor_args+=(--profile "$profile")
@@ -220,11 +234,17 @@ run_uh() {
     "$UH" "$@"
 }
 
-# check and report, each run even if the other fails; returns the first failure's status.
-check_and_report() {
-    local rc=0 status
-    run_uh check ${check_args[@]+"${check_args[@]}"} || { status=$?; log "uh check exited $status"; rc=$status; }
-    [[ $rc -ne 4 ]] || log "UNDECIDED: ./reproduce.sh next runs the claims' next look (check_report.json's next_step)"
+# Exit at once when uh was stopped by SIGINT or SIGTERM (Ctrl-C, `docker stop`: 128 + signal). $2: what ran.
+stop_if_interrupted() {
+    if [[ $1 -eq 130 || $1 -eq 143 ]]; then
+        log "$2 interrupted (exit $1); its last finished task is kept, re-run to resume"
+        exit "$1"
+    fi
+}
+
+# report after a check that exited $1: returns $1, or report's status where check passed and report failed.
+report_after() {
+    local rc=$1 status
     run_uh report ${report_args[@]+"${report_args[@]}"} || {
         status=$?
         log "uh report exited $status"
@@ -233,44 +253,116 @@ check_and_report() {
     return "$rc"
 }
 
-# each given run ID in turn, then check and report; a failed run does not stop the others, a signal does.
-# run_each GROUP ID...: the IDs in turn, then check and report; on Slurm one array of the group instead.
+# check and report once, each run even if the other fails; returns the first failure's status.
+check_and_report() {
+    local rc=0
+    run_uh check ${check_args[@]+"${check_args[@]}"} || { rc=$?; log "uh check exited $rc"; }
+    [[ $rc -ne 3 && $rc -ne 4 ]] ||
+        log "./reproduce.sh next runs what check_report.json's next_step names and checks again, to a decided verdict"
+    report_after "$rc"
+}
+
+# Three lines from check_report.json, if the check that just exited $1 wrote it: next_step's run IDs, next_step's
+# seeds (both empty when next_step is {}), and the verdict, last as it is never empty ($(...) drops empty lines last).
+read_check_report() {
+    "$python" - "$CHECK_REPORT" "$1" <<'EOF'
+import json, sys
+try:
+    with open(sys.argv[1]) as f:
+        report = json.load(f)
+except (OSError, ValueError):
+    report = {}
+if report.get("exit_code") != int(sys.argv[2]):  # an older check's report: this one stopped before writing
+    report = {"verdict": f"not written (uh check exited {sys.argv[2]}; its message is above)"}
+step = report.get("next_step") or {}
+print(*step.get("run_ids", []))
+print(*step.get("seeds", []))
+print(report.get("verdict") or "?")
+EOF
+}
+
+# The procedure (`next`, and `all` after its runs): check; while check says INCOMPLETE (3) or UNDECIDED (4) and
+# names a next_step, run its run IDs on its seeds and check again; then report. Exits with check's status
+# (report's where check passed and report failed), after a line with the verdict.
+follow_procedure() {
+    local rc status state verdict ids seeds seed step last="" step_args
+    [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
+    while true; do
+        rc=0
+        run_uh check ${check_args[@]+"${check_args[@]}"} || rc=$?
+        state=$(read_check_report "$rc")
+        { read -r -a ids; read -r -a seeds; read -r verdict; } <<<"$state"
+        [[ ($rc -eq 3 || $rc -eq 4) && ${#ids[@]} -gt 0 ]] || break
+        step="${ids[*]} on seeds ${seeds[*]}"
+        if [[ "$step" == "$last" ]]; then
+            log "next_step asks again for $step, which just ran and left the verdict as it was; stopping: see uh check's output above and uh status"
+            exit 1
+        fi
+        last=$step
+        step_args=()
+        for seed in ${seeds[@]+"${seeds[@]}"}; do step_args+=(--seed "$seed"); done
+        log "check exited $rc; its next_step: $step"
+        status=0
+        run_uh run "${ids[@]}" ${step_args[@]+"${step_args[@]}"} ${run_args[@]+"${run_args[@]}"} || status=$?
+        stop_if_interrupted "$status" "$step"
+        if [[ $status -ne 0 ]]; then
+            log "FAILED: $step (uh run exited $status); once the cause is fixed (uh status), ./reproduce.sh next goes on"
+            exit 1
+        fi
+    done
+    status=0
+    report_after "$rc" || status=$?
+    log "verdict $verdict (exit $status)"
+    exit "$status"
+}
+
+# run_each GROUP THEN ID...: the IDs in turn (a failed run does not stop the others, a signal does), then
+# THEN: `procedure` (follow_procedure) or `check` (check and report once); on Slurm one array of the group
+# instead, and exit.
 run_each() {
-    local group=$1 id start status rc failed=()
-    shift
+    local group=$1 then=$2 id start status rc failed=()
+    shift 2
     if [[ "${executor:-${UH_EXECUTOR:-}}" == slurm ]]; then  # one array of every run; returns after submitting
         run_uh run "$group" ${run_args[@]+"${run_args[@]}"}
-        log "when 'uh status' shows every run done: ./reproduce.sh check; ./reproduce.sh report"
+        if [[ "$then" == procedure ]]; then
+            log "when 'uh status' shows every run done: ./reproduce.sh next (check, then the procedure's runs to a decided verdict, then report)"
+        else
+            log "when 'uh status' shows every run done: ./reproduce.sh check; ./reproduce.sh report"
+        fi
         exit 0
     fi
     for id in "$@"; do
         start=$SECONDS
-        if run_uh run "$id" ${run_args[@]+"${run_args[@]}"}; then
+        status=0
+        run_uh run "$id" ${run_args[@]+"${run_args[@]}"} || status=$?
+        stop_if_interrupted "$status" "$id"
+        if [[ $status -eq 0 ]]; then
             log "$id done ($((SECONDS - start)) s)"
         else
-            status=$?
-            if [[ $status -eq 130 || $status -eq 143 ]]; then  # SIGINT / SIGTERM: stop everything
-                log "$id interrupted (exit $status); its last finished task is kept, re-run to resume"
-                exit "$status"
-            fi
             log "$id FAILED (exit $status after $((SECONDS - start)) s); going on with the others"
             failed+=("$id")
         fi
     done
-    rc=0
-    check_and_report || rc=$?
     if [[ ${#failed[@]} -gt 0 ]]; then
+        check_and_report || true
         log "FAILED run IDs: ${failed[*]} (re-run one with: ./reproduce.sh ID)"
         exit 1
     fi
     log "all $# run IDs done"
+    [[ "$then" != procedure ]] || follow_procedure
+    rc=0
+    check_and_report || rc=$?
     exit "$rc"
 }
 
 # --- targets -----------------------------------------------------------------------------------------
 case "$target" in
-    all) run_each all "${RUN_IDS[@]}" ;;
-    refresh) run_each refresh "${REFRESH_IDS[@]}" ;;
+    all)
+        then=procedure
+        [[ "$paper_runs_only" == 0 ]] || then=check
+        run_each all "$then" "${RUN_IDS[@]}"
+        ;;
+    refresh) run_each refresh check "${REFRESH_IDS[@]}" ;;
     smoke)
         [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
         run_uh run all ${run_args[@]+"${run_args[@]}"}
@@ -279,24 +371,7 @@ case "$target" in
         ;;
     doctor) run_uh doctor ${doctor_args[@]+"${doctor_args[@]}"} ;;
     check) run_uh check ${check_args[@]+"${check_args[@]}"} ;;
-    next)
-        report_json=${results_dir:-$REPO_DIR/results}/check_report.json
-        [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
-        while true; do
-            rc=0
-            run_uh check ${check_args[@]+"${check_args[@]}"} || rc=$?
-            [[ $rc -eq 4 ]] || break
-            # next_step: {"run_ids": [...], "seeds": [...]}, written by the check just above
-            read -r -a step_ids < <("$python" -c 'import json,sys; print(*json.load(open(sys.argv[1]))["next_step"]["run_ids"])' "$report_json")
-            read -r -a step_seeds < <("$python" -c 'import json,sys; print(*json.load(open(sys.argv[1]))["next_step"]["seeds"])' "$report_json")
-            step_args=()
-            for seed in "${step_seeds[@]}"; do step_args+=(--seed "$seed"); done
-            log "the claims' next look: ${step_ids[*]} on seeds ${step_seeds[*]}"
-            run_uh run "${step_ids[@]}" "${step_args[@]}" ${run_args[@]+"${run_args[@]}"}
-        done
-        run_uh report ${report_args[@]+"${report_args[@]}"} || true
-        exit "$rc"
-        ;;
+    next) follow_procedure ;;
     report) run_uh report ${report_args[@]+"${report_args[@]}"} ;;
     test)
         if [[ "${UH_IN_CONTAINER:-0}" == 1 ]]; then

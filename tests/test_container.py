@@ -420,20 +420,43 @@ FAKE_UH = """\
 #!{python}
 # A stand-in for `uh`: logs its argv as one JSON line; fails for `run $FAKE_UH_FAIL` and for the
 # command named in $FAKE_UH_FAIL_COMMAND, with exit status $FAKE_UH_STATUS (default 3). With
-# $FAKE_UH_UNDECIDED (a check_report.json path), its first `check` writes a next_step there and exits 4.
+# $FAKE_UH_CHECKS (a JSON list of [exit code, next_step]), its n-th `check` writes the n-th verdict to
+# <results-dir>/check_report.json as `uh check` does and exits with its code (99 past the list's end).
 import json, os, sys
 args = sys.argv[1:]
-with open(os.environ["FAKE_UH_LOG"], "a") as log:
+with open(os.environ["FAKE_UH_LOG"], "a+") as log:
+    log.seek(0)
+    checks_before = sum(json.loads(line)[:1] == ["check"] for line in log)
     log.write(json.dumps(args) + "\\n")
-undecided = os.environ.get("FAKE_UH_UNDECIDED")
-if args[:1] == ["check"] and undecided and not os.path.exists(undecided):
-    with open(undecided, "w") as report:
-        json.dump({{"next_step": {{"run_ids": ["B1", "B3"], "seeds": [1, 2, 3]}}}}, report)
-    sys.exit(4)
+scripted = os.environ.get("FAKE_UH_CHECKS")
+if args[:1] == ["check"] and scripted:
+    verdicts = json.loads(scripted)
+    if checks_before >= len(verdicts):
+        sys.exit(99)
+    code, step = verdicts[checks_before]
+    word = {{0: "RESULTS REPLICATED", 1: "NOT REPLICATED", 3: "INCOMPLETE", 4: "UNDECIDED", 6: "EXPECTED SET MATCHED"}}
+    report = {{"verdict": f"{{word[code]}} (look {{checks_before + 1}})", "next_step": step, "exit_code": code}}
+    with open(os.path.join(args[args.index("--results-dir") + 1], "check_report.json"), "w") as out:
+        json.dump(report, out)
+    sys.exit(code)
 fail_run, fail_command = os.environ.get("FAKE_UH_FAIL"), os.environ.get("FAKE_UH_FAIL_COMMAND")
 if args[:2] == ["run", fail_run] or args[:1] == [fail_command]:
     sys.exit(int(os.environ.get("FAKE_UH_STATUS", "3")))
 """
+
+
+def checks(*verdicts: tuple[int, dict]) -> str:
+    """FAKE_UH_CHECKS: what the fake's successive `check` calls decide, each (exit code, next_step)."""
+    return json.dumps(list(verdicts))
+
+
+def step(run_ids: str, seeds: str) -> dict:
+    return {"run_ids": run_ids.split(), "seeds": [int(s) for s in seeds.split()]}
+
+
+def step_run(run_ids: str, seeds: str, *more: str) -> list[str]:
+    """The `uh run` argv of a next_step."""
+    return ["run", *run_ids.split(), *(a for s in seeds.split() for a in ("--seed", s)), *more]
 
 
 @pytest.fixture
@@ -497,13 +520,99 @@ def test_next_runs_next_step_and_checks_again_until_decided(reproduce, tmp_path)
     stops at the first verdict that is not UNDECIDED; then reports. Seeds come from the procedure only."""
     results = str(tmp_path / "r")
     Path(results).mkdir()
-    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_UNDECIDED=f"{results}/check_report.json")
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3")),
+                                                                                       (0, {})))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert calls == [["check", "--results-dir", results],
                      ["run", "B1", "B3", "--seed", "1", "--seed", "2", "--seed", "3", "--results-dir", results],
                      ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
     result, calls = reproduce("next", "--seed", "5")
     assert result.returncode == 2 and calls == [] and "next takes its seeds from the procedure" in result.stderr
+
+
+def test_all_follows_the_procedure_look_by_look_until_the_verdict_is_decided(reproduce, tmp_path):
+    """`all` on an empty results dir: the 36 paper runs, then check; while check names a next_step, its runs on
+    its seeds and check again (two looks here); then report, exiting with the decided verdict's code."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    verdicts = checks((4, step("B1 B2 B3 a4", "1 2 3")), (4, step("B3 a4", "4 5 6")), (1, {}))
+    result, calls = reproduce("all", "--results-dir", results, FAKE_UH_CHECKS=verdicts)
+    assert result.returncode == 1, result.stderr
+    assert calls == [*(["run", run_id, "--results-dir", results] for run_id in PAPER_RUNS),
+                     ["check", "--results-dir", results],
+                     step_run("B1 B2 B3 a4", "1 2 3", "--results-dir", results),
+                     ["check", "--results-dir", results],
+                     step_run("B3 a4", "4 5 6", "--results-dir", results),
+                     ["check", "--results-dir", results],
+                     ["report", "--results-dir", results]]  # fmt: skip
+    assert result.stderr.strip().splitlines()[-1] == "reproduce.sh: verdict NOT REPLICATED (look 3) (exit 1)"
+
+
+def test_all_paper_runs_only_stops_after_the_36_runs(reproduce, tmp_path):
+    """--paper-runs-only: the 36 runs, check and report once, whatever check's next_step; so does `all` with seeds
+    of the user's own (the procedure's seeds are registered). Both say that `next` goes on."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    for options in (["--paper-runs-only"], ["--seed", "7"]):
+        result, calls = reproduce("all", *options, "--results-dir", results,
+                                  FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))))  # fmt: skip
+        assert result.returncode == 4, result.stderr
+        seeds = options[1:] and ["--seed", "7"]
+        assert calls == [*(["run", run_id, *seeds, "--results-dir", results] for run_id in PAPER_RUNS),
+                         ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+        assert "./reproduce.sh next" in result.stderr
+
+
+def test_next_follows_an_incomplete_verdicts_next_step_too(reproduce, tmp_path):
+    """INCOMPLETE (exit 3) with a next_step (a re-run of B1 B2 B3 only: the other run IDs on the paper's seeds):
+    run it and check again, as for UNDECIDED."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    others = "B0 a1 a2 a3 a4 s1 s2 s3 s4"
+    result, calls = reproduce("next", "--results-dir", results,
+                              FAKE_UH_CHECKS=checks((3, step(others, "1993 2023 42")), (6, {})))  # fmt: skip
+    assert result.returncode == 6, result.stderr
+    assert calls == [["check", "--results-dir", results],
+                     step_run(others, "1993 2023 42", "--results-dir", results),
+                     ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+    assert result.stderr.strip().splitlines()[-1] == "reproduce.sh: verdict EXPECTED SET MATCHED (look 2) (exit 6)"
+
+
+def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, tmp_path):
+    """A next_step that names exactly the runs just run (they did not change the verdict) stops the loop, exit 1,
+    naming them, instead of running them for ever."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    again = (4, step("B1 B3", "1 2 3"))
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(again, again, again, (0, {})))
+    assert result.returncode == 1, result.stderr
+    assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results),
+                     ["check", "--results-dir", results]]  # fmt: skip
+    last = result.stderr.strip().splitlines()[-1]
+    assert "again" in last and "B1 B3" in last and "1 2 3" in last
+
+
+@pytest.mark.parametrize(("status", "code"), [("3", 1), ("130", 130)])
+def test_next_stops_when_a_next_step_run_fails(reproduce, tmp_path, status, code):
+    """A next_step run that fails stops the procedure (exit 1, naming it; a signal's status when interrupted)."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))),
+                              FAKE_UH_FAIL="B1", FAKE_UH_STATUS=status)  # fmt: skip
+    assert result.returncode == code
+    assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results)]
+    assert "B1 B3 on seeds 1 2 3" in result.stderr.strip().splitlines()[-1]
+
+
+def test_next_fails_when_report_fails(reproduce, tmp_path):
+    """A report that crashes after a passing check is not hidden: logged, and the exit status is not 0."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})),
+                              FAKE_UH_FAIL_COMMAND="report")  # fmt: skip
+    assert result.returncode == 3
+    assert calls == [["check", "--results-dir", results], ["report", "--results-dir", results]]
+    assert "uh report exited 3" in result.stderr
 
 
 def test_all_fails_when_check_fails_but_still_reports(reproduce):
@@ -650,7 +759,7 @@ def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):
     result, calls = reproduce("all", "--executor", "slurm")
     assert result.returncode == 0, result.stderr
     assert calls == [["run", "all", "--executor", "slurm"]]
-    assert "./reproduce.sh check" in result.stderr
+    assert "./reproduce.sh next" in result.stderr  # it goes on with the procedure once the array is done
 
 
 @pytest.mark.parametrize(
@@ -667,6 +776,8 @@ def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):
         ("smoke", "--jobs", "0"),
         ("B3", "--jobs=two"),
         ("B3", "--executor", "cloud"),
+        ("B3", "--paper-runs-only"),
+        ("next", "--paper-runs-only"),
     ],
 )
 def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):
