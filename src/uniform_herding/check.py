@@ -24,6 +24,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,30 +44,34 @@ NO_EXPECTATION = "NOT CHECKED (no expected values)"
 NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
 MEASURED = "MEASURED (no paper value)"
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE"
+PENDING = "UNDECIDED"  # a claim a look left undecided, with looks to come (INCONCLUSIVE is after the last)
 NOT_EVIDENCE = "NOT EVIDENCE"
 RESULTS_REPLICATED, RESULTS_NOT_REPLICATED = "RESULTS REPLICATED", "NOT REPLICATED"
 INCOMPLETE, UNDECIDED = "INCOMPLETE", "UNDECIDED"  # and INCONCLUSIVE: the procedure ended, a claim undecided
 SET_MATCHED = "EXPECTED SET MATCHED"  # every rule passed against a set other than the shipped paper set: no badge
 PIPELINE_PASSED, PIPELINE_FAILED = "PIPELINE CHECK PASSED", "PIPELINE CHECK FAILED"
 OUTCOME_VERDICT = {"supports": SUPPORTED, "contradicts": NOT_SUPPORTED, "undecided": INCONCLUSIVE}
+NOT_CHECKED = "NOT CHECKED"
 
 # The exit codes, one per state, so that a script can tell them apart.
 EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_UNDECIDED, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4, 5
+EXIT_MATCHED = 6
 EXIT_POLICY = (
-    "Exit code: 0 RESULTS REPLICATED (the shipped paper set only), EXPECTED SET MATCHED or PIPELINE CHECK "
-    "PASSED; 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
+    "Exit code: 0 RESULTS REPLICATED (the shipped paper set only) or PIPELINE CHECK PASSED (other "
+    "profiles); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
     "set gates on claims, a claim NOT SUPPORTED); 2 unusable or mismatched inputs, or a JSON report that "
-    "cannot be written; 3 INCOMPLETE (nothing failed, but runs of the expected seeds, or an expected set, are "
-    "missing); 4 UNDECIDED (nothing failed, a claim needs the procedure's next look: run next_step, e.g. "
-    "./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing failed, the procedure's last look left a "
-    "claim undecided: no badge, and no evidence against the paper). Findings C6-C8 (beyond the paper) and "
-    "variants (uh run --set, uh sweep) never change it."
+    "cannot be written; 3 INCOMPLETE (nothing failed, but runs, or an expected set, are missing: next_step "
+    "names the runs); 4 UNDECIDED (nothing failed, a claim needs the procedure's next look: run next_step, "
+    "e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing failed, the procedure's last look "
+    "left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every rule passed against a set of profile "
+    "paper that is not the shipped one: no badge). Findings C6-C8 (beyond the paper) and variants (uh run "
+    "--set, uh sweep) never change it."
 )
 
 # The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated
 # before any re-run, awards the badge; tests/test_check.py recomputes it, so a change to the set is a
 # change to this line, in review.
-PAPER_SET_SHA256 = "e6d80a2236af9781c4882c0f88dc6b411a68dd1c43b3694dc95dc5d8d14de6e2"
+PAPER_SET_SHA256 = "d74a521e202d4313ee3501842e901e625199ecc31b50a6e659c160dcae662678"
 
 
 class UnwritableReport(click.ClickException):
@@ -85,7 +90,8 @@ class ExpectedError(ValueError):
 @dataclass(frozen=True)
 class Expected:
     """One expected set: a profile, its per-seed values and the tolerances stated in advance (one per metric,
-    or one per metric and run ID), the metrics that gate, and the claims' sequential procedure if any."""
+    or one per metric and run ID, or a `rule` deriving each from the per-seed values and the seeds counted),
+    the metrics that gate, and the claims' sequential procedure if any."""
 
     directory: Path
     profile: str
@@ -95,15 +101,39 @@ class Expected:
     gate: tuple[str, ...] = tuple(METRICS)
     procedure: decide.Procedure | None = None
     sha256: str = ""
+    rule: decide.Rule | None = None
 
-    def tolerance_for(self, run_id: str, metric: str) -> float:
-        tol = self.tolerance[metric]
-        return float(tol[run_id] if isinstance(tol, dict) else tol)
+    @cached_property
+    def spreads(self) -> dict[str, decide.Spread]:
+        """Per metric, the run IDs' spreads moderated across the set (decide.moderated_spread): what `rule` uses."""
+        out = {}
+        for metric in METRICS:
+            groups = self.per_seed.groupby("run_id", sort=False)[metric]
+            d = {len(v) for _, v in groups}
+            if len(d) != 1 or d.pop() < 2:
+                raise ExpectedError(f"{self.directory}: a derived tolerance needs the same seeds (2 or more) for "
+                                    "every run ID of the set")  # fmt: skip
+            out[metric] = decide.moderated_spread(groups.var(ddof=1).to_dict(), len(self.seeds) - 1)
+        return out
+
+    def tolerance_for(self, run_id: str, metric: str, k: int | None = None) -> float:
+        """The tolerance with k counted re-run seeds (default: as many as the set has)."""
+        if self.rule is None:
+            tol = self.tolerance[metric]
+            return float(tol[run_id] if isinstance(tol, dict) else tol)
+        spread, n = self.spreads[metric], len(self.seeds)
+        return self.rule.tolerance(spread.sd[run_id], spread.df, n, k or n)
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        """The expected set's seeds, in its CSV's order: the only seeds a metric verdict counts."""
-        return tuple(int(s) for s in dict.fromkeys(self.per_seed["seed"]))
+        """The expected set's seeds, in the procedure's order where it registers one, else the CSV's."""
+        own = [int(s) for s in dict.fromkeys(self.per_seed["seed"])]
+        return tuple(sorted(own, key=self.registered.index)) if self.procedure else tuple(own)
+
+    @property
+    def registered(self) -> tuple[int, ...]:
+        """Every seed a re-run may count, in order: the procedure's, else the set's own."""
+        return self.procedure.seeds if self.procedure else tuple(dict.fromkeys(int(s) for s in self.per_seed["seed"]))
 
     @property
     def shipped(self) -> bool:
@@ -148,10 +178,22 @@ def _procedure(doc: dict[str, Any], seeds: tuple[int, ...], where: Path) -> deci
         procedure = decide.Procedure(tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]))
     except (TypeError, KeyError, ValueError) as e:
         raise ExpectedError(f"{where}: [procedure] needs seeds, looks and alpha ({e})") from None
-    if procedure.seeds_at(0) != seeds:
-        raise ExpectedError(f"{where}: [procedure] seeds must begin with the set's own seeds {list(seeds)}, "
+    if set(procedure.seeds_at(0)) != set(seeds):
+        raise ExpectedError(f"{where}: [procedure] seeds must begin with the set's own seeds {sorted(seeds)}, "
                             "and its first look must count exactly them")  # fmt: skip
     return procedure
+
+
+def _rule(doc: dict[str, Any], n_gating: int, where: Path) -> decide.Rule | None:
+    """[derive]: tau (pp) and the family's alpha, split over the gating metrics; None where the set states
+    its tolerances as numbers ([tolerance])."""
+    table = doc.get("derive")
+    if table is None:
+        return None
+    tau, alpha = table.get("tau"), table.get("family_alpha") if isinstance(table, dict) else None
+    if not (_is_tolerance(tau) and _is_tolerance(alpha) and 0 < alpha < 1) or set(table) != {"tau", "family_alpha"}:
+        raise ExpectedError(f"{where}: [derive] needs exactly tau (pp, >= 0) and family_alpha (in (0, 1))")
+    return decide.Rule(float(tau), float(alpha) / n_gating)
 
 
 def load_expected(directory: Path) -> Expected:
@@ -162,14 +204,16 @@ def load_expected(directory: Path) -> Expected:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ExpectedError(f"{toml_path}: cannot read TOML ({e})") from None
-    unknown = set(doc) - {"profile", "per_seed", "tolerance", "claims", "gate", "procedure"}
+    unknown = set(doc) - {"profile", "per_seed", "tolerance", "derive", "claims", "gate", "procedure"}
     if unknown:
         raise ExpectedError(f"{toml_path}: unknown key(s) {', '.join(sorted(unknown))}")
     if doc.get("profile") not in PROFILES:
         raise ExpectedError(
             f"{toml_path}: profile must be one of {', '.join(PROFILES)}, got {doc.get('profile')!r}"
         )
-    tolerance = doc.get("tolerance")
+    if ("tolerance" in doc) == ("derive" in doc):
+        raise ExpectedError(f"{toml_path}: give either [tolerance] (the numbers) or [derive] (the rule), not both")
+    tolerance = doc.get("tolerance", dict.fromkeys(METRICS, 0.0))
     if not isinstance(tolerance, dict) or set(tolerance) != set(METRICS):
         raise ExpectedError(f"{toml_path}: [tolerance] must set exactly {', '.join(METRICS)}")
     for metric, value in tolerance.items():
@@ -191,13 +235,21 @@ def load_expected(directory: Path) -> Expected:
             f"{csv_path} not found; produce it with "
             f"`uh aggregate --results-dir results --per-seed-out {csv_path}`"
         )
-    per_seed = read_per_seed_csv(csv_path)
+    try:
+        csv = csv_path.read_bytes()  # read once: the bytes hashed are the bytes parsed
+    except OSError as e:
+        raise ExpectedError(f"{csv_path}: cannot read ({e.strerror or e})") from None
+    per_seed = read_per_seed_csv(csv_path, csv)
     for metric, value in tolerance.items():
         if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
             raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
-    digest = hashlib.sha256(raw + csv_path.read_bytes()).hexdigest()
-    expected = Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate), None, digest)
-    return replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
+    digest = hashlib.sha256(raw + csv).hexdigest()
+    expected = Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate), None, digest,
+                        _rule(doc, len(gate) * per_seed["run_id"].nunique(), toml_path))  # fmt: skip
+    expected = replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
+    if expected.rule is not None:
+        expected.spreads  # noqa: B018 (refuse a set the rule cannot use now, not at the first metric)
+    return expected
 
 
 # --- per-metric verdicts -----------------------------------------------------------------------
@@ -273,10 +325,21 @@ class MetricCheck:
                 "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()}}  # fmt: skip
 
 
+def counted_seeds(registered: tuple[int, ...], have: set[int]) -> tuple[int, ...]:
+    """The seeds a metric counts: the registered seeds in their order, as far as the re-run has them without a
+    gap. So every seed the procedure asked for counts, and no other: a metric can be neither diluted nor
+    shopped for with other seeds, nor spared the seeds it ran."""
+    counted = []
+    for seed in registered:
+        if seed not in have:
+            break
+        counted.append(seed)
+    return tuple(counted)
+
+
 def compare(expected: Expected, observed: pd.DataFrame) -> list[MetricCheck]:
-    """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on the expected set's
-    seeds only: a metric's verdict can be neither diluted nor shopped for with other seeds."""
-    counted = set(expected.seeds)
+    """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on its counted_seeds: the
+    set's seeds first, then the procedure's, in order."""
 
     def by_run(table: pd.DataFrame) -> dict[str, list[tuple[Any, ...]]]:
         rows: dict[str, list[tuple[Any, ...]]] = {}
@@ -287,13 +350,16 @@ def compare(expected: Expected, observed: pd.DataFrame) -> list[MetricCheck]:
     observed_by, expected_by = by_run(observed), by_run(expected.per_seed)
     checks = []
     for run_id in (r for r in RUNS if r in observed_by):
-        uncounted = tuple(sorted({int(row[1]) for row in observed_by[run_id]} - counted))
-        obs = [row for row in observed_by[run_id] if row[1] in counted]
+        by_seed = {int(row[1]): row for row in observed_by[run_id]}
+        counted = counted_seeds(expected.registered, set(by_seed))
+        uncounted = tuple(sorted(set(by_seed) - set(counted)))
+        obs = [by_seed[seed] for seed in counted]
         exp = expected_by.get(run_id, [])
         for k, metric in enumerate(METRICS, start=2):
             checks.append(MetricCheck(run_id, metric, tuple(float(row[k]) for row in exp),
                                       tuple(float(row[k]) for row in obs),
-                                      expected.tolerance_for(run_id, metric) if exp else 0.0, metric in expected.gate,
+                                      expected.tolerance_for(run_id, metric, max(len(obs), 1)) if exp else 0.0,
+                                      metric in expected.gate,
                                       uncounted))  # fmt: skip
     return checks
 
@@ -406,6 +472,7 @@ class ClaimCheck:
     look: int | None = None
     looks: int | None = None
     next_seeds: tuple[int, ...] = ()
+    below_paper: tuple[str, ...] = ()  # after the last look: comparisons whose interval excludes the paper's effect
 
 
 def _shared_seeds(table: pd.DataFrame, runs: tuple[str, ...]) -> tuple[str | None, pd.DataFrame]:
@@ -436,26 +503,42 @@ def _n_seeds(n: int) -> str:
     return f"{n} seed" if n == 1 else f"{n} seeds"
 
 
-def _interval_text(test: decide.PairedTest) -> str:
-    ci = test.interval()
+def _level(alpha: float) -> str:
+    """The two-sided level whose interval excludes 0 exactly when a one-sided test at `alpha` decides."""
+    return f"{100 * (1 - 2 * alpha):.4g}%"
+
+
+def _interval_text(test: decide.PairedTest, alpha: float = decide.ALPHA) -> str:
+    ci = test.interval(alpha)
     if ci is None:
         return f"no interval ({_n_seeds(test.n)} shared; a claim needs {decide.MIN_SEEDS})"
-    return (f"90% t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({test.n - 1} df), "
+    return (f"{_level(alpha)} t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({test.n - 1} df), "
             f"one-sided {decide.p_text(test.p_value(test.sign))}")  # type: ignore[arg-type]
 
 
-def _evidence_line(c: Comparison, decided: bool, alpha: float = decide.ALPHA) -> str:
+def _evidence_line(c: Comparison, decided: bool, alpha: float = decide.ALPHA, against: float | None = None,
+                   paper: float | None = None) -> str:  # fmt: skip
+    """One comparison: its deltas, mean, interval at the look's level and outcome; where `paper` (the paper's own
+    mean delta) is given, whether the interval holds it."""
     test = c.test
     line = (f"{c.label}: {_seeds(c.deltas, '+.2f')}; mean {test.mean:+.2f} (claimed {'>' if c.sign > 0 else '<'} 0); "
-            f"{_interval_text(test)}")  # fmt: skip
+            f"{_interval_text(test, alpha)}")  # fmt: skip
     if not (decided and test.decidable):
         return line
-    return f"{line}: {test.outcome(alpha)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
+    line = f"{line}: {test.outcome(alpha, against)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
+    if paper is not None:
+        line += f"; the paper's effect {paper:+.2f} is {'outside' if _excludes(test, alpha, paper) else 'inside'} it"
+    return line
+
+
+def _excludes(test: decide.PairedTest, alpha: float, value: float) -> bool:
+    ci = test.interval(alpha)
+    return ci is not None and not ci[0] <= value <= ci[1]
 
 
 def _ways(tests: list[decide.PairedTest], alpha: float = decide.ALPHA) -> str:
     """Which way a claim's undecided comparisons point: for it, against it, or some each way."""
-    ways = {t.leaning for t in tests if t.outcome(alpha) == "undecided"}
+    ways = {t.leaning for t in tests if t.outcome(alpha, alpha / len(tests)) == "undecided"}
     return ways.pop() if len(ways) == 1 else "some for the claim and some against"
 
 
@@ -473,7 +556,7 @@ def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
     comparisons = claim.comparisons(table)
     tests = [c.test for c in comparisons]
     not_evidence = evidence_at(profile, claim.finding)
-    evidence = [_evidence_line(c, decided=not_evidence is None) for c in comparisons]
+    evidence = [_evidence_line(c, not_evidence is None, against=decide.ALPHA / len(comparisons)) for c in comparisons]
     needed = None
     if not_evidence:
         verdict = not_evidence
@@ -487,8 +570,8 @@ def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
     return ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, claim.finding, needed, claim.runs)
 
 
-def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, explain: bool = True
-                ) -> ClaimCheck:  # fmt: skip
+def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, explain: bool = True,
+                paper_effects: dict[str, float] | None = None) -> ClaimCheck:  # fmt: skip
     """A claim of the paper under the pre-registered procedure: looks in order on the registered seeds,
     each at its own alpha; seeds outside the list, or past the last look reached, are shown, never counted."""
     shared = set(table.index)
@@ -502,31 +585,44 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
     comparisons = [claim.comparisons(table.loc[list(procedure.seeds_at(k))]) for k in reached]
     per_look = [[c.test for c in look_comparisons] for look_comparisons in comparisons]
     outcome, look = decide.sequential_outcome(per_look, procedure)
-    seeds = procedure.seeds_at(look)
-    evidence = [_evidence_line(c, True, procedure.alpha[look]) for c in comparisons[look]] if explain else []
+    seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
+    last = outcome == "undecided" and look + 1 == len(procedure.looks)
+    paper = paper_effects or {}
+    below = tuple(c.label for c in comparisons[look]
+                  if last and c.label in paper and _excludes(c.test, alpha, paper[c.label]))  # fmt: skip
+    evidence = [_evidence_line(c, True, alpha, alpha / len(comparisons[look]), paper.get(c.label) if last else None)
+                for c in comparisons[look]] if explain else []  # fmt: skip
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:
         evidence.append(f"seeds {', '.join(map(str, uncounted))} shown nowhere above and not counted "
                         f"(the procedure counts its registered seeds in order, look by look)")  # fmt: skip
-    where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {procedure.alpha[look]:g}"
+    where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
+    word = OUTCOME_VERDICT[outcome]
     next_seeds: tuple[int, ...] = ()
-    if outcome == "undecided":
-        if look + 1 < total:
-            next_seeds = procedure.seeds_at(look + 1)[len(seeds):]
-            where += (f": the next look adds seeds {', '.join(map(str, next_seeds))} for "
-                      f"{', '.join(claim.runs)}; its undecided comparisons point "
-                      f"{_ways(per_look[look], procedure.alpha[look])}")  # fmt: skip
-        else:
-            where = f"after the last look, {where}: the re-run neither supports nor contradicts it"
-    verdict = f"{OUTCOME_VERDICT[outcome]} ({where})"
-    return ClaimCheck(claim.claim_id, claim.statement, verdict, evidence, False, None, claim.runs,
-                      look + 1, total, next_seeds)  # fmt: skip
+    if outcome == "undecided" and not last:
+        word, next_seeds = PENDING, procedure.seeds_at(look + 1)[len(seeds):]
+        where += (f": the next look adds seeds {', '.join(map(str, next_seeds))} for {', '.join(claim.runs)}; "
+                  f"its undecided comparisons point {_ways(per_look[look], alpha)}")
+    elif last:
+        where = f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
+            f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect" if below else
+            (f"; every {_level(alpha)} interval holds the paper's effect" if paper else ""))  # fmt: skip
+    return ClaimCheck(claim.claim_id, claim.statement, f"{word} ({where})", evidence, False, None, claim.runs,
+                      look + 1, total, next_seeds, below)  # fmt: skip
+
+
+def paper_effects(paper: pd.DataFrame) -> dict[str, float]:
+    """The paper's own mean delta of every comparison of every claim (its per-seed table, paired by seed)."""
+    shared = {claim: _shared_seeds(wide(paper), claim.runs) for claim in CLAIMS if not claim.finding}
+    return {c.label: c.test.mean for claim, (why, table) in shared.items() if why is None
+            for c in claim.comparisons(table)}  # fmt: skip
 
 
 def check_claims(observed: pd.DataFrame, profile: str = "paper", procedure: decide.Procedure | None = None,
-                 explain: bool = True) -> list[ClaimCheck]:  # fmt: skip
+                 explain: bool = True, paper: dict[str, float] | None = None) -> list[ClaimCheck]:  # fmt: skip
     """Every claim from the re-run alone (decide.py's paired tests), as evidence where `profile` allows;
-    the paper's claims under `procedure` where the expected set registers one. A claim whose runs are
+    the paper's claims under `procedure` where the expected set registers one (`paper`: the paper's effects,
+    printed beside the interval where the last look leaves a claim undecided). A claim whose runs are
     missing, or that shares fewer than decide.MIN_SEEDS seeds, is NOT CHECKED. `explain=False` leaves the
     procedure's evidence text out (uh oc judges thousands of re-runs; the verdicts are the same)."""
     checks = []
@@ -536,7 +632,7 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", procedure: deci
         if verdict is not None:
             checks.append(ClaimCheck(claim.claim_id, claim.statement, verdict, [], claim.finding, runs=claim.runs))
         elif procedure is not None and not claim.finding and evidence_at(profile, False) is None:
-            checks.append(_sequential(claim, table, procedure, explain))
+            checks.append(_sequential(claim, table, procedure, explain, paper))
         else:
             checks.append(_single_look(claim, table, profile))
     return checks
@@ -583,25 +679,27 @@ class Verdict:
         return f"{self.word} ({'; '.join(self.why)})" if self.why else self.word
 
 
-def _missing_runs(expected: Expected, observed: pd.DataFrame) -> list[str]:
-    """What INCOMPLETE names: the paper run IDs lacking any of the expected seeds, and the seeds they lack;
-    and, where the re-run has them under other seeds, that those are shown and never counted."""
+def _missing_runs(expected: Expected, observed: pd.DataFrame, claims: list[ClaimCheck]
+                  ) -> tuple[list[str], dict[str, list[Any]]]:  # fmt: skip
+    """What INCOMPLETE names, and its next_step: the paper run IDs lacking any of the expected seeds (those of
+    the set and those the paper's claims compare), and the seeds they lack; and, where the re-run has them
+    under other seeds, that those are shown and never counted."""
     have = set(zip(observed["run_id"], observed["seed"], strict=True))
     lacking: dict[str, list[int]] = {}
-    expected_runs = set(expected.per_seed["run_id"])
-    for run_id in (r for r in PAPER_RUNS if r in expected_runs):
+    needed = set(expected.per_seed["run_id"]) | {r for c in claims if c.verdict.startswith(NOT_CHECKED) for r in c.runs}
+    for run_id in (r for r in PAPER_RUNS if r in needed):
         gaps = [s for s in expected.seeds if (run_id, s) not in have]
         if gaps:
             lacking[run_id] = gaps
     if not lacking:
-        return []
+        return [], {}
     runs = ", ".join(lacking) if len(lacking) < 6 else f"{len(lacking)} of {len(PAPER_RUNS)} paper run IDs"
     seeds = [s for s in expected.seeds if any(s in gaps for gaps in lacking.values())]
     text = f"seeds {', '.join(map(str, seeds))} missing for {runs}"
     others = sorted({s for r, s in have if r in lacking} - set(expected.seeds))
     if others:
         text += f" (their seeds {', '.join(map(str, others))} are shown, never counted for the badge)"
-    return [text]
+    return [text], {"run_ids": list(lacking), "seeds": seeds}
 
 
 def _next_step(claims: list[ClaimCheck], observed: pd.DataFrame) -> dict[str, list[Any]]:
@@ -639,20 +737,24 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
         return Verdict(PIPELINE_PASSED, (f"profile {expected.profile}: not evidence about the paper",), EXIT_PASSED, {})
     if failed:
         return Verdict(RESULTS_NOT_REPLICATED, tuple(failed), EXIT_FAILED, {})
-    missing = _missing_runs(expected, observed)
-    if missing:
-        return Verdict(INCOMPLETE, tuple(missing), EXIT_INCOMPLETE, {})
+    missing, step = _missing_runs(expected, observed, paper_claims)
+    unchecked = [f"{c.claim_id} {c.verdict}" for c in paper_claims if c.verdict.startswith(NOT_CHECKED)]
+    if missing or unchecked:
+        return Verdict(INCOMPLETE, tuple(missing or unchecked), EXIT_INCOMPLETE, step)
     step = _next_step(paper_claims, observed)
     if step:
-        undecided = [f"{c.claim_id} INCONCLUSIVE at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
+        undecided = [f"{c.claim_id} {PENDING} at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
         todo = (f"next: seeds {', '.join(map(str, step['seeds']))} of {', '.join(step['run_ids'])}, "
                 "then check again (./reproduce.sh next)")  # fmt: skip
         return Verdict(UNDECIDED, (*undecided, todo), EXIT_UNDECIDED, step)
     if ended:
         why = [f"{c.claim_id} {c.verdict}" for c in ended]
-        return Verdict(INCONCLUSIVE, (*why, "no badge; nothing here contradicts the paper"), EXIT_INCONCLUSIVE, {})
+        below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
+        tail = (f"no badge; the re-run's effect is below the paper's on {', '.join(below)}" if below
+                else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide")  # fmt: skip
+        return Verdict(INCONCLUSIVE, (*why, tail), EXIT_INCONCLUSIVE, {})
     if not expected.shipped:
-        return Verdict(SET_MATCHED, (f"against {expected.describe()}: no badge",), EXIT_PASSED, {})
+        return Verdict(SET_MATCHED, (f"against {expected.describe()}: no badge",), EXIT_MATCHED, {})
     return Verdict(RESULTS_REPLICATED, ("ACM v1.1",), EXIT_PASSED, {})
 
 
@@ -660,8 +762,20 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
 
 
 def _num(x: float | None, fmt: str) -> str:
-    """x to 2 decimals (fmt's), "-" for none; a value that rounds to zero prints as 0.00, never -0.00."""
-    return "-" if x is None else f"{round(x, 2) + 0.0:{fmt}}"
+    """x to fmt's decimals, "-" for none; a value that rounds to zero prints as 0.00, never -0.00."""
+    places = int(fmt.rsplit(".", 1)[1].rstrip("f")) if "." in fmt else 2
+    return "-" if x is None else f"{round(x, places) + 0.0:{fmt}}"
+
+
+def _beside(difference: float | None, tolerance: float) -> tuple[str, str]:
+    """The difference and its tolerance, at 2 decimals, or at as many more (up to decide.DECIMALS) as it
+    takes to show why the verdict is what it is: +2.60 never beside a tolerance of 2.60 it missed."""
+    places = 2
+    if difference is not None:
+        while (places < decide.DECIMALS and round(abs(difference), decide.DECIMALS) != tolerance
+               and f"{abs(difference):.{places}f}" == f"{tolerance:.{places}f}"):  # fmt: skip
+            places += 1
+    return _num(difference, f"+.{places}f"), f"{tolerance:.{places}f}"
 
 
 def format_metrics(checks: list[MetricCheck]) -> list[str]:
@@ -673,9 +787,10 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
     ]
     for c, verdict in zip(checks, verdicts, strict=True):
         ci = "" if c.difference is None else c.welch_text()
+        difference, tolerance = _beside(c.difference, c.tolerance)
         lines.append(
             f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {_num(c.observed_mean, '8.2f'):>8} "
-            f"{_num(c.difference, '+7.2f'):>7} {c.tolerance:5.2f}  {verdict:{width}} "
+            f"{difference:>7} {tolerance:>5}  {verdict:{width}} "
             f"{c.n_expected:>2}/{c.n_observed:<2}  {ci:21} {c.equivalence_text()}".rstrip()
         )
     uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
@@ -757,7 +872,7 @@ def check_command(
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
             expected_dir = expected_dir_for(profile, root)
             if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
-                line = (f"NOT CHECKED (no expected set for profile {profile}: {expected_dir / 'tolerances.toml'} "
+                line = (f"{INCOMPLETE} (no expected set for profile {profile}: {expected_dir / 'tolerances.toml'} "
                         "does not exist; uh aggregate and uh report show the numbers)")  # fmt: skip
                 click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {EXIT_INCOMPLETE}")
                 _write_report(json_out, {"source": source, "profile": profile, "verdict": line,
@@ -771,7 +886,8 @@ def check_command(
     metrics = compare(expected, observed)
     if metrics and all(m.verdict == NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
-    claims = check_claims(observed, expected.profile, expected.procedure)
+    claims = check_claims(observed, expected.profile, expected.procedure,
+                          paper=paper_effects(expected.per_seed) if expected.profile == "paper" else None)
     variants = check_variants(observed)
     verdict = judge(expected, observed, metrics, claims)
 
@@ -795,7 +911,7 @@ def check_command(
         "expected_dir": str(expected_dir),
         "expected_sha256": expected.sha256,
         "shipped_paper_set": expected.shipped,
-        "tolerance": expected.tolerance,
+        "tolerance": expected.tolerance if expected.rule is None else {"derive": asdict(expected.rule)},
         "gate": list(expected.gate),
         "claims_gate_exit_code": expected.gate_claims,
         "procedure": None if expected.procedure is None else asdict(expected.procedure),

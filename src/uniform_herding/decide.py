@@ -3,6 +3,11 @@
 Metrics (a re-run's mean against the expected mean, each over its own seeds):
   - the verdict: REPLICATED when |observed mean - expected mean| <= the pre-registered tolerance, else
     NOT REPLICATED. Nothing else decides it: an interval, however wide, never turns a miss into a pass.
+  - the tolerance, where the set derives it (`Rule`): t * sqrt(s^2 (1/n + 1/k) + tau^2) for n expected and
+    k counted re-run seeds, where s is the run ID's spread moderated across the set's run IDs
+    (`moderated_spread`, limma's empirical Bayes) and t the two-sided t quantile of the degrees of freedom
+    that moderated spread really has, at the metric's share of the family's alpha. The spread and the
+    quantile come from the expected set alone, so a noisier re-run never gets a wider tolerance.
   - information beside it: the Welch 95% interval of the difference of means, and the equivalence at the
     tolerance by two one-sided Welch tests at 5% each (TOST; the same as the Welch 90% interval lying
     inside [-tol, +tol]). Where equivalence is not shown, the number of re-run seeds that would show it if
@@ -12,8 +17,9 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     "no difference or the other way" at 5% (the 90% t-interval of the mean paired delta lies above 0, or
     below it for a claimed decrease); it contradicts the claim when the same test in the other direction
     rejects at 5%; otherwise it is undecided, with the number of seeds that would decide it at this spread.
-  - a claim of several comparisons is supported when every comparison supports it (an intersection-union
-    test: level 5% without correction), contradicted when any contradicts it, inconclusive otherwise.
+  - a claim of m comparisons is supported when every comparison supports it (an intersection-union test:
+    level 5% without correction), contradicted when any contradicts it at alpha / m (a union: Bonferroni,
+    so a claim with no true effect is contradicted at most 5% of the time too), undecided otherwise.
   - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
     look), the claim is decided at the first look that decides it, each look at its own alpha; the alphas
     sum to 5% (a Bonferroni split), so the whole procedure, every look counted, errs at most 5% either way.
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, special, stats
 
 
 @contextmanager
@@ -156,9 +162,10 @@ class PairedTest:
     def decidable(self) -> bool:
         return self.n >= MIN_SEEDS
 
-    def interval(self) -> tuple[float, float] | None:
-        """The 90% t-interval of the mean paired delta (the one-sided tests' two bounds)."""
-        return t_interval(self.deltas, 1 - 2 * ALPHA) if self.decidable else None
+    def interval(self, alpha: float = ALPHA) -> tuple[float, float] | None:
+        """The (1 - 2 alpha) t-interval of the mean paired delta: the two one-sided tests' bounds at `alpha`,
+        so it excludes 0 exactly when the test at `alpha` decides."""
+        return t_interval(self.deltas, 1 - 2 * alpha) if self.decidable else None
 
     def p_value(self, sign: int) -> float | None:
         """One-sided p-value of the paired t-test for `sign * mean delta > 0` (scipy)."""
@@ -170,13 +177,14 @@ class PairedTest:
         t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
         return float(stats.t.sf(sign * t, self.n - 1))
 
-    def outcome(self, alpha: float = ALPHA) -> Outcome:
-        """The one-sided test in the claimed direction at `alpha`, and the same test the other way."""
+    def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Outcome:
+        """The one-sided test in the claimed direction at `alpha`, and the same test the other way at
+        `against` (default `alpha`; a claim of several comparisons passes alpha / m)."""
         if not self.decidable:
             return "undecided"
         if self.p_value(self.sign) < alpha:  # type: ignore[operator]
             return "supports"
-        if self.p_value(-self.sign) < alpha:  # type: ignore[operator]
+        if self.p_value(-self.sign) < (alpha if against is None else against):  # type: ignore[operator]
             return "contradicts"
         return "undecided"
 
@@ -196,8 +204,9 @@ class PairedTest:
 
 
 def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Outcome:
-    """A claim of several comparisons: supported when all support it, contradicted when any contradicts it."""
-    outcomes = [t.outcome(alpha) for t in tests]
+    """A claim of m comparisons: supported when all support it at `alpha`, contradicted when any contradicts it
+    at alpha / m (a union of m chances to contradict: Bonferroni keeps it at `alpha`)."""
+    outcomes = [t.outcome(alpha, alpha / len(tests)) for t in tests]
     if "contradicts" in outcomes:
         return "contradicts"
     return "supports" if all(o == "supports" for o in outcomes) else "undecided"
@@ -238,3 +247,69 @@ def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedu
         if outcome != "undecided":
             return outcome, look
     return "undecided", len(looks) - 1
+
+
+# --- the metric's tolerance, from the expected set alone -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One metric's spreads across a set's run IDs, moderated (limma's squeezeVar): each run ID's sample SD
+    pulled toward a common prior (s0, with d0 prior degrees of freedom fitted to how far the sample variances
+    scatter beyond what their own d degrees of freedom explain). `df` is what each moderated SD really has:
+    d0 + d, at most the G d degrees of freedom all run IDs hold together (the prior is estimated from them)."""
+
+    sd: dict[str, float]
+    df: float
+
+
+def _trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (y > 0): trigamma falls from +inf to 0 over (0, inf)."""
+    return math.exp(float(optimize.brentq(lambda lx: special.polygamma(1, math.exp(lx)) - y, -30.0, 30.0)))
+
+
+def moderated_spread(variances: dict[str, float], d: int) -> Spread:
+    """limma's empirical Bayes moderation (Smyth 2004, fitFDist and squeezeVar) of sample variances with d
+    degrees of freedom each: e = log s^2 - digamma(d/2) + log(d/2); the excess of var(e) over trigamma(d/2)
+    is trigamma(d0/2); s0^2 = exp(mean(e) + digamma(d0/2) - log(d0/2)); moderated s^2 = (d0 s0^2 + d s^2) /
+    (d0 + d). No excess (the spreads scatter no more than d degrees of freedom explain): d0 is infinite and
+    every run ID gets s0^2, the pooled spread. Moderation may widen a run ID's spread, never narrow it below
+    its own sample variance: a faithful run ID whose seeds truly spread more than the rest must not be judged
+    by the rest's spread. A zero variance (values all equal) counts as the smallest positive one, so its log
+    is finite."""
+    runs = list(variances)
+    v = np.array([variances[r] for r in runs], float)
+    v = np.where(v > 0, v, v[v > 0].min() if (v > 0).any() else 1e-12)
+    e = np.log(v) - special.digamma(d / 2) + math.log(d / 2)
+    excess = float(np.var(e, ddof=1)) - float(special.polygamma(1, d / 2)) if len(v) > 1 else 0.0
+    pooled_df = len(v) * d
+    if excess > 0:
+        d0 = 2 * _trigamma_inverse(excess)
+        s0 = math.exp(float(e.mean()) + float(special.digamma(d0 / 2)) - math.log(d0 / 2))
+        moderated = (d0 * s0 + d * v) / (d0 + d)
+        df = min(d0 + d, pooled_df)
+    else:
+        moderated, df = np.full_like(v, math.exp(float(e.mean()))), pooled_df
+    moderated = np.maximum(moderated, np.array([variances[r] for r in runs], float))
+    return Spread({r: float(math.sqrt(m)) for r, m in zip(runs, moderated, strict=True)}, float(df))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a set derives each tolerance: t(nu, 1 - alpha / 2) * sqrt(sd^2 (1/n + 1/k) + tau^2), with n the
+    expected set's seeds and k the re-run's counted seeds. Both means carry the seeds' noise (sd^2/n, sd^2/k),
+    tau allows for another GPU and software stack moving the run ID's mean, and alpha is one metric's share
+    of the family's (Bonferroni over the gating metrics). Only sd is estimated (with df degrees of freedom);
+    tau^2 is a stated constant, so the sum has nu = df (sd^2 c + tau^2)^2 / (sd^2 c)^2 degrees of freedom
+    (Welch-Satterthwaite, a known term carrying infinitely many), c = 1/n + 1/k."""
+
+    tau: float
+    alpha: float
+
+    def degrees_of_freedom(self, sd: float, df: float, n: int, k: int) -> float:
+        noise = sd**2 * (1 / n + 1 / k)
+        return math.inf if noise == 0 else df * (noise + self.tau**2) ** 2 / noise**2
+
+    def tolerance(self, sd: float, df: float, n: int, k: int) -> float:
+        t = float(stats.t.isf(self.alpha / 2, self.degrees_of_freedom(sd, df, n, k)))
+        return t * math.sqrt(sd**2 * (1 / n + 1 / k) + self.tau**2)
