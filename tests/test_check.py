@@ -758,3 +758,98 @@ def test_the_metric_table_keeps_its_columns_and_prints_no_negative_zero() -> Non
     column = header.index("seeds") + 1  # " 3/3 " under "seeds"
     assert first[column : column + 3] == "3/3" and second[column : column + 3] == "3/2", (header, first, second)
     assert first.split()[4] == "+0.00"  # the diff column
+
+
+# --- inputs an adversarial review tried --------------------------------------------------------------------
+
+
+def test_the_sets_csv_is_hashed_and_parsed_from_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer that swaps the CSV between two reads (the edited bytes parsed, the shipped bytes hashed) once won
+    the badge for B3 ACC +5 with the shipped hash. Read once: whatever is parsed is what is hashed."""
+    from uniform_herding import check as check_module
+
+    directory = tmp_path / "expected_results"
+    directory.mkdir()
+    for name in ("tolerances.toml", "paper_per_seed.csv"):
+        shutil.copy(EXPECTED / name, directory / name)
+    csv = directory / "paper_per_seed.csv"
+    shipped = csv.read_bytes()
+    edited = shipped.replace(b"B3,1993,43.64", b"B3,1993,48.64")
+    original = check_module.read_per_seed_csv
+
+    def racing(path: Path, data: bytes | None = None) -> pd.DataFrame:
+        csv.write_bytes(edited)  # the writer strikes while the set is parsed...
+        try:
+            return original(path, data) if data is not None else original(path)
+        finally:
+            csv.write_bytes(shipped)  # ...and puts the shipped bytes back before they are hashed
+
+    monkeypatch.setattr(check_module, "read_per_seed_csv", racing)
+    expected = load_expected(directory)
+    b3 = expected.per_seed.loc[(expected.per_seed["run_id"] == "B3") & (expected.per_seed["seed"] == 1993), "acc"]
+    assert not (expected.shipped and float(b3.iloc[0]) != 43.64)
+
+
+def test_every_registered_seed_counts_for_a_metric(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Seeds 1-17 of every run ID 30 pp below the paper, the paired deltas kept: the metrics count them (the
+    registered seeds in order, as far as run), so the re-run is NOT REPLICATED, not a badge."""
+    low = pd.concat([paper[paper["seed"] == (1993, 2023, 42)[s % 3]].assign(seed=s) for s in range(1, 18)],
+                    ignore_index=True)  # fmt: skip
+    low = low.assign(acc=(low["acc"] - 30).clip(lower=0))  # B0 has 7.9 to lose
+    res, report = check(tmp_path, pd.concat([paper, low], ignore_index=True))
+    assert res.exit_code == 1, res.output
+    b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
+    assert b3["n_observed"] == 20 and b3["verdict"] == "NOT REPLICATED" and b3["uncounted_seeds"] == []
+
+
+def test_a_gap_in_the_registered_seeds_ends_what_a_metric_counts(tmp_path: Path, decided: pd.DataFrame) -> None:
+    """Seeds are counted in the registered order as far as run without a gap: B3 on seeds 1 and 3 but not 2 counts
+    4 seeds (1993, 2023, 42, 1); seed 3 is shown, never counted."""
+    table = decided[~((decided["run_id"] == "B3") & (decided["seed"] == 2))]
+    _, report = check(tmp_path, table)
+    b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
+    assert b3["n_observed"] == 4 and b3["uncounted_seeds"] == [3]
+
+
+def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """a3 ACC 0.004 pp past its tolerance: +x.xx beside x.xx would read as a pass; three decimals show the miss."""
+    tol = load_expected(EXPECTED).tolerance_for("a3", "acc")
+    missed = paper.assign(acc=np.where(paper["run_id"] == "a3", paper["acc"] + round(tol, 2) + 0.004, paper["acc"]))
+    res, report = check(tmp_path, missed)
+    row = next(line for line in res.output.splitlines() if line.startswith("a3  acc"))
+    difference, tolerance = row.split()[4:6]
+    assert "NOT REPLICATED" in row and float(difference) > float(tolerance), row
+
+
+def test_a_set_whose_rows_are_sorted_by_seed_is_the_same_set(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Row order carries nothing: the paper's rows sorted by seed load, with the procedure's seed order."""
+    directory = copy_expected_set(tmp_path / "sorted", paper.sort_values(["seed", "run_id"]))
+    expected = load_expected(directory)
+    assert expected.seeds == (1993, 2023, 42) and expected.procedure is not None
+    res, report = check(tmp_path, paper, "--expected", str(directory))
+    assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B1", "B2", "B3", "a4"], "seeds": [1, 2, 3]}
+
+
+def test_a_check_of_one_claims_runs_says_which_runs_come_next(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Only B1, B2, B3 run: INCOMPLETE, and next_step names the other paper runs on the set's seeds, so
+    ./reproduce.sh next has somewhere to go."""
+    res, report = check(tmp_path, paper[paper["run_id"].isin(["B1", "B2", "B3"])])
+    assert res.exit_code == 3 and report["verdict"].startswith("INCOMPLETE")
+    assert report["next_step"] == {"run_ids": [r for r in PAPER_RUNS if r not in ("B1", "B2", "B3")],
+                                   "seeds": [1993, 2023, 42]}  # fmt: skip
+
+
+def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_effect(
+    tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
+    """All 20 seeds, B3 - B1 ACC centred on zero: C1 is INCONCLUSIVE after the last look; its 96% interval excludes
+    the paper's +1.67, so the verdict says the effect is below the paper's, not that nothing contradicts it."""
+    seeds = list(load_expected(EXPECTED).procedure.seeds[3:])
+    table = next_look(paper, ["B1", "B2", "B3", "a4"], seeds, lead=0.0)
+    wobble = np.resize([1.0, -1.0, 0.5, -0.5], len(seeds))
+    new = table["seed"].isin(seeds) & (table["run_id"] == "B1")
+    table.loc[new, "acc"] = table.loc[table["seed"].isin(seeds) & (table["run_id"] == "B3"), "acc"].to_numpy() + wobble
+    res, report = check(tmp_path, table)
+    assert claims(report)["C1"].startswith("INCONCLUSIVE (after the last look, look 4 of 4, 20 seeds"), res.output
+    assert "96% interval of B3-B1 acc excludes the paper's effect" in claims(report)["C1"]
+    assert res.exit_code == 5 and "below the paper's on C1 B3-B1 acc" in report["verdict"]
+    assert "the paper's effect +1.67 is outside it" in res.output

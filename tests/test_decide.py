@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import optimize, special, stats
 
 from uniform_herding import decide
 from uniform_herding.check import load_expected
@@ -197,12 +197,67 @@ def test_seeds_needed_for_a_claim_is_the_first_n_whose_one_sided_bound_clears_ze
 
 
 def test_a_claim_of_several_comparisons_needs_each_one() -> None:
-    sure, unsure, against = PairedTest((1.0, 2.0, 3.0), +1), PairedTest((-1.0, 2.0, 2.0), +1), PairedTest(
-        (1.0, 2.0, 3.0), -1)
+    sure, unsure = PairedTest((1.0, 2.0, 3.0), +1), PairedTest((-1.0, 2.0, 2.0), +1)
+    against, weakly_against = PairedTest((1.0, 1.1, 1.2), -1), PairedTest((1.0, 2.0, 3.0), -1)  # p 0.0014, 0.037
     assert decide.claim_outcome([sure, sure]) == "supports"
     assert decide.claim_outcome([sure, unsure]) == "undecided"
     assert decide.claim_outcome([sure, unsure, against]) == "contradicts"
+    # contradicting takes alpha / m: p 0.037 contradicts a claim of one comparison, not of three (0.05 / 3)
+    assert decide.claim_outcome([weakly_against]) == "contradicts"
+    assert decide.claim_outcome([sure, unsure, weakly_against]) == "undecided"
     assert decide.claim_seeds_needed([sure, unsure]) == 11
+
+
+def test_a_claim_with_no_true_effect_is_contradicted_at_most_5_percent_of_the_time() -> None:
+    """Four comparisons at zero effect (C1's shape), the shipped procedure: contradicted when any one is, so at
+    alpha / 4 each. (At alpha each, as before, the union erred about 15% of the time.)"""
+    procedure = load_expected(EXPECTED).procedure
+    rng = np.random.default_rng(11)
+    contradicted = 0
+    for _ in range(3000):
+        deltas = rng.standard_normal((4, procedure.looks[-1]))
+        looks = [[PairedTest(tuple(d[:n]), +1) for d in deltas] for n in procedure.looks]
+        contradicted += decide.sequential_outcome(looks, procedure)[0] == "contradicts"
+    assert contradicted / 3000 <= 0.05
+
+
+# --- the tolerance a set derives ------------------------------------------------------------------------------
+
+
+def test_moderated_spread_is_limmas_squeezevar_by_hand() -> None:
+    """Sample variances of 2 df that scatter more than 2 df explain: the prior df d0 solves trigamma(d0/2) =
+    var(e) - trigamma(1), and each variance is pulled toward s0^2, never below its own."""
+    variances = {"a": 0.02, "b": 0.5, "c": 3.0, "d": 1.0, "e": 0.1}
+    v = np.array(list(variances.values()))
+    e = np.log(v) - special.digamma(1) + math.log(1)
+    excess = np.var(e, ddof=1) - special.polygamma(1, 1)
+    d0 = 2 * optimize.brentq(lambda x: special.polygamma(1, x) - excess, 1e-6, 1e6)
+    s0 = math.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))
+    spread = decide.moderated_spread(variances, 2)
+    assert spread.df == pytest.approx(min(d0 + 2, 10))
+    expected = np.maximum((d0 * s0 + 2 * v) / (d0 + 2), v)
+    assert [spread.sd[r] ** 2 for r in variances] == pytest.approx(list(expected))
+    assert spread.sd["a"] ** 2 > 0.02 and spread.sd["c"] ** 2 == pytest.approx(3.0)  # pulled up, never down
+
+
+def test_spreads_that_scatter_no_more_than_their_df_explain_are_pooled() -> None:
+    """No excess: d0 is infinite, every run ID gets the pooled spread (at least its own), with the G d df the
+    run IDs hold together."""
+    spread = decide.moderated_spread({"a": 1.0, "b": 1.1, "c": 0.9}, 2)
+    pooled = math.exp(np.mean(np.log([1.0, 1.1, 0.9])) - special.digamma(1))
+    assert spread.df == 6
+    assert [spread.sd[r] ** 2 for r in "abc"] == pytest.approx([max(pooled, v) for v in (1.0, 1.1, 0.9)])
+
+
+def test_the_tolerance_is_the_t_quantile_of_its_welch_satterthwaite_df() -> None:
+    """t(nu, 1 - alpha/2) * sqrt(s^2 (1/n + 1/k) + tau^2), nu = df (s^2 c + tau^2)^2 / (s^2 c)^2."""
+    rule = decide.Rule(tau=0.75, alpha=0.01 / 24)
+    sd, df, n, k = 0.73, 6.3, 3, 20
+    c = 1 / n + 1 / k
+    nu = df * (sd**2 * c + 0.75**2) ** 2 / (sd**2 * c) ** 2
+    assert rule.tolerance(sd, df, n, k) == pytest.approx(stats.t.ppf(1 - 0.01 / 48, nu) * math.sqrt(sd**2 * c + 0.5625))
+    assert rule.tolerance(sd, df, n, 20) < rule.tolerance(sd, df, n, 3)  # more counted seeds: a tighter tolerance
+    assert rule.tolerance(sd, 2.0, n, k) > rule.tolerance(sd, 24.0, n, k)  # fewer df: a wider one
 
 
 def test_t_interval_is_scipys_and_needs_two_values() -> None:
