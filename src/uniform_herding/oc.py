@@ -60,7 +60,7 @@ from uniform_herding.check import (
 )
 from uniform_herding.config import PAPER_RUNS
 from uniform_herding.decide import replicated
-from uniform_herding.results import METRICS, ResultError, read_per_seed_csv
+from uniform_herding.results import METRICS, ResultError, read_per_seed_csv, write_text_atomic
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
@@ -272,6 +272,7 @@ class Summary:
     extra_runs: float
     hours: tuple[float, float]  # GPU hours of the whole procedure on the paper's T4: mean, 90th percentile
     causes: list[tuple[str, float]]
+    extra: Counter[tuple[tuple[str, int], ...]]  # how often each set of extra runs (run ID, seeds) was asked for
 
     def row(self, label: str) -> str:
         causes = ", ".join(f"{c} {p:.0%}" for c, p in self.causes[:2]) or "-"
@@ -301,7 +302,8 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
                    sum(o.undecided_at_first_look for o in outcomes) / n,
                    float(np.mean([len(o.extra_runs) for o in outcomes])),
                    (float(hours.mean()), float(np.quantile(hours, 0.9))),
-                   [(c, k / n) for c, k in causes.most_common()])  # fmt: skip
+                   [(c, k / n) for c, k in causes.most_common()],
+                   Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
 
 
 def _judged(expected: Expected, world: World, model: Model, rng: np.random.Generator
@@ -416,6 +418,16 @@ def faithful_targets(s: Summary, bound: float) -> list[tuple[str, bool]]:
     return out
 
 
+RUNS_CSV = "procedure_runs.csv"  # the extra runs' distribution uh doctor prices on this GPU (not part of the set)
+
+
+def write_extra_runs(path: Path, s: Summary) -> None:
+    """Each set of extra runs the procedure asked for, as a row: its share of the simulated re-runs, and per paper
+    run ID the seeds beyond the paper's three. uh doctor prices each row with its own per-run estimates."""
+    rows = [{"share": k / s.n, **dict.fromkeys(PAPER_RUNS, 0), **dict(pattern)} for pattern, k in s.extra.most_common()]
+    write_text_atomic(path, pd.DataFrame(rows, columns=["share", *PAPER_RUNS]).to_csv(index=False, float_format="%.5f"))
+
+
 def derive_text(expected: Expected) -> list[str]:
     """What `uh oc --derive` prints: per metric the moderated spreads and their df, and each run ID's tolerance
     at every look's seeds."""
@@ -450,8 +462,11 @@ def derive_text(expected: Expected) -> list[str]:
 @click.option("--only", type=click.Choice(["faithful", "misses"]), help="Print one part only.")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
+@click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
 def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int, rhos: tuple[float, ...],
-               taus: tuple[float, ...], only: str | None, derive_csv: Path | None) -> None:  # fmt: skip
+               taus: tuple[float, ...], only: str | None, derive_csv: Path | None, runs_out: Path | None
+               ) -> None:  # fmt: skip
     """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
     try:
         expected = load_expected(expected_dir or expected_dir_for("paper", find_expected_root(
@@ -480,6 +495,8 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
                     model = Model(label, faithful=faithful, rho=rho, tau=tau, kind="faithful")
                     s = simulate(expected, model, draws if (rho, tau) == CENTER else grid_draws, rng, seconds)
                     summaries[faithful, rho, tau] = s
+                    if runs_out and (faithful, rho, tau) == ("a", *CENTER):
+                        write_extra_runs(runs_out, s)
                     click.echo(s.row(f"{label[:3]} rho {rho:g}, tau {tau:g}"))
                     bound = Bound.of(expected, rng, model).at(max_seeds) if faithful == "a" else 0.0
                     met += faithful_targets(s, bound)
