@@ -815,7 +815,7 @@ def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_pat
     """a3 ACC 0.004 pp past its tolerance: +x.xx beside x.xx would read as a pass; three decimals show the miss."""
     tol = load_expected(EXPECTED).tolerance_for("a3", "acc")
     missed = paper.assign(acc=np.where(paper["run_id"] == "a3", paper["acc"] + round(tol, 2) + 0.004, paper["acc"]))
-    res, report = check(tmp_path, missed)
+    res, _ = check(tmp_path, missed)
     row = next(line for line in res.output.splitlines() if line.startswith("a3  acc"))
     difference, tolerance = row.split()[4:6]
     assert "NOT REPLICATED" in row and float(difference) > float(tolerance), row

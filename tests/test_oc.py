@@ -22,7 +22,8 @@ EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     """`uh oc --derive paper_per_seed.csv` prints each tolerance the shipped set applies, at every look's seeds;
     B3 ACC at 3 seeds is recomputed here by hand from its moderated spread."""
-    res = CliRunner().invoke(main, ["oc", "--derive", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(EXPECTED)])
+    csv = EXPECTED / "paper_per_seed.csv"
+    res = CliRunner().invoke(main, ["oc", "--derive", str(csv), "--expected", str(EXPECTED)])
     assert res.exit_code == 0, res.output
     expected = load_expected(EXPECTED)
     b3 = next(line for line in res.output.split("[acc]")[1].splitlines() if line.strip().startswith("B3"))
