@@ -2,13 +2,14 @@
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
 from uniform_herding.config import PAPER_RUNS, RUNS, resolve
-from uniform_herding.doctor import duration, estimates, feature_images, run_seconds, run_steps
+from uniform_herding.doctor import duration, estimates, feature_images, procedure_seconds, run_seconds, run_steps
 
 
 @pytest.mark.trains
@@ -89,6 +90,19 @@ def test_estimate_arithmetic_on_the_paper_profile():
     assert est["all_s_with_jobs"] == pytest.approx((est["all_s"] + 36 * 5.0) / 1.4)
     assert estimates(timing, "paper", jobs=1, speedup=1.0)["all_s_with_jobs"] == est["all_s"]  # in-process
     assert estimates(timing, "paper", jobs=3, speedup=None)["all_s_with_jobs"] is None
+
+
+def test_the_whole_procedure_is_priced_pattern_by_pattern_with_its_share():
+    """36 runs, plus each pattern of extra runs at its share: 70% none, 20% B3 +3 seeds, 10% B3 +17 seeds; the
+    90th percentile is the least total with at least 90% of the shares at or below it."""
+    per_run = {r: {"total_s": 100.0} for r in PAPER_RUNS} | {"B3": {"total_s": 200.0}}
+    extra = pd.DataFrame([{"share": 0.7, **dict.fromkeys(PAPER_RUNS, 0)},
+                          {"share": 0.2, **dict.fromkeys(PAPER_RUNS, 0), "B3": 3},
+                          {"share": 0.1, **dict.fromkeys(PAPER_RUNS, 0), "B3": 17}])  # fmt: skip
+    base = 3 * (11 * 100.0 + 200.0)
+    got = procedure_seconds(per_run, extra)
+    assert got["mean_s"] == pytest.approx(base + 0.2 * 600 + 0.1 * 3400)
+    assert got["p90_s"] == pytest.approx(base + 600)
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])

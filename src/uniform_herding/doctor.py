@@ -6,7 +6,9 @@ Three parts, each printed as PASS / WARN / FAIL lines and written to a JSON repo
   self-test    selftest.compare: the fp16 GPU path against Lightning's stock "16-mixed" path, step by
                step, overflows forced (paper size on a GPU; width 8 on a CPU, said so);
   timing       the measured time of a training step at the profile's size and the run's precision, and
-               from it an estimate for every run ID and for `all`, with and without --jobs.
+               from it an estimate for every run ID and for `all`, with and without --jobs; on the paper
+               profile also for the whole procedure `all` follows (the 36 runs, then the claims' looks
+               next_step asks for), mean and 90th percentile over uh oc's simulated faithful re-runs.
 Exit status 0 when nothing FAILs (WARNs allowed), 1 otherwise.
 """
 
@@ -24,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
+import numpy as np
+import pandas as pd
 
 from uniform_herding.config import (
     DEVICES,
@@ -238,6 +242,18 @@ def estimates(timing: dict[str, float], profile: str, jobs: int, speedup: float 
     return {"per_run_s": per_run, "all_s": total, "jobs": jobs, "jobs_speedup": speedup, "all_s_with_jobs": with_jobs}
 
 
+def procedure_seconds(per_run: dict[str, dict[str, float]], extra_runs: pd.DataFrame) -> dict[str, float]:
+    """The whole procedure on this machine, one run at a time: the paper's run IDs x seeds, plus each set of extra
+    runs uh oc's faithful re-runs asked for (a row of expected_results/procedure_runs.csv: its share, and per run
+    ID the seeds beyond the paper's), priced with this machine's per-run estimates. Mean and 90th percentile."""
+    base = sum(per_run[r]["total_s"] for r in PAPER_RUNS) * len(SEEDS)
+    totals = base + sum(extra_runs[r].to_numpy(float) * per_run[r]["total_s"] for r in PAPER_RUNS)
+    order = np.argsort(totals)
+    shares = np.cumsum(extra_runs["share"].to_numpy(float)[order])
+    p90 = float(totals[order][np.searchsorted(shares, 0.9 * shares[-1])])
+    return {"mean_s": float(np.average(totals, weights=extra_runs["share"])), "p90_s": p90}
+
+
 def launch_seconds() -> float:
     """Seconds a fresh process takes to import what a job of `uh run --jobs` imports (the run, Lightning,
     submitit): what each job pays before its run, which the runs' wall_s leave out."""
@@ -264,6 +280,17 @@ def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float)
             p.kill()
         return None
     return jobs * alone_s / (sum(together) / len(together))
+
+
+def _procedure_runs_csv() -> Path | None:
+    """expected_results/procedure_runs.csv (uh oc --runs-out), found as uh check finds the expected set."""
+    from uniform_herding.check import ExpectedError, find_expected_root
+
+    try:
+        path = find_expected_root([Path.cwd(), Path(__file__).resolve().parent]) / "procedure_runs.csv"
+    except ExpectedError:
+        return None
+    return path if path.is_file() else None
 
 
 def cfg_profile(cfg: Config) -> str:
@@ -360,6 +387,12 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
                  f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} (measured speed-up {speedup:.2f}x)")
     click.echo(f"      all {duration(est['all_s'])} for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a "
                f"time; {with_jobs}")  # fmt: skip
+    runs_csv = _procedure_runs_csv() if profile == "paper" else None
+    if runs_csv is not None:
+        est["procedure_s"] = procedure_seconds(est["per_run_s"], pd.read_csv(runs_csv))
+        click.echo(f"      the whole procedure (all's 36 runs, then the claims' looks until decided; {runs_csv.name}, "
+                   f"uh oc's faithful re-runs): mean {duration(est['procedure_s']['mean_s'])}, 90th percentile "
+                   f"{duration(est['procedure_s']['p90_s'])}, one at a time")  # fmt: skip
 
     failed = [line for line in lines if line.status == "FAIL"]
     report = {
