@@ -128,11 +128,14 @@ def _title(ax: Axes, title: str, missing: list[str]) -> None:
     ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
 
 
-def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0) -> None:
-    """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style."""
+def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0,
+          counted: bool = False) -> None:
+    """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style; `counted` puts the
+    number of seeds in the legend label, "(n = 3)"."""
     colour, marker, dashes = STYLE[run_id]
+    label = _label(run_id, profile) + (f" (n = {len(values)})" if counted else "")
     ax.errorbar(x + dodge, values.mean(axis=0), yerr=values.std(axis=0), color=colour, marker=marker,
-                linestyle=dashes, label=_label(run_id, profile))
+                linestyle=dashes, label=label)
 
 
 def _task_axis(ax: Axes, T: int) -> None:
@@ -147,30 +150,36 @@ def _legend_below(ax: Axes, ncols: int = 2) -> None:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, frameon=False)
 
 
-def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray]) -> None:
-    """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart."""
+def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray],
+              counted: bool = False) -> None:
+    """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart (_line)."""
     present = [r for r in run_ids if r in runs.R]
     for k, run_id in enumerate(present):
         dodge = 0.08 * (k - (len(present) - 1) / 2)
-        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge)
+        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge, counted)
     _task_axis(ax, runs.n_tasks)
 
 
 # --- the figures ---------------------------------------------------------------------------------
 
 
+PER_TASK_BARS = "error bars ± the population std over each run's seeds (n in the legend; none at n = 1)"
+
+
 def per_task_accuracy(runs: Runs) -> Figure:
-    """fig:per-task-accuracy: final accuracy R[T-1][j] per task; (a) baselines, (b) variants of B3."""
+    """fig:per-task-accuracy: final accuracy R[T-1][j] per task, the mean over each run's seeds with PER_TASK_BARS;
+    (a) baselines, (b) variants of B3."""
     fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     panels = fig.subplots(1, 2, sharey=True)
     groups = {"(a) baselines vs Uniform Herding": ("B0", "B1", "B2", "B3"),
               "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4")}
     for ax, (title, run_ids) in zip(panels, groups.items(), strict=True):
-        _per_task(ax, runs, run_ids, lambda R: R[:, -1, :])
+        _per_task(ax, runs, run_ids, lambda R: R[:, -1, :], counted=True)
         _title(ax, title, runs.missing(run_ids))
         _legend_below(ax)
     panels[0].set_ylabel("final accuracy (%)")
     panels[0].set_ylim(0, 100)
+    fig.suptitle(f"Final accuracy per task: mean over seeds, {PER_TASK_BARS}", fontsize=RC["axes.titlesize"])
     return fig
 
 
@@ -415,8 +424,13 @@ class FigureSpec:
 
     def wants(self) -> str:
         """What it needs, for the line that says it was left out: `B3 & a1`, or `one of: B0, B1, B2`."""
-        groups = [" & ".join(group) for group in self.groups()]
-        return groups[0] if len(groups) == 1 else f"one of: {', '.join(groups)}"
+        return wants(self.groups())
+
+
+def wants(groups: tuple[tuple[str, ...], ...]) -> str:
+    """Groups of runs of which one must be present whole, as the line that says an output was left out names them."""
+    texts = [" & ".join(group) for group in groups]
+    return texts[0] if len(texts) == 1 else f"one of: {', '.join(texts)}"
 
 
 def training_loss(runs: Runs) -> Figure:
@@ -445,7 +459,8 @@ def training_loss(runs: Runs) -> Figure:
 
 
 FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy", "Final per-task accuracy",
+    FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy",
+               f"Final per-task accuracy: mean over seeds, {PER_TASK_BARS}",
                ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"), ("C1",), per_task_accuracy, False),
     FigureSpec("fig_forgetting_by_task", "fig:forgetting-by-age", "Forgetting by task: B3, static bank, head-logit",
                ("B3", "B2", "a2"), ("C1", "C2"), forgetting_by_task, True),

@@ -3,8 +3,9 @@ with variants among the results, their table, a figure of each beside its base, 
 (beyond the paper).
 
 Reads whatever results are present. A missing run ID or seed leaves a marked gap (— in Markdown,
---- in LaTeX, "missing" in figure titles and the summary), never a crash; a figure without the runs it
-needs is left out, with one line saying so (FigureSpec.drawable). The numbers come from
+--- in LaTeX, "missing" in figure titles and the summary), never a crash; a figure or table without the
+runs it needs is left out, with one line saying so (FigureSpec.drawable, Table.needs). A mean of one
+seed is printed with "(n = 1)", never "± 0.00". The numbers come from
 aggregate.py (mean, population std, deltas paired by seed against B3) and the verdicts from check.py,
 so the report prints exactly what `uh aggregate` and `uh check` decide. paper/README.md maps each
 output to the paper's table, figure or claim.
@@ -45,7 +46,7 @@ from uniform_herding.check import (
 )
 from uniform_herding.config import RUNS, SEEDS
 from uniform_herding.decide import t_interval
-from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs, variant_specs
+from uniform_herding.figures import FIGURES, REFRESH_RUNS, FigureSpec, Runs, save, sweep_specs, variant_specs, wants
 from uniform_herding.metrics import PAPER, REPORTED
 from uniform_herding.results import (
     METRICS,
@@ -125,21 +126,29 @@ def seeds_of(per_seed: pd.DataFrame, run_id: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Num:
-    """A printed number: mean (+/- std) to `digits` decimals, optionally signed; None or NaN is a gap."""
+    """A printed number: mean (+/- std) to `digits` decimals, optionally signed; None or NaN is a gap. A mean of
+    `n` < 2 seeds has no spread to print: its std becomes "(n = 1)" ("(n=1)" in LaTeX), never "± 0.00"."""
 
     value: float | None
     std: float | None = None
     digits: int = 2
     signed: bool = False
+    n: int | None = None  # the seeds the mean is over, where it has a std
 
     def render(self, tex: bool) -> str:
         if self.value is None or np.isnan(self.value):
             return GAP_TEX if tex else GAP_MD
         sign = "+" if self.signed and round(self.value, self.digits) != 0 else ""
         text = f"{self.value:{sign}.{self.digits}f}"
+        if self.std is not None and self.n is not None and self.n < 2:
+            return f"${text}$ (n={self.n})" if tex else f"{text} (n = {self.n})"
         if self.std is not None:
             text += (r"\pm" if tex else " ± ") + f"{self.std:.{self.digits}f}"
         return f"${text}$" if tex else text
+
+    def one_seed(self) -> bool:
+        """Whether it prints as a mean of one seed, "(n = 1)"."""
+        return self.std is not None and self.n is not None and self.n < 2 and self.render(False) != GAP_MD
 
 
 def _tex(text: str) -> str:
@@ -161,6 +170,21 @@ class Table:
     rows: list[list[str | Num]]
     note: str  # which seeds each number averages, what is missing
     resize: bool = True  # \resizebox to the line width, as the paper does for its wide tables
+    # The groups of runs of which one must be present whole for a row to hold a result (a paired row needs both
+    # sides); None for a table that needs no results (the quotas). Without one, the table is left out (tables_for).
+    needs: tuple[tuple[str, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if any(c.one_seed() for row in self.rows for c in row if isinstance(c, Num)):
+            object.__setattr__(self, "note", self.note + " (n = 1): a mean of one seed, which has no spread.")
+
+    def written(self, runs: Runs) -> bool:
+        """Whether the results hold a group it needs: otherwise every row would be a gap."""
+        return self.needs is None or any(set(group) <= set(runs.R) for group in self.needs)
+
+    def wants(self) -> str:
+        """What it needs, for the line that says it was left out: `one of: a1, a2, a3, a4`."""
+        return wants(self.needs or ())
 
     def cells(self, tex: bool) -> list[list[str]]:
         return [[c.render(tex) if isinstance(c, Num) else _tex(c) if tex else c for c in row] for row in self.rows]
@@ -192,7 +216,13 @@ def _seeds_note(runs: Runs, run_ids: tuple[str, ...]) -> str:
 def _pm(summary: pd.DataFrame, run_id: str, metric: str) -> Num:
     if run_id not in summary.index:
         return Num(None)
-    return Num(summary.loc[run_id, f"{metric}_mean"], summary.loc[run_id, f"{metric}_std"])
+    row = summary.loc[run_id]
+    return Num(row[f"{metric}_mean"], row[f"{metric}_std"], n=int(row["n"]))
+
+
+def _each(run_ids: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Table.needs of a table whose every row is one run: any of them."""
+    return tuple((r,) for r in dict.fromkeys(run_ids))
 
 
 def _delta(runs: Runs, deltas: pd.DataFrame, run_id: str, metric: str) -> Num:
@@ -210,7 +240,7 @@ def t1_main(runs: Runs) -> Table:
         "Uniform Herding also retains candidate storage for refresh.",
         ("Method", "Average accuracy (%)", "Forgetting (%)", "BWT (%)"), "lrrr",
         [[run_name(r, runs.profile), *(_pm(summary, r, m) for m in METRICS)] for r in run_ids],
-        _seeds_note(runs, run_ids),
+        _seeds_note(runs, run_ids), needs=_each(run_ids),
     )
 
 
@@ -226,7 +256,7 @@ def t2_ablations(runs: Runs) -> Table:
         "Matched within-method comparisons for Uniform Herding. Deltas are paired by seed against the "
         "main configuration.",
         ("Variant", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "Δ forgetting (pp)"), "lrrrr",
-        rows, _seeds_note(runs, (REFERENCE, *T2_VARIANTS)),
+        rows, _seeds_note(runs, (REFERENCE, *T2_VARIANTS)), needs=_each(tuple(T2_VARIANTS)),
     )
 
 
@@ -247,6 +277,7 @@ def t3_resource_sensitivity(runs: Runs) -> Table:
         "candidate-pool capacity through rho; deltas are paired by seed.",
         ("Axis", "Value", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "Δ forgetting (pp)"),
         "llrrrr", rows, _seeds_note(runs, ("s1", "B3", "s2", "s3", "s4")),
+        needs=_each(tuple(r for run_ids, _ in T3_AXES.values() for r in run_ids)),
     )
 
 
@@ -275,7 +306,7 @@ def t4_refresh_isolation(runs: Runs) -> Table:
         "Beyond the paper: refresh isolation (r1 no refresh, r2 rho = 1, r3 iCaRL with refresh). Deltas are "
         "paired by seed, mean and 95% t-interval (n - 1 df); the paper has no values for them.",
         ("Pair", "Isolates", "Seeds", "Δ accuracy (pp)", "95% CI", "Δ forgetting (pp)", "95% CI"), "llrrrrr",
-        rows, _seeds_note(runs, REFRESH_RUNS),
+        rows, _seeds_note(runs, REFRESH_RUNS), needs=tuple((a, b) for a, b, _ in T4_PAIRS),
     )
 
 
@@ -291,13 +322,14 @@ def per_seed(runs: Runs) -> Table:
         "per_seed", "tab:app-seeds", "Per-seed final average accuracy, forgetting, and backward transfer.",
         ("ID", "Configuration / seed", "Average accuracy", "Forgetting", "BWT"), "llrrr", rows,
         f"Profile {runs.profile}; — marks a run ID and seed without a result.", resize=False,
+        needs=_each(runs.shown()),
     )
 
 
 def compute(runs: Runs) -> Table:
     grouped = runs.wall_s.dropna().groupby("run_id")["wall_s"]
-    mean, std = grouped.mean(), grouped.std(ddof=0)
-    rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1)] for r in runs.shown()]
+    mean, std, n = grouped.mean(), grouped.std(ddof=0), grouped.size()
+    rows = [[r, run_name(r, runs.profile), Num(mean.get(r), std.get(r), digits=1, n=n.get(r))] for r in runs.shown()]
     header, align, note = ("ID", "Configuration", "Seconds"), "llr", ""
     if runs.estimate_s:  # uh doctor's estimate beside what ran: its error is the figure to trust it by
         for row, r in zip(rows, runs.shown(), strict=True):
@@ -312,7 +344,7 @@ def compute(runs: Runs) -> Table:
         f"{', '.join(runs.devices)}.",
         header, align, rows,
         _seeds_note(runs, runs.shown()) + " Seconds of training, refresh and evaluation, summed over tasks." + note,
-        resize=False,
+        resize=False, needs=_each(runs.shown()),
     )
 
 
@@ -356,14 +388,24 @@ def variants_table(runs: Runs) -> Table:
         "each variant's base, mean and 95% t-interval (n - 1 df); the paper has no values for them.",
         ("Variant", "Base", "Changes", "Seeds", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "95% CI",
          "Δ forgetting (pp)", "95% CI"), "lllrrrrrrr",
-        rows, _seeds_note(runs, tuple(dict.fromkeys(x for r in shown for x in (r, base_of(r))))),
+        rows, _seeds_note(runs, tuple(dict.fromkeys(x for r in shown for x in (r, base_of(r))))), needs=_each(shown),
     )  # fmt: skip
 
 
 def tables_for(runs: Runs) -> list[Table]:
-    """The paper's tables, and the variants table when the results hold variants."""
-    tables = [build(runs) for build in TABLES]
+    """The paper's tables that hold a result (Table.written; tables_left_out says which do not), and the variants
+    table when the results hold variants."""
+    tables = [table for table in (build(runs) for build in TABLES) if table.written(runs)]
     return tables + ([variants_table(runs)] if any(map(is_variant, runs.per_seed["run_id"])) else [])
+
+
+def tables_left_out(runs: Runs) -> str | None:
+    """One line naming the tables left out and what each needs; None when every table is written."""
+    gone = [f"{table.stem} (needs {table.wants()})" for table in (build(runs) for build in TABLES)
+            if not table.written(runs)]  # fmt: skip
+    if not gone:
+        return None
+    return f"left out {len(gone)} table(s) whose runs are not in these results: {'; '.join(gone)}"
 
 
 def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
@@ -418,7 +460,8 @@ def verdicts(runs: Runs) -> Verdicts:
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
-    """Re-run mean, expected mean and verdict of one metric; 'missing' without a result."""
+    """Re-run mean, expected mean and verdict of one metric; 'missing' without a result. The mean is over the seeds
+    uh check counts; where it counts none (check.counted_seeds: the registered seeds in order), over every seed."""
     observed = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
     if observed.empty:
         return "missing"
@@ -426,7 +469,8 @@ def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
     if check is None or check.expected_mean is None:
         beyond = run_id not in RUNS or RUNS[run_id].beyond_paper  # r1-r3 and variants
         return f"{observed.mean():.2f} {'no paper value' if beyond else 'not checked'}"
-    return f"{check.observed_mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
+    mean = observed.mean() if check.observed_mean is None else check.observed_mean
+    return f"{mean:.2f} (expected {check.expected_mean:.2f}) {check.verdict}"
 
 
 def _metric_rows(v: Verdicts) -> list[list[str]]:
@@ -441,12 +485,10 @@ def _metric_rows(v: Verdicts) -> list[list[str]]:
     return rows
 
 
-def _run_line(runs: Runs, v: Verdicts, run_id: str) -> str:
-    seeds = seeds_of(runs.per_seed, run_id)
-    if not seeds:
-        return f"{run_id} {run_name(run_id, runs.profile)}: missing (no result)"
-    cells = [f"{METRIC_NAMES[m]} {_metric_cell(runs, v, run_id, m)}" for m in METRICS]
-    return f"{run_id} {run_name(run_id, runs.profile)} (seeds {', '.join(map(str, seeds))}): {'; '.join(cells)}"
+def _runs_line(runs: Runs, run_ids: tuple[str, ...]) -> str:
+    """The runs a figure shows, each without a result marked missing; their metrics are the metrics table's."""
+    shown = [r if r in runs.R else f"{r} (missing)" for r in run_ids]
+    return f"Runs: {', '.join(shown)}; their metrics and verdicts are in the metrics table above"
 
 
 # --- the summary page ----------------------------------------------------------------------------
@@ -467,8 +509,9 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ("p", f"At a glance: metrics {tally(m.verdict for m in v.metrics or [])}; claims "
               f"{tally(c.verdict for c in claims_of[False])}; findings beyond the paper "
               f"{tally(c.verdict for c in claims_of[True])}."),
-        ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-test at 5%)"),
-        ("table", ("Claim", "Verdict", "Statement", "Evidence (per-seed deltas; mean; 90% t-interval)"),
+        ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-tests, 5% in all)"),
+        ("table", ("Claim", "Verdict", "Statement",
+                   "Evidence (per-seed deltas; mean; t-interval at the test's level: 90% for a one-sided 5%)"),
          [[c.claim_id, c.verdict, ("Beyond the paper, no paper value, never gates: " if c.finding else "")
            + c.statement, " / ".join(c.evidence)] for c in v.claims]),
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
@@ -499,11 +542,13 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
     if line := left_out(runs):
         blocks.append(("p", line[0].upper() + line[1:] + "."))
     claims = {c.claim_id: c for c in v.claims}
-    for spec in figures_for(runs):
-        lines = [_run_line(runs, v, r) for r in spec.runs]
+    for spec in figures_for(runs):  # each run's metrics are in the table above, once
+        lines = [_runs_line(runs, spec.runs)]
         lines += [f"{c} {claims[c].verdict}: {claims[c].statement}" for c in spec.claims]
         blocks.append(("figure", f"figures/{spec.stem}.png", f"{spec.caption} ({spec.label})", lines))
     blocks.append(("h", 2, "Tables"))
+    if line := tables_left_out(runs):
+        blocks.append(("p", line[0].upper() + line[1:] + "."))
     for table in tables:
         blocks.append(("p", f"{table.label}: tables/{table.stem}.md, tables/{table.stem}.tex"))
     return blocks
@@ -527,11 +572,11 @@ def summary_markdown(blocks: list[Block]) -> str:
 
 
 VERDICT_RE = re.compile(r"RESULTS REPLICATED|NOT REPLICATED|REPLICATED|NOT SUPPORTED|SUPPORTED|INCONCLUSIVE"
-                        r"|PIPELINE CHECK PASSED|PIPELINE CHECK FAILED|NOT EVIDENCE|INCOMPLETE|NOT CHECKED"
-                        r"|not checked|missing")
+                        r"|UNDECIDED|EXPECTED SET MATCHED|PIPELINE CHECK PASSED|PIPELINE CHECK FAILED|NOT EVIDENCE"
+                        r"|INCOMPLETE|NOT CHECKED|not checked|missing")
 VERDICT_CLASS = {"RESULTS REPLICATED": "ok", "REPLICATED": "ok", "SUPPORTED": "ok", "PIPELINE CHECK PASSED": "ok",
-                 "NOT REPLICATED": "bad", "NOT SUPPORTED": "bad", "PIPELINE CHECK FAILED": "bad",
-                 "INCONCLUSIVE": "noise", "INCOMPLETE": "noise"}
+                 "EXPECTED SET MATCHED": "ok", "NOT REPLICATED": "bad", "NOT SUPPORTED": "bad",
+                 "PIPELINE CHECK FAILED": "bad", "INCONCLUSIVE": "noise", "UNDECIDED": "noise", "INCOMPLETE": "noise"}
 CSS = """body{font-family:sans-serif;max-width:72em;margin:1em auto;font-size:14px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 .fig{display:flex;gap:1.5em;align-items:flex-start;margin-bottom:1.5em}.fig img{max-width:58%}
@@ -614,8 +659,9 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
         shutil.rmtree(staging, ignore_errors=True)
     missing = runs.missing(runs.shown())
     echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
-    if line := left_out(runs):
-        echo(line)
+    for line in (left_out(runs), tables_left_out(runs)):
+        if line:
+            echo(line)
     return written
 
 
