@@ -121,8 +121,16 @@ class Expected:
         if self.rule is None:
             tol = self.tolerance[metric]
             return float(tol[run_id] if isinstance(tol, dict) else tol)
-        spread, n = self.spreads[metric], len(self.seeds)
-        return self.rule.tolerance(spread.sd[run_id], spread.df, n, k or n)
+        n = len(self.seeds)
+        key = (run_id, metric, k or n)
+        if key not in self._derived:  # a t quantile per call: uh oc asks for the same ones thousands of times
+            spread = self.spreads[metric]
+            self._derived[key] = self.rule.tolerance(spread.sd[run_id], spread.df, n, k or n)
+        return self._derived[key]
+
+    @cached_property
+    def _derived(self) -> dict[tuple[str, str, int], float]:
+        return {}
 
     @property
     def seeds(self) -> tuple[int, ...]:
