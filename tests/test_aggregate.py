@@ -109,26 +109,50 @@ def test_uh_aggregate_prints_the_paper_tables_and_writes_the_per_seed_csv(tmp_pa
     )
 
 
+def write_smoke_b3(results: Path, seed: int, acc: float, R: list[list[float | None]] | None = None) -> None:
+    """A smoke B3 result.json with metrics ACC `acc`, F 1, BWT -1, and an R that gives them (or `R`)."""
+    write_json_atomic(
+        results / "B3" / f"seed-{seed}" / "result.json",
+        {
+            "config_version": CONFIG_VERSION,
+            "run_id": "B3",
+            "seed": seed,
+            "profile": "smoke",
+            "config": resolve("B3", "smoke").to_dict(),
+            "R": matrix_with(acc, 1.0, -1.0, T=5) if R is None else R,
+            "metrics": {"acc": acc, "forgetting": 1.0, "bwt": -1.0},
+        },
+    )
+
+
 def test_uh_aggregate_from_a_results_dir(tmp_path: Path) -> None:
     for seed, acc in [(1993, 40.0), (42, 44.0)]:
-        write_json_atomic(
-            tmp_path / "results" / "B3" / f"seed-{seed}" / "result.json",
-            {
-                "config_version": CONFIG_VERSION,
-                "run_id": "B3",
-                "seed": seed,
-                "profile": "smoke",
-                "config": resolve("B3", "smoke").to_dict(),
-                "R": matrix_with(acc, 1.0, -1.0, T=3),
-                "metrics": {"acc": acc, "forgetting": 1.0, "bwt": -1.0},
-            },
-        )
+        write_smoke_b3(tmp_path / "results", seed, acc)
     out = tmp_path / "smoke" / "per_seed.csv"
     args = ["aggregate", "--results-dir", str(tmp_path / "results"), "--per-seed-out", str(out)]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "profile: smoke" in res.output and "42.00 +/- 2.00" in res.output
     assert read_per_seed_csv(out)["seed"].tolist() == [1993, 42]
+
+
+def test_uh_aggregate_averages_what_R_gives_not_a_stored_integer(tmp_path: Path) -> None:
+    """Review 3: acc stored as 46 and 44 beside Rs giving 46.5 and 44.5 (within the integers' rounding) printed and
+    wrote 45.00, the stored values' mean; R's is 45.50."""
+    for seed, acc in [(1993, 46), (42, 44)]:
+        write_smoke_b3(tmp_path / "results", seed, acc, R=matrix_with(acc + 0.5, 1.0, -1.0, T=5))
+    out = tmp_path / "per_seed.csv"
+    args = ["aggregate", "--results-dir", str(tmp_path / "results"), "--per-seed-out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "45.50 +/- 1.00" in res.output and read_per_seed_csv(out)["acc"].tolist() == [46.5, 44.5]
+
+
+def test_uh_aggregate_refuses_a_short_R_with_exit_2(tmp_path: Path) -> None:
+    """Review 1: an R of 3 tasks under the smoke profile's 5 was averaged as a smoke run's."""
+    write_smoke_b3(tmp_path / "results", 1993, 40.0, R=matrix_with(40.0, 1.0, -1.0, T=3))
+    res = CliRunner().invoke(main, ["aggregate", "--results-dir", str(tmp_path / "results")])
+    assert res.exit_code == 2 and "R must be 5 x 5 (n_tasks)" in res.output and "it has 3 rows" in res.output
 
 
 def test_uh_aggregate_refuses_bad_input_with_exit_2(tmp_path: Path) -> None:

@@ -78,3 +78,14 @@ def test_every_metric_declares_a_range_and_defines_itself_in_its_docstring():
             T = int(rng.integers(1, 8))
             R = square([list(rng.choice([0.0, 100.0, rng.uniform(0, 100)], size=i + 1)) for i in range(T)])
             assert metric.low <= metric.of(R) <= metric.high, (name, R)
+
+
+def test_bwt_is_never_below_minus_forgetting():
+    """The bound read_per_seed_csv holds a row to: F_j = max_{i>=j} R[i][j] - R[T-1][j] >= R[j][j] - R[T-1][j] = -BWT_j
+    for each task, so BWT >= -F for every R (equal where no task ever beat its first accuracy)."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        T = int(rng.integers(1, 8))
+        R = square([list(rng.choice([0.0, 100.0, rng.uniform(0, 100)], size=i + 1)) for i in range(T)])
+        assert bwt(R) >= -forgetting(R) - 1e-9, R
+    assert bwt(R3) == -forgetting(R3)

@@ -33,14 +33,16 @@ PAPER_PER_SEED = Path(__file__).resolve().parents[1] / "expected_results" / "pap
 
 
 def result(run_id: str = "B3", seed: int = 1993, profile: str = "smoke", **changes: object) -> dict:
-    """A minimal valid result.json body (the keys results.py checks)."""
+    """A minimal valid result.json body (the keys results.py checks): an R of the profile's n_tasks giving ACC 50,
+    F 10 and BWT -10 (each task learned at 60, all at 50 after the last)."""
+    T = resolve(run_id, profile).n_tasks if run_id in RUNS and profile in PROFILES else 5
     return {
         "config_version": CONFIG_VERSION,
         "run_id": run_id,
         "seed": seed,
         "profile": profile,
         "config": resolve(run_id, profile).to_dict() if run_id in RUNS and profile in PROFILES else {},
-        "R": [[50.0, None], [40.0, 60.0]],
+        "R": matrix_with(50.0, 10.0, -10.0, T),
         "metrics": {"acc": 50.0, "forgetting": 10.0, "bwt": -10.0},
     } | changes
 
@@ -108,11 +110,6 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
         ({k: v for k, v in result().items() if k != "config"}, "missing key(s) config"),
         (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
-        (result(R="none"), "R must be a list of rows"),
-        (result(R=[]), "R must be a list of rows"),
-        (result(R=[[50.0, None], [40.0]]), "R row 1 must begin with 2 accuracies in [0, 100]"),
-        (result(R=[[50.0, None], [40.0, None]]), "R row 1 must begin with 2 accuracies in [0, 100]"),
-        (result(R=[[50.0, None], [40.0, 160.0]]), "R row 1 must begin with 2 accuracies in [0, 100]"),
         (result(run_id="B3+M=500", config=resolve("s1", "smoke").to_dict()), "not a canonical ID: the same run is"),
         (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict()), "records variant None, not"),
         (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict(),
@@ -161,16 +158,13 @@ def test_load_results_rejects_empty_and_missing_dirs(tmp_path: Path) -> None:
 
 
 def test_per_seed_table_and_profile(tmp_path: Path) -> None:
-    other_R = matrix_with(30.0, 20.0, -15.0, T=3)
+    other_R = matrix_with(30.0, 20.0, -15.0, T=5)
     results = [result("B3", 1993), result("B3", 42, R=other_R, metrics={"acc": 30.0, "forgetting": 20.0, "bwt": -15.0})]
     table = per_seed_table(results)
     assert tuple(table.columns) == (*PER_SEED_COLUMNS, *REPORTED)  # the checked three, then the reported metrics
     assert table.set_index("seed").loc[42, "bwt"] == -15.0
     for name, metric in REPORTED.items():  # a result written before a reported metric gets it from its R
-        assert table.set_index("seed").loc[42, name] == pytest.approx(metric.of(other_R)), name
-    recorded = result("B3", 7)  # one that records it keeps its own (as stored: R gives it, to its decimals)
-    recorded["metrics"] |= {name: round(metric.of(recorded["R"]), 2) for name, metric in REPORTED.items()}
-    assert per_seed_table([recorded])[list(REPORTED)].iloc[0].tolist() == [recorded["metrics"][m] for m in REPORTED]
+        assert table.set_index("seed").loc[42, name] == metric.of(other_R), name
     assert results_profile(results) == "smoke"
     with pytest.raises(ResultError, match="mix profiles paper, smoke"):
         per_seed_table([*results, result("a1", profile="paper")])
@@ -203,7 +197,7 @@ def test_a_reported_metric_declared_negative_is_read_negative(tmp_path: Path, mo
     """Issue 36: a new metric that can be negative (declared [-100, 100], like BWT) invalidated every result."""
     monkeypatch.setitem(REPORTED, "drop", Metric(lambda R: R[-1][0] - R[0][0], -100, 100))
     body = result()
-    body["metrics"]["drop"] = -10.0  # R's task 0: 50 after task 0, 40 at the end
+    body["metrics"]["drop"] = -10.0  # R's task 0: 60 after task 0, 50 at the end
     assert load_result(write_result(tmp_path, body))["metrics"]["drop"] == -10.0
 
 
@@ -212,7 +206,7 @@ def test_a_stored_metric_that_R_does_not_give_is_refused_in_one_line(tmp_path: P
     """Issue 34: an R of all 50.0 beside the paper's metrics passed. Each metric is recomputed from R; one off by more
     than the rounding of the decimals it is stored with is refused, naming the run, the metric, both values and
     what to do. One rounded to its decimals is read (the paper's values carry 2)."""
-    body = result("B3", 1993, R=matrix_with(44.63, 30.2, -28.1, T=10))
+    body = result("B3", 1993, R=matrix_with(44.63, 30.2, -28.1, T=5))
     exact = {m: f.of(body["R"]) for m, f in {**PAPER, **REPORTED}.items()}
     body["metrics"] = {m: round(v, 2) for m, v in exact.items()}
     assert load_result(write_result(tmp_path, body))["metrics"][name] == round(exact[name], 2)
@@ -229,12 +223,87 @@ def test_a_stored_metric_that_R_does_not_give_is_refused_in_one_line(tmp_path: P
 def test_an_R_of_all_50_beside_the_papers_metrics_is_refused_everywhere(tmp_path: Path) -> None:
     """Issue 34's case: the paper's B3 metrics beside an R of all 50.0; load_results (check, report, aggregate) and
     is_finished (uh run) refuse it, the latter as a stale copy that --force replaces."""
-    R = [[50.0] * (i + 1) + [None] * (9 - i) for i in range(10)]
+    R = [[50.0] * (i + 1) + [None] * (4 - i) for i in range(5)]
     path = write_result(tmp_path, result("B3", 1993, R=R, metrics={"acc": 44.63, "forgetting": 30.2, "bwt": -28.1}))
     with pytest.raises(ResultError, match=r"stored acc 44.63 is not what its R gives \(50.0000\)"):
         load_results(tmp_path)
     with pytest.raises(ResultError, match="rerun with --force"):
         is_finished(path, "B3", 1993, "smoke")
+
+
+def short_R(rows: int) -> list[list[float | None]]:
+    """An R of `rows` tasks in uh run's form giving ACC 50, F 10, BWT -10 (each task learned at 60, 50 at the end)."""
+    return [[60.0] * (i + 1) + [None] * (rows - i - 1) for i in range(rows - 1)] + [[50.0] * rows]
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_a_short_R_under_n_tasks_is_refused(tmp_path: Path, rows: int) -> None:
+    """Review 1: an R of 2 or 4 rows beside the paper profile's n_tasks 10 was valid (its stored metrics are its own
+    R's), so uh check read a run of a few tasks as the paper's and said RESULTS REPLICATED. R must be n_tasks x n_tasks,
+    as uh run writes it; the one-line error says what R must be, what this one is, and to re-run it."""
+    path = write_result(tmp_path, result("B3", 1993, profile="paper", R=short_R(rows)))
+    with pytest.raises(ResultError) as e:
+        load_results(tmp_path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: R must be 10 x 10 (n_tasks), row i holding i + 1 accuracies in [0, 100] "
+                              f"then nulls, as uh run writes it, but it has {rows} rows; re-run it (uh run --force)")
+    assert "\n" not in message
+    with pytest.raises(ResultError, match="rerun with --force"):
+        is_finished(path, "B3", 1993, "paper")
+
+
+@pytest.mark.parametrize(
+    ("R", "problem"),
+    [
+        ([[60.0] * (i + 1) for i in range(4)] + [[50.0] * 5], "row 0 has length 1"),  # lower-triangular, ragged
+        (short_R(6), "it has 6 rows"),
+        ([[*row, None] for row in short_R(5)], "row 0 has length 6"),
+        ([[60.0, 60.0, *[None] * 3], *short_R(5)[1:]], "row 0 entry 1 is 60.0, not null"),
+        ([*short_R(5)[:2], [60.0, 60.0, None, None, None], *short_R(5)[3:]], "row 2 entry 2 is None"),
+        ([*short_R(5)[:4], [50.0] * 4 + [150.0]], "row 4 entry 4 is 150.0"),
+        ("none", "it is not a list of rows"),
+        ([], "it has 0 rows"),
+    ],
+)
+def test_an_R_report_would_choke_on_is_refused_by_the_validator_check_and_report_share(
+    tmp_path: Path, R: object, problem: str
+) -> None:
+    """Review 2: a lower-triangular R (rows of 1..T entries) passed validate_result, so uh check and uh aggregate
+    read it, and uh report crashed on it (np.array of ragged rows: ValueError). The one validator refuses it, and
+    every R that is not uh run's T x T form, with the same one-line error for check, aggregate and report."""
+    from uniform_herding.report import load_runs
+
+    path = write_result(tmp_path, result("B3", 1993, R=R))
+    with pytest.raises(ResultError) as by_check:
+        load_results(tmp_path)
+    with pytest.raises(ResultError) as by_report:
+        load_runs(tmp_path)
+    message = str(by_check.value)
+    assert str(by_report.value) == message and "\n" not in message
+    assert message.startswith(f"{path}: R must be 5 x 5 (n_tasks)") and f"but {problem}; re-run it" in message
+
+
+def test_report_and_check_read_the_same_valid_results(tmp_path: Path) -> None:
+    """Review 2's other half: what check and aggregate accept, report reads, into the same per-seed table."""
+    from uniform_herding.report import load_runs
+
+    write_result(tmp_path, result("B3", 1993))
+    write_result(tmp_path, result("a1", 42, R=matrix_with(30.0, 20.0, -15.0, T=5),
+                                  metrics={"acc": 30.0, "forgetting": 20.0, "bwt": -15.0}))  # fmt: skip
+    runs = load_runs(tmp_path)
+    pd.testing.assert_frame_equal(runs.per_seed, per_seed_table(load_results(tmp_path)))
+    assert runs.n_tasks == 5 and runs.R["a1"][42].shape == (5, 5)
+
+
+def test_per_seed_table_takes_the_metrics_R_gives_not_a_stored_integer(tmp_path: Path) -> None:
+    """Review 3: acc stored as 46 beside an R giving 46.5 lies within half a unit of its last decimal, so it is read;
+    the per-seed table took the stored 46 (a check then read +2.33 REPLICATED where R reads +2.83 NOT REPLICATED).
+    Every table downstream takes the metrics R gives; the stored copies are only checked against them."""
+    R = matrix_with(46.5, 10.0, -10.0, T=5)
+    write_result(tmp_path, result("B3", 1993, R=R, metrics={"acc": 46, "forgetting": 10, "bwt": -10}))
+    table = per_seed_table(load_results(tmp_path))
+    assert table.loc[0, "acc"] == 46.5
+    assert table.loc[0, [*PAPER, *REPORTED]].tolist() == [m.of(R) for m in {**PAPER, **REPORTED}.values()]
 
 
 def test_a_mixed_results_dir_names_the_files_of_each_profile(tmp_path: Path) -> None:
@@ -283,6 +352,23 @@ def test_read_per_seed_csv_rejects_malformed_tables(tmp_path: Path, text: str, m
     with pytest.raises(ResultError) as e:
         read_per_seed_csv(path)
     assert str(path) in str(e.value) and message in str(e.value)
+
+
+@pytest.mark.parametrize(("bwt", "valid"), [(-10.01, True), (-10.02, False), (-12.5, False)])
+def test_read_per_seed_csv_refuses_bwt_below_minus_forgetting(tmp_path: Path, bwt: float, valid: bool) -> None:
+    """Review 4: BWT >= -F for every R (F_j = max_i R[i][j] - R[T-1][j] >= R[j][j] - R[T-1][j] = -BWT_j), so a row
+    with bwt below -forgetting is no run's; it was read. Two-decimal values may round 0.01 apart, no more."""
+    path = tmp_path / "per_seed.csv"
+    path.write_text(f"run_id,seed,acc,forgetting,bwt\nB3,42,50,1,-1\nB3,1993,50,10,{bwt}\n")
+    if valid:
+        assert read_per_seed_csv(path)["bwt"].tolist() == [-1.0, bwt]
+        return
+    with pytest.raises(ResultError) as e:
+        read_per_seed_csv(path)
+    assert str(e.value) == (
+        f"{path}: B3 seed 1993 (line 3): bwt {bwt:.2f} is below -forgetting -10.00, which no R gives (BWT >= -F); "
+        "correct the row or write the table again (uh aggregate --per-seed-out)"
+    )
 
 
 def test_write_per_seed_csv_round_trips(tmp_path: Path) -> None:

@@ -17,11 +17,13 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError
-from uniform_herding.metrics import PAPER, REPORTED, square
+from uniform_herding.metrics import PAPER, REPORTED
 from uniform_herding.variants import check_id, is_variant, record, resolve
 
 METRICS: tuple[str, ...] = tuple(PAPER)  # acc, forgetting, bwt: the paper's, checked against it
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
+# How far below -forgetting a per-seed bwt may lie: each of the two rounded to 2 decimals, 0.005 apart at most.
+BOUND_ROUNDING = 0.01 + 1e-9  # 1e-9: the float error of the sum
 
 
 class ResultError(ValueError):
@@ -94,9 +96,9 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
 
     A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
     profile, was written by this config version with exactly the config that ID has under that
-    profile, and holds R, whose row i begins with the i + 1 accuracies the metrics are computed from,
-    and finite metrics, each in its declared range (metrics.py) and equal to what R gives
-    (check_metrics_of_R); a reported metric a result predates is computed from R where it is read.
+    profile, and holds R in the form uh run writes (check_R) and finite metrics, each in its declared
+    range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader takes the metrics
+    from R (per_seed_table), never these stored copies.
     """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
@@ -133,13 +135,7 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
-    R = result["R"]
-    if not isinstance(R, list) or not R or not all(isinstance(row, list) for row in R):
-        raise ResultError(f"{path}: R must be a list of rows")
-    short = [i for i, row in enumerate(R) if len(row) <= i or not all(
-        _is_number(x) and 0 <= x <= 100 for x in row[: i + 1])]  # fmt: skip
-    if short:  # every metric is computed from R's lower triangle
-        raise ResultError(f"{path}: R row {short[0]} must begin with {short[0] + 1} accuracies in [0, 100]")
+    check_R(result["R"], config["n_tasks"], path)
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
         raise ResultError(f"{path}: metrics must be an object")
@@ -159,6 +155,37 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     return result
 
 
+def _R_problem(R: Any, n_tasks: int) -> str | None:
+    """What keeps `R` from uh run's form (run.assemble: metrics.square of the recorded rows), or None."""
+    if not isinstance(R, list) or not all(isinstance(row, list) for row in R):
+        return "it is not a list of rows"
+    if len(R) != n_tasks:
+        return f"it has {len(R)} rows"
+    for i, row in enumerate(R):
+        if len(row) != n_tasks:
+            return f"row {i} has length {len(row)}"
+        for j, x in enumerate(row):
+            if j <= i and not (_is_number(x) and 0 <= x <= 100):
+                return f"row {i} entry {j} is {x!r}"
+            if j > i and x is not None:
+                return f"row {i} entry {j} is {x!r}, not null"
+    return None
+
+
+def check_R(R: Any, n_tasks: int, path: Path) -> None:
+    """Refuse an R that is not n_tasks x n_tasks with row i's i + 1 accuracies then nulls, as uh run writes it.
+
+    A short R gives metrics of fewer tasks than the config's (checked as the paper's all the same), and a ragged
+    one cannot be a matrix (uh report's); refused here, every reader refuses it alike, in one line.
+    """
+    problem = _R_problem(R, n_tasks)
+    if problem is not None:
+        raise ResultError(
+            f"{path}: R must be {n_tasks} x {n_tasks} (n_tasks), row i holding i + 1 accuracies in [0, 100] then "
+            f"nulls, as uh run writes it, but {problem}; re-run it (uh run --force)"
+        )
+
+
 def decimals(value: float) -> int:
     """How many decimals `value` is written with in JSON (its shortest repr): 44.63 has 2, 50 and 50.0 none."""
     mantissa, _, exponent = repr(float(value)).partition("e")
@@ -168,14 +195,13 @@ def decimals(value: float) -> int:
 
 def check_metrics_of_R(result: dict[str, Any], path: Path) -> None:
     """Refuse metrics that R does not give: each stored metric (the paper's and every reported one present) must
-    equal the one computed from R's lower triangle, up to the rounding of the decimals it is stored with (half a
+    equal the one computed from R (check_R's form), up to the rounding of the decimals it is stored with (half a
     unit of its last decimal; a value uh run wrote is R's to the last bit). Anything else is a file whose numbers
-    were edited or mixed up, so every downstream figure would disagree with its own R."""
-    rows = square([row[: i + 1] for i, row in enumerate(result["R"])])
+    were edited or mixed up. Downstream, R's own values are used (per_seed_table), not the rounded copies."""
     for name, metric in {**PAPER, **REPORTED}.items():
         if name not in result["metrics"]:
             continue
-        stored, recomputed = float(result["metrics"][name]), metric.of(rows)
+        stored, recomputed = float(result["metrics"][name]), metric.of(result["R"])
         places = decimals(stored)
         if abs(stored - recomputed) > 0.5 * 10.0**-places + 1e-9:  # 1e-9: the float error of a mean of <= 100
             raise ResultError(
@@ -340,11 +366,10 @@ def results_profile(results: list[dict[str, Any]]) -> str:
 
 def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per run ID and seed (PER_SEED_COLUMNS, then the REPORTED metrics), from results of a single
-    profile; a reported metric that a result predates is computed from its R."""
+    profile. Each metric is computed from the result's R, never read from its stored copy: that copy may be
+    rounded (check_metrics_of_R lets 46 stand for 46.5), and one written before a reported metric lacks it."""
     results_profile(results)
-    rows = [(r["run_id"], r["seed"], *(float(r["metrics"][m]) for m in METRICS),
-             *(float(r["metrics"].get(name, m.of(r["R"]))) for name, m in REPORTED.items()))
-            for r in results]  # fmt: skip
+    rows = [(r["run_id"], r["seed"], *(float(m.of(r["R"])) for m in {**PAPER, **REPORTED}.values())) for r in results]
     return pd.DataFrame(rows, columns=[*PER_SEED_COLUMNS, *REPORTED])
 
 
@@ -382,6 +407,14 @@ def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
             raise ResultError(
                 f"{path}: {column} {bad.iloc[0]} out of range {low:.10g}..{high:.10g} (line {bad.index[0] + 2})"
             )
+    below = df[df["bwt"] < -df["forgetting"] - BOUND_ROUNDING]  # BWT >= -F for every R (metrics.py)
+    if not below.empty:
+        row = below.iloc[0]
+        raise ResultError(
+            f"{path}: {row['run_id']} seed {row['seed']} (line {below.index[0] + 2}): bwt {row['bwt']:.2f} is below "
+            f"-forgetting {-row['forgetting']:.2f}, which no R gives (BWT >= -F); correct the row or write the table "
+            f"again (uh aggregate --per-seed-out)"
+        )
     duplicated = df[df.duplicated(["run_id", "seed"])]
     if not duplicated.empty:
         run_id, seed = duplicated.iloc[0][["run_id", "seed"]]
