@@ -6,6 +6,7 @@ malformed or mismatched file fails here with one line naming the file and what i
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -373,11 +374,12 @@ def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*PER_SEED_COLUMNS, *REPORTED])
 
 
-def read_per_seed_csv(path: Path | str) -> pd.DataFrame:
-    """Read a per-seed CSV (the paper's, an expected set, a saved re-run) and validate it."""
+def read_per_seed_csv(path: Path | str, data: bytes | None = None) -> pd.DataFrame:
+    """Read a per-seed CSV (the paper's, an expected set, a saved re-run) and validate it; from `data`, the
+    file's bytes already read, where given (a caller that hashes them parses the same bytes)."""
     path = Path(path)
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        df = pd.read_csv(path if data is None else io.BytesIO(data), dtype=str, keep_default_na=False)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ResultError(f"{path}: cannot read CSV ({str(e).splitlines()[0]})") from None
     if tuple(df.columns) != PER_SEED_COLUMNS:
