@@ -71,14 +71,8 @@ def load_runs(results_dir: Path) -> Runs:
     results = load_results(results_dir)
     profile = results_profile(results)
     R: dict[str, dict[int, np.ndarray]] = {}
-    for r in results:
-        matrix = np.array(r["R"], dtype=float)
-        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
-            raise ResultError(f"{r['run_id']} seed {r['seed']}: R is not a square matrix")
-        R.setdefault(r["run_id"], {})[r["seed"]] = matrix
-    sizes = {m.shape[0] for by_seed in R.values() for m in by_seed.values()}
-    if len(sizes) != 1:
-        raise ResultError(f"{results_dir}: results have different numbers of tasks {sorted(sizes)}; re-run them")
+    for r in results:  # each n_tasks x n_tasks of its profile's n_tasks (results.validate_result), one profile
+        R.setdefault(r["run_id"], {})[r["seed"]] = np.array(r["R"], dtype=float)
     wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
                           columns=["run_id", "seed", "wall_s"])
     recorded = {r.get("environment", {}).get("device", "unknown device") for r in results}
@@ -88,7 +82,7 @@ def load_runs(results_dir: Path) -> Runs:
     for r in results:  # recorded since the divergence guard; older results lack it
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
-    return Runs(profile, per_seed_table(results), R, sizes.pop(), wall_s, devices, epoch_loss=epoch_loss,
+    return Runs(profile, per_seed_table(results), R, len(results[0]["R"]), wall_s, devices, epoch_loss=epoch_loss,
                 estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
 
 
