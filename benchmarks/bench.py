@@ -46,13 +46,14 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
 
-from uniform_herding import selftest, train
-from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
-from uniform_herding.config import Config, resolve
-from uniform_herding.devices import select
-from uniform_herding.model import Learner
-from uniform_herding.run import run_seed
-from uniform_herding.stream import TaskStream
+from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
+from uniform_herding.method import train
+from uniform_herding.method.config import Config, resolve
+from uniform_herding.method.model import Learner
+from uniform_herding.method.stream import TaskStream
+from uniform_herding.runs import selftest
+from uniform_herding.runs.devices import select
+from uniform_herding.runs.run import run_seed
 
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
 # Dense fp16 tensor-core peaks (NVIDIA's datasheets: half the figures "with sparsity"); the first key found in

@@ -14,7 +14,9 @@ train only in processes they start are marked by hand).
 from __future__ import annotations
 
 import functools
+import io
 import os
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +25,11 @@ import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.strategies import Strategy
 
-from uniform_herding.archive import RawData
-from uniform_herding.config import Config
-from uniform_herding.memory import Memory, make_memory
-from uniform_herding.model import Learner
-from uniform_herding.stream import TaskStream
+from uniform_herding.data.archive import RawData
+from uniform_herding.method.config import Config
+from uniform_herding.method.memory import Memory, make_memory
+from uniform_herding.method.model import Learner
+from uniform_herding.method.stream import TaskStream
 
 os.environ["UH_DEVICE"] = "cpu"
 
@@ -64,7 +66,7 @@ SYSTEM_SKIP = (f"changes the host (installs packages, starts daemons as root, bu
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for."""
-    from uniform_herding.devices import gpu_problem
+    from uniform_herding.runs.devices import gpu_problem
 
     if os.environ.get(SYSTEM_TESTS) != "1":
         for item in (item for item in items if "system" in item.keywords):
@@ -141,9 +143,9 @@ def smoke_sweep(tmp_path_factory) -> tuple[Path, Path, str]:
 @pytest.fixture
 def finished_result():
     """Write a valid result.json of a run or variant ID (what `uh run` finds done), with the given ACC; its path."""
-    from uniform_herding.config import CONFIG_VERSION
-    from uniform_herding.results import result_path, write_json_atomic
-    from uniform_herding.variants import record, resolve
+    from uniform_herding.method.config import CONFIG_VERSION
+    from uniform_herding.method.variants import record, resolve
+    from uniform_herding.runs.results import result_path, write_json_atomic
 
     def write(results_dir: Path, run_id: str, seed: int, acc: float = 50.0, profile: str = "smoke") -> Path:
         T = resolve(run_id, profile).n_tasks
@@ -161,7 +163,7 @@ def finished_result():
 @pytest.fixture
 def no_training(monkeypatch):
     """A run that starts fails the test at once (instead of training for minutes)."""
-    from uniform_herding import run
+    from uniform_herding.runs import run
 
     def refuse(run_id, seed, *args, **kwargs):
         raise AssertionError(f"{run_id} seed {seed} was started")
@@ -221,7 +223,7 @@ def one_at_a_time(tmp_path_factory):
     the same machine, never a run with the committed rows."""
     import json
 
-    from uniform_herding.run import run_seed
+    from uniform_herding.runs.run import run_seed
 
     root = tmp_path_factory.mktemp("one-at-a-time")
 
@@ -245,3 +247,12 @@ def matrix_with(acc: float, forgetting: float, bwt: float, T: int = 10) -> list[
     R[-1] = [acc] * T
     assert all(0 <= x <= 100 for row in R for x in row), (acc, forgetting, bwt)
     return [row + [None] * (T - len(row)) for row in R]
+
+
+def write_tar(path: Path, folder: str, files: dict[str, bytes], compresslevel: int = 9) -> None:
+    """A tar.gz written with plain tarfile, independent of the package's writer."""
+    with tarfile.open(path, "w:gz", compresslevel=compresslevel) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))

@@ -28,7 +28,7 @@ def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_d
     """Every fit goes through train.fit_task in `precision` (on a GPU the default is 16-mixed, the paper's),
     and the learner is used again after each fit (the plain-loop step, the FLOP count): on a GPU the
     teardown has left it on the CPU by then, here on `meta`."""
-    from uniform_herding import train
+    from uniform_herding.method import train
 
     seen = []
     fit_task = train.fit_task
@@ -49,11 +49,11 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
 
     import torch
 
-    from uniform_herding import train
-    from uniform_herding.archive import DATASETS, read_archive, write_synthetic_archive
-    from uniform_herding.config import resolve
-    from uniform_herding.model import Learner
-    from uniform_herding.stream import TaskStream
+    from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
+    from uniform_herding.method import train
+    from uniform_herding.method.config import resolve
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.stream import TaskStream
 
     folder = data_dir / "synthetic-500x100"
     if not (folder / DATASETS["cifar100"].filename).exists():

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from uniform_herding.archive import DATASETS, write_synthetic_archive
-from uniform_herding.config import PROFILES, RUNS, SIZE_FIELDS, resolve
-from uniform_herding.run import load_data
-from uniform_herding.stream import TaskStream
+from uniform_herding.data.archive import DATASETS, write_synthetic_archive
+from uniform_herding.method.config import PROFILES, RUNS, SIZE_FIELDS, resolve
+from uniform_herding.method.stream import TaskStream
+from uniform_herding.runs.run import load_data
 
 
 @pytest.mark.parametrize(

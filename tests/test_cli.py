@@ -8,7 +8,7 @@ import click
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.config import RUNS
+from uniform_herding.method.config import RUNS
 
 
 def test_the_cli_starts_without_torch():
@@ -25,8 +25,9 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
     code = (
         "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
         "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
-        "{'uniform_herding.cli', 'uniform_herding.components', 'uniform_herding.config', 'uniform_herding.executor', "
-        "'uniform_herding.variants'}))"
+        "{'uniform_herding.cli', 'uniform_herding.method', 'uniform_herding.method.components', "
+        "'uniform_herding.method.config', 'uniform_herding.method.variants', 'uniform_herding.runs', "
+        "'uniform_herding.runs.executor'}))"
     )
     env = {**os.environ, "COLUMNS": "80"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout

@@ -30,10 +30,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from uniform_herding import components, memory
 from uniform_herding.cli import main
-from uniform_herding.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
-from uniform_herding.variants import KEYS, resolve
+from uniform_herding.method import components, memory
+from uniform_herding.method.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
+from uniform_herding.method.variants import KEYS, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -434,10 +434,10 @@ def fenced_python(text: str) -> list[str]:
 
 def test_the_worked_example_is_the_code_that_runs_and_is_tested() -> None:
     """Each Python block of docs/extending.md's worked example is the reservoir's class in memory.py, its entry in
-    components.py, or one of its tests in tests/test_memory.py, verbatim."""
+    components.py, or one of its tests in tests/method/test_memory.py, verbatim."""
     section = EXTENDING.read_text().split("## Adding a memory policy")[1].split("\n## ")[0]
     blocks = fenced_python(section)
-    tests = (ROOT / "tests" / "test_memory.py").read_text()
+    tests = (ROOT / "tests" / "method" / "test_memory.py").read_text()
     assert len(blocks) == 4 and blocks[0] == inspect.getsource(memory.Reservoir)
     assert blocks[1].startswith('    "reservoir": Policy(') and blocks[1] in inspect.getsource(components)
     for block in blocks[2:]:  # whole test functions: from a `def` at the line's start to two blank lines

@@ -8,8 +8,8 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.config import PAPER_RUNS, RUNS, resolve
 from uniform_herding.doctor import duration, estimates, feature_images, procedure_seconds, run_seconds, run_steps
+from uniform_herding.method.config import PAPER_RUNS, RUNS, resolve
 
 
 @pytest.mark.trains
@@ -42,8 +42,8 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
 def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, advice, tmp_path, monkeypatch):
     """A driver that torch cannot use: below CUDA 12.8's 570.26 the image does not even start, so the
     advice is a newer driver, not the image."""
-    from uniform_herding import devices
     from uniform_herding.doctor import check_environment
+    from uniform_herding.runs import devices
 
     monkeypatch.setattr(devices, "driver_version", lambda: driver)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -57,7 +57,7 @@ def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, ad
 @pytest.mark.trains
 def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitialised_memory_is_nan):
     """torch's fused SGD as it is, without the zero-filled momentum buffers: the self-test fails, exit 1."""
-    from uniform_herding import train
+    from uniform_herding.method import train
 
     monkeypatch.setattr(train, "sgd", lambda cfg, params, fused: torch.optim.SGD(
         params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None))

@@ -8,9 +8,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from uniform_herding import selftest
 from uniform_herding.cli import main
-from uniform_herding.config import resolve
+from uniform_herding.method.config import resolve
+from uniform_herding.runs import selftest
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")
@@ -23,8 +23,8 @@ def on_the_gpu(monkeypatch):
 
 @pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
 def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
-    from uniform_herding.model import Learner
-    from uniform_herding.train import TaskModule, fit_task, freeze
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule, fit_task, freeze
 
     cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)
     stream = tiny_stream(cfg, "cuda")
@@ -72,7 +72,7 @@ def test_two_deterministic_gpu_runs_agree_bitwise(tmp_path):
 def test_a_deterministic_gpu_run_killed_after_a_task_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     """The checkpoint holds the run's own GPU's random state, and the resumed learner has the layout the
     uninterrupted one has (channels_last), so under --deterministic the resumed run equals an uninterrupted one."""
-    from uniform_herding import durability
+    from uniform_herding.runs import durability
 
     save = durability.Checkpoint.save
 

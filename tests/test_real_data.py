@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_archive import write_tar
+from conftest import write_tar
 from torchvision.datasets.utils import calculate_md5
 
-from uniform_herding.archive import DATASETS, RawData, _parse_meta, read_archive
-from uniform_herding.config import resolve
-from uniform_herding.stream import TaskStream, make_split
+from uniform_herding.data.archive import DATASETS, RawData, _parse_meta, read_archive
+from uniform_herding.method.config import resolve
+from uniform_herding.method.stream import TaskStream, make_split
 
 META_MD5 = "7973b15100ade9c7d40fb424638fde48"  # the official CIFAR-100 meta, byte-exact
 # Split seed 13 on the real training labels; computed once here, so any change to the class order, the

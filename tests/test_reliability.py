@@ -27,11 +27,11 @@ import pytest
 import torch
 from click.testing import CliRunner, Result
 
-from uniform_herding import durability, run
-from uniform_herding.archive import write_synthetic_archive
 from uniform_herding.cli import main
-from uniform_herding.config import CONFIG_VERSION, resolve
-from uniform_herding.results import write_bytes_atomic
+from uniform_herding.data.archive import write_synthetic_archive
+from uniform_herding.method.config import CONFIG_VERSION, resolve
+from uniform_herding.runs import durability, run
+from uniform_herding.runs.results import write_bytes_atomic
 
 SEED = 5
 CFG = resolve("B3", "smoke")
@@ -524,7 +524,7 @@ def test_a_results_dir_of_another_profile_is_refused_even_with_force(run_id, mar
 
 
 def test_the_first_run_records_the_profile(data, tmp_path) -> None:
-    from uniform_herding.results import claim_dir, dir_profile
+    from uniform_herding.runs.results import claim_dir, dir_profile
 
     claim_dir(tmp_path / "results", "smoke")
     assert dir_profile(tmp_path / "results") == "smoke"
@@ -558,7 +558,7 @@ def test_every_row_of_the_fault_table_names_a_test_that_exists() -> None:
 
 def test_uh_cpu_threads_not_omp_num_threads_fixes_the_count() -> None:
     """Issue 14.15: the docs said OMP_NUM_THREADS pins the count; UH_CPU_THREADS (default 1) overrides it."""
-    code = "import torch, uniform_herding.devices as d; d.select('cpu', 'smoke'); print(torch.get_num_threads())"
+    code = "import torch, uniform_herding.runs.devices as d; d.select('cpu', 'smoke'); print(torch.get_num_threads())"
     env = {**ENV, "OMP_NUM_THREADS": "2"}
     env.pop("UH_CPU_THREADS", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, available  # tests/ is on the path (pytest rootdir)
 
-from uniform_herding.run import result_path
+from uniform_herding.runs.run import result_path
 
 pytestmark = pytest.mark.system
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from uniform_herding.cli import main
-from uniform_herding.results import result_path
+from uniform_herding.runs.results import result_path
 from uniform_herding.sweep import grid_points
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.components import CHOICES
-from uniform_herding.config import (
+from uniform_herding.method.components import CHOICES
+from uniform_herding.method.config import (
     DEVICES,
     PROFILES,
     RUN_GROUPS,
@@ -25,20 +25,21 @@ from uniform_herding.config import (
     differences,
     expand_run_ids,
 )
-from uniform_herding.executor import slurm_options
-from uniform_herding.variants import name_runs, resolve
+from uniform_herding.method.variants import name_runs, resolve
+from uniform_herding.runs.executor import slurm_options
 
 # Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
 # `uh --help` shows for it, so that listing the commands imports none of them).
 LAZY_COMMANDS = {
-    "aggregate": ("uniform_herding.aggregate:aggregate_command",
+    "aggregate": ("uniform_herding.verdict.aggregate:aggregate_command",
                   "Mean +/- std over seeds per run ID, paired deltas vs B3."),
-    "check": ("uniform_herding.check:check_command", "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
-    "data": ("uniform_herding.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
-    "oc": ("uniform_herding.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
+    "check": ("uniform_herding.verdict.check:check_command",
+              "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
+    "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
+    "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
-    "report": ("uniform_herding.report:report_command", "The paper's tables and figures, and a summary page."),
-    "status": ("uniform_herding.status:status_command", "One line per run ID and seed: done, running, failed."),
+    "report": ("uniform_herding.report.report:report_command", "The paper's tables and figures, and a summary page."),
+    "status": ("uniform_herding.runs.status:status_command", "One line per run ID and seed: done, running, failed."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 
@@ -90,7 +91,7 @@ def list_runs() -> None:
 @click.option("--classes-per-task", type=click.IntRange(min=1), default=10, show_default=True)
 def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
     """Per-class quota q after each task (min-max where they differ), as in the paper's appendix."""
-    from uniform_herding.memory import quotas
+    from uniform_herding.method.memory import quotas
 
     cells = []
     for t in range(tasks):
@@ -148,7 +149,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
     (docs/reliability.md), from the first moment on.
     """
-    from uniform_herding.durability import Interrupted, stop_on_signals
+    from uniform_herding.runs.durability import Interrupted, stop_on_signals
 
     with stop_on_signals():
         try:
@@ -183,8 +184,8 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
               deterministic: bool = False) -> None:
     """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported; the
     device is chosen (or refused) before any run starts, on the machine that runs them (Slurm: the nodes)."""
-    from uniform_herding.durability import Interrupted, RunError
-    from uniform_herding.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
+    from uniform_herding.runs.durability import Interrupted, RunError
+    from uniform_herding.runs.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
 
     ids = list(run_ids)  # canonical run and variant IDs, checked (run_names)
     configs = [resolve(run_id, profile) for run_id in ids]
@@ -205,19 +206,19 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
         raise click.ClickException(str(e)) from None
     if not pairs:
         return
-    from uniform_herding.archive import DataError
+    from uniform_herding.data.archive import DataError
 
     if executor is None and jobs is not None and jobs > 1:
         executor = "local"
-    from uniform_herding.devices import select, wanted
+    from uniform_herding.runs.devices import select, wanted
 
     try:
         cuda = wanted(device, profile) == "cuda" if executor == "slurm" else select(device, profile).type == "cuda"
     except ValueError as e:  # DeviceError, or a bad UH_CPU_THREADS
         raise click.ClickException(str(e)) from None
     if executor:
-        from uniform_herding import executor as submit
-        from uniform_herding.run import prepare_archive
+        from uniform_herding.runs import executor as submit
+        from uniform_herding.runs.run import prepare_archive
 
         try:
             prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per job
@@ -233,7 +234,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
             settings = submit.slurm_settings(slurm_config, given, cuda)
             code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
         click.get_current_context().exit(code)
-    from uniform_herding.run import run_seed
+    from uniform_herding.runs.run import run_seed
 
     progress = profile == "paper" and sys.stderr.isatty()
     for run_id, seed in pairs:

@@ -29,7 +29,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from uniform_herding.config import (
+from uniform_herding.method.config import (
     DEVICES,
     PAPER_RUNS,
     PROFILES,
@@ -57,8 +57,8 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
     import lightning
     import torch
 
-    from uniform_herding.archive import DATASETS, DataError, locate_archive
-    from uniform_herding.devices import MIN_DRIVER, compute_modes, driver_version, gpu_problem
+    from uniform_herding.data.archive import DATASETS, DataError, locate_archive
+    from uniform_herding.runs.devices import MIN_DRIVER, compute_modes, driver_version, gpu_problem
 
     lines = []
 
@@ -132,7 +132,7 @@ def driver_advice(driver: str, image_driver: str) -> str:
 
 
 def check_selftest(device, steps: int) -> tuple[Line, dict]:
-    from uniform_herding import selftest
+    from uniform_herding.runs import selftest
 
     width = 64 if device.type == "cuda" else CPU_SELFTEST_WIDTH
     size = "paper size (width 64)" if width == 64 else f"CPU size (width {width}; the paper's is 64)"
@@ -156,8 +156,8 @@ def step_seconds(device, precision: str, cfg: Config, steps: int) -> tuple[float
     start-up and teardown, which every task pays once)."""
     import torch
 
-    from uniform_herding.selftest import task_one
-    from uniform_herding.train import TaskModule, fit_task, quiet_lightning
+    from uniform_herding.method.train import TaskModule, fit_task, quiet_lightning
+    from uniform_herding.runs.selftest import task_one
 
     quiet_lightning()
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
@@ -182,8 +182,8 @@ def overhead_seconds(device, cfg: Config) -> dict[str, float]:
     writing of one checkpoint (the learner and as much again for the optimizer's momentum)."""
     import torch
 
-    from uniform_herding.evaluate import features
-    from uniform_herding.selftest import task_one
+    from uniform_herding.method.evaluate import features
+    from uniform_herding.runs.selftest import task_one
 
     stream, learner, _ = task_one(dataclasses.replace(cfg, epochs=1, train_per_class=None), 1, device)
     images = stream.train_x[: 2 * cfg.eval_batch_size]
@@ -260,7 +260,7 @@ def launch_seconds() -> float:
     import subprocess
 
     tic = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import submitit, uniform_herding.run"], check=True)
+    subprocess.run([sys.executable, "-c", "import submitit, uniform_herding.runs.run"], check=True)
     return time.perf_counter() - tic
 
 
@@ -284,7 +284,7 @@ def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float)
 
 def _procedure_runs_csv() -> Path | None:
     """expected_results/procedure_runs.csv (uh oc --runs-out), found as uh check finds the expected set."""
-    from uniform_herding.check import ExpectedError, find_expected_root
+    from uniform_herding.verdict.check import ExpectedError, find_expected_root
 
     try:
         path = find_expected_root([Path.cwd(), Path(__file__).resolve().parent]) / "procedure_runs.csv"
@@ -334,10 +334,10 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
-    from uniform_herding.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
-    from uniform_herding.results import write_json_atomic
-    from uniform_herding.train import compile_mode
-    from uniform_herding.train import precision as run_precision
+    from uniform_herding.method.train import compile_mode
+    from uniform_herding.method.train import precision as run_precision
+    from uniform_herding.runs.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
+    from uniform_herding.runs.results import write_json_atomic
 
     try:
         compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS: one line, before any check runs

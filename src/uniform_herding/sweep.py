@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from uniform_herding.cli import BadName, run_cmd, run_names
-from uniform_herding.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
-from uniform_herding.variants import SEP, assignments, format_value, parse, parse_value
+from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
+from uniform_herding.method.variants import SEP, assignments, format_value, parse, parse_value
 
 
 def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
@@ -47,7 +47,7 @@ def grid_points(run_id: str, grid: tuple[str, ...]) -> list[tuple[str, str]]:
 
 def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:
     """The seeds of `run_id` whose valid result is there; anything `uh run` would refuse counts as not done."""
-    from uniform_herding.results import ResultError, is_finished, result_path
+    from uniform_herding.runs.results import ResultError, is_finished, result_path
 
     done = []
     for seed in seeds:

@@ -1,0 +1,389 @@
+"""Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`).
+
+A variant's ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
+kd_lambda, ..., rho), joined by `+`: `B3+rho=5`, `B3+M=1000+rho=5`. IDs use only [A-Za-z0-9_.=+-], so they
+are folder names on every filesystem and shell words that need no quoting (values in one form: whole
+numbers without padding, floats as Python's shortest repr with `e+` shortened to `e`: lr=0.05,
+weight_decay=1e-05). The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh
+status / check / report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID
+(config.resolve knows run IDs only; this module builds on it, never the reverse).
+
+One run, one name (`Variant.canonical`). A run is the settings its config reads (components.py: B2 never
+reads rho), so any spelling of the same settings names one run, and its name is the run ID that needs the
+fewest `--set` keys to reach them, ties to the one that reads the same settings most nearly, then RUNS
+order; a spelling whose settings are a run ID's *is* that run ID (B3 with M=500 is s1). So one run has one
+results folder, and a variant's base is the run ID it differs from in the fewest settings (base_of).
+M and b are in the paper's units; the profile scales them.
+
+A variant is refused when it changes a setting that nothing in its run reads, when its readout needs what
+its memory does not keep (NME needs an exemplar of every seen class), and, under a profile, when a value
+it sets is the same run as another value (`check_levels`: M, b and rho level off).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from uniform_herding.method import components, config
+from uniform_herding.method.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, images_per_class
+
+SEP = VARIANT_SEP
+# The method settings --set may change; sizes belong to a profile, and the split is every run's.
+KEYS: tuple[str, ...] = (
+    "memory", "selection", "loss", "kd_lambda", "kd_temperature", "head", "cos_scale", "cos_margin", "imprint",
+    "readout", "M", "b", "rho", "lr", "momentum", "weight_decay", "grad_clip",
+)  # fmt: skip
+SPLIT_FIELDS = frozenset({"split_seed", "probe_per_class", "val_per_class"})
+TYPES: dict[str, Any] = get_type_hints(Config)
+# The valid range of each real-valued key: a test and the words the refusal prints.
+RATES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "kd_lambda": (lambda x: x >= 0, ">= 0"),
+    "kd_temperature": (lambda x: x > 0, "> 0 (T_KD divides the logits)"),
+    "cos_scale": (lambda x: x > 0, "> 0 (s scales the cosines)"),
+    "cos_margin": (lambda x: x >= 0, ">= 0"),
+    "lr": (lambda x: x > 0, "> 0"),
+    "momentum": (lambda x: 0 <= x < 1, "in [0, 1)"),
+    "weight_decay": (lambda x: x >= 0, ">= 0"),
+    "grad_clip": (lambda x: x > 0, "> 0 (a clip of 0 zeroes every gradient)"),
+}
+SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")
+
+
+def parse_value(key: str, text: str) -> Any:
+    """`text` as a value of Config field `key`, checked: a Literal's choices, a count >= 1, a finite rate in range."""
+    kind = TYPES[key]
+    names = choices(key)
+    if names:
+        if text not in names:
+            raise ConfigError(f"{key}={text}: {key} is one of {', '.join(names)}")
+        return text
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ConfigError(f"{key}={text}: {key} is true or false")
+        return text == "true"
+    if kind is int:
+        if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+            raise ConfigError(f"{key}={text}: {key} is a whole number >= 1")
+        return int(text)
+    test, valid = RATES[key]
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not test(value):
+        raise ConfigError(f"{key}={text}: {key} is a finite number {valid}")
+    return value
+
+
+def choices(key: str) -> tuple[str, ...]:
+    """The values of a choice: a component registry's names (memory, loss, head, readout) or a Literal's; () else."""
+    if key in components.CHOICES:
+        return tuple(components.CHOICES[key])
+    return get_args(TYPES[key]) if get_origin(TYPES[key]) is Literal else ()
+
+
+def format_value(value: Any) -> str:
+    """A value as the ID writes it: parse_value(key, format_value(v)) == v, and no character a shell expands."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value).replace("e+", "e")
+    return str(value)
+
+
+def check_key(key: str) -> None:
+    if key in KEYS:
+        return
+    if key in SIZE_FIELDS:
+        raise ConfigError(f"{key} is a size, set by the profile (--profile), not by --set; --set changes "
+                          f"the method: {', '.join(KEYS)}")  # fmt: skip
+    if key in SPLIT_FIELDS:
+        raise ConfigError(f"{key} fixes the data split that every run shares, not a method setting; "
+                          f"--set changes: {', '.join(KEYS)}")  # fmt: skip
+    raise ConfigError(f"unknown key {key!r}; --set changes: {', '.join(KEYS)}")
+
+
+def assignments(texts: Iterable[str]) -> dict[str, str]:
+    """KEY=VALUE texts -> {key: value text}; a text without '=', an unknown key or a key given twice is refused."""
+    out: dict[str, str] = {}
+    for text in texts:
+        key, eq, value = text.partition("=")
+        if not eq or not key or not value:
+            raise ConfigError(f"{text!r} is not KEY=VALUE (e.g. rho=5)")
+        check_key(key)
+        if key in out:
+            raise ConfigError(f"{key} is given twice ({key}={out[key]}, {key}={value}); give each key once")
+        out[key] = value
+    return out
+
+
+def read_settings(cfg: Config) -> dict[str, Any]:
+    """The settings (KEYS) a run of `cfg` reads, and their values: two configs that agree on them are one run."""
+    read = components.settings_read(cfg)
+    return {key: getattr(cfg, key) for key in KEYS if key in read}
+
+
+def distance(run_id: str, cfg: Config) -> tuple[int, int, int]:
+    """How far run ID `run_id` is from the run `cfg`: the `--set` keys it needs (settings `cfg` reads where the run ID
+    has another value), then the settings only one of them reads, then its place in RUNS (the tie-break)."""
+    theirs, mine = config.resolve(run_id), read_settings(cfg)
+    keys = sum(getattr(theirs, key) != value for key, value in mine.items())
+    return keys, len(mine.keys() ^ read_settings(theirs).keys()), list(RUNS).index(run_id)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A base run ID and the changes to its config (key -> value), none equal to the base's own value."""
+
+    base: str
+    changes: dict[str, Any]
+
+    def config(self, profile: str = "paper") -> Config:
+        return dataclasses.replace(config.resolve(self.base, profile), **self.changes)
+
+    @property
+    def spelling(self) -> str:
+        """The ID as given: its base and its changes in sorted key order (not necessarily canonical)."""
+        return SEP.join([self.base, *(f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes))])
+
+    def canonical(self) -> Variant:
+        """The same run by its one name: the run ID nearest to it (`distance`) and the settings it reads where that
+        run ID's differ (B3+loss=icarl_bce is a1+loss=icarl_bce: icarl_bce reads no kd_lambda)."""
+        if not self.changes:
+            return self
+        mine = self.config()
+        base = min(RUNS, key=lambda run_id: distance(run_id, mine))
+        own = config.resolve(base)
+        return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
+
+    @property
+    def run_id(self) -> str:
+        """The canonical ID (`canonical`) of a variant that can run: a change nothing reads, which would vanish into
+        its base's name, is refused (check_settings)."""
+        if self.changes:
+            check_settings(self.spelling, self.config(), self.changes)
+        return self.canonical().spelling
+
+
+def parse(name: str, sets: Iterable[str] = ()) -> Variant:
+    """A run ID or variant ID, plus KEY=VALUE changes, as a Variant (the IDs' changes and `sets` together)."""
+    base, *parts = name.split(SEP)
+    if base not in RUNS:
+        raise ConfigError(f"unknown run ID {base!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    texts = [*parts, *sets]
+    given = assignments(texts)
+    own = config.resolve(base)
+    changes = {k: v for k, v in ((k, parse_value(k, text)) for k, text in given.items()) if getattr(own, k) != v}
+    return Variant(base, changes)
+
+
+def is_variant(run_id: str) -> bool:
+    return SEP in run_id
+
+
+def resolve(run_id: str, profile: str = "paper") -> Config:
+    """The config of a run ID or a variant ID under `profile`; a variant is refused (check) when it cannot run
+    as asked there."""
+    if SEP not in run_id:
+        return config.resolve(run_id, profile)
+    variant = parse(run_id)
+    cfg = variant.config(profile)
+    check(run_id, variant.base, cfg, variant.changes, profile)
+    return cfg
+
+
+def check(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
+    """Refuse a run that cannot run as asked under `profile` (check_settings), or whose quotas leave its
+    readout a class without an exemplar there."""
+    check_settings(run_id, cfg, changes)
+    policy = components.POLICIES[cfg.memory]
+    if components.READOUTS[cfg.readout].per_class and policy.quotas and cfg.budget < cfg.n_classes:
+        least = next(m for m in range(1, 10**7) if dataclasses.replace(cfg, M=m).budget >= cfg.n_classes)
+        raise ConfigError(
+            f"{run_id}: M={cfg.M} is {cfg.budget} exemplars in profile {profile}, fewer than its {cfg.n_classes} "
+            f"classes, and readout={cfg.readout} needs one per class; give M >= {least} or readout=head"
+        )
+    check_levels(run_id, base, cfg, changes, profile)
+
+
+def level(key: str, cfg: Config) -> int:
+    """What a run of `cfg` does with setting `key` of LEVELS: the value that reaches the memory and the replay.
+
+    M: its budget in items, at most every training item of the stream (a budget of all keeps all, whatever the
+    policy). b: the items replayed per step (drawn with replacement, so no ceiling). rho: at most the multiplier
+    whose pools rho * q_c hold every training item of a class at every task (q_c is least at the last task)."""
+    items = images_per_class(cfg)[0]
+    if key == "M":
+        return min(cfg.budget, items * cfg.n_classes)
+    if key == "b":
+        return cfg.retrieval
+    return min(cfg.rho, math.ceil(items / max(1, cfg.budget // cfg.n_classes)))
+
+
+# The whole-number settings a profile maps many values of to one run: scaled (M, b) or levelling off (M, rho).
+LEVELS = ("M", "b", "rho")
+
+
+def why_level(key: str, cfg: Config) -> str:
+    """Why values of `key` that share `level(key, cfg)` are one run, for the refusal."""
+    items, want = images_per_class(cfg)[0], level(key, cfg)
+    if key == "b":
+        return f"b gives {want} item{'s' * (want != 1)} replayed per step"
+    if key == "M":
+        every = want == items * cfg.n_classes
+        return f"M keeps all {want} training items of the stream" if every else f"M gives {want} exemplars"
+    least = max(1, cfg.budget // cfg.n_classes)
+    return f"q_c >= {least} at every task, so pools of {want} * q_c hold all {items} training items of a class"
+
+
+def check_levels(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
+    """Refuse a value of M, b or rho that is, under `profile`, the same run as another value (`level`). Of the values
+    at one level the run's name takes the base's own (drop it), else a run ID's, else the level in the paper's units
+    (level / the profile's scale: smoke's M=1000 is 25 exemplars, and so are M=981 to 1019)."""
+    scale = {"M": cfg.memory_scale, "b": cfg.retrieval_scale, "rho": 1.0}
+    for key in sorted(set(LEVELS) & changes.keys()):
+        value, want = changes[key], level(key, cfg)
+        own = getattr(config.resolve(base), key)
+        named = [own, *(getattr(config.resolve(r), key) for r in RUNS), max(1, round(want / scale[key]))]
+        same = next((v for v in named if level(key, dataclasses.replace(cfg, **{key: v})) == want), value)
+        if same != value:
+            fix = "drop it" if same == own else f"give {key}={same}"
+            mark = f", {base}'s own" if same == own else ""
+            raise ConfigError(f"{run_id}: in profile {profile}, {key}={value} is the same run as {key}={same}{mark} "
+                              f"({why_level(key, cfg)}); {fix}")  # fmt: skip
+
+
+def check_settings(run_id: str, cfg: Config, changes: dict[str, Any]) -> None:
+    """Refuse, under any profile, a run whose `changes` (to its base) include a setting nothing in it reads,
+    or whose readout needs an exemplar of every seen class where its memory may leave one without
+    (components.py declares both)."""
+    unread = sorted(changes.keys() - components.settings_read(cfg))
+    if unread:
+        key = unread[0]
+        raise ConfigError(
+            f"{run_id}: nothing in this run reads {key} (only {' or '.join(components.readers(key))} reads it), so "
+            f"{key}={format_value(changes[key])} would change nothing; drop it"
+        )
+    if components.READOUTS[cfg.readout].per_class and not components.POLICIES[cfg.memory].per_class:
+        raise ConfigError(
+            f"{run_id}: readout={cfg.readout} needs an exemplar of every seen class, and memory={cfg.memory} may "
+            "leave a class without one; also set readout=head"
+        )
+
+
+def check_id(run_id: str) -> None:
+    """Refuse anything but a run ID or a canonical variant ID that can run (what a results folder or a CSV row
+    may name)."""
+    if run_id in RUNS:
+        return
+    canonical = parse(run_id).run_id  # refuses a variant that cannot run
+    if canonical != run_id:
+        raise ConfigError(f"{run_id!r} is not a canonical ID: the same run is {canonical!r}")
+
+
+def record(run_id: str) -> dict[str, Any]:
+    """What result.json records of a variant beside its config: {"variant": {base, changes}}; {} for a run ID."""
+    if not is_variant(run_id):
+        return {}
+    v = parse(run_id)
+    return {"variant": {"base": v.base, "changes": dict(sorted(v.changes.items()))}}
+
+
+def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None]) -> list[str]:
+    """Run IDs or variant IDs, each with `sets` applied, as canonical IDs in order, each once.
+
+    Says what it canonicalised, one line each: a change equal to the base's own value, a variant that is a run
+    ID, a spelling of a run whose name is another (Variant.canonical).
+    """
+    sets = list(sets)
+    out = []
+    for name in names:
+        variant = parse(name, sets)
+        asked = assignments([*name.split(SEP)[1:], *sets])
+        for key in sorted(asked.keys() - variant.changes.keys()):
+            echo(f"{key}={asked[key]} is {variant.base}'s own value: dropped")
+        run_id = variant.run_id
+        if run_id in RUNS and variant.changes:
+            echo(f"{variant.base} with {' '.join(f'{k}={asked[k]}' for k in sorted(variant.changes))} is run ID "
+                 f"{run_id} (the same config): running it as {run_id}")  # fmt: skip
+        elif run_id != variant.spelling:
+            echo(f"{variant.spelling} is {run_id} (the same run, named from the run ID it needs the fewest --set keys "
+                 f"from): running it as {run_id}")  # fmt: skip
+        out.append(run_id)
+    return list(dict.fromkeys(out))
+
+
+def run_name(run_id: str, profile: str = "paper") -> str:
+    """The label of a run ID (config.run_name: with the sizes `profile` uses) or of a variant: its base's label
+    and its changes ("Uniform Herding, rho=5")."""
+    if not is_variant(run_id):
+        return config.run_name(run_id, profile)
+    return f"{config.run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
+
+
+def describe(run_id: str, profile: str = "paper") -> str:
+    """A variant's changes for people: `rho=5`, and the sizes M and b give under `profile` (`M=1000 (25 items)`)."""
+    v, cfg = parse(run_id).canonical(), resolve(run_id, profile)
+    parts = []
+    for key in sorted(v.changes):
+        text = f"{key}={format_value(v.changes[key])}"
+        size = {"M": cfg.budget, "b": cfg.retrieval}.get(key)
+        parts.append(text if size in (None, v.changes[key]) else f"{text} ({size} items)")
+    return ", ".join(parts)
+
+
+def sort_key(run_id: str) -> tuple[int, str]:
+    """Run IDs in RUNS order, then variants by ID."""
+    return (list(RUNS).index(run_id), "") if run_id in RUNS else (len(RUNS), run_id)
+
+
+def base_of(run_id: str) -> str:
+    """The run ID a variant is compared with: the one it differs from in the fewest settings (Variant.canonical)."""
+    return parse(run_id).canonical().base if is_variant(run_id) else run_id
+
+
+@dataclass(frozen=True)
+class SweepLine:
+    """Results that differ in `key` alone: one line of a sweep figure."""
+
+    key: str
+    context: str  # the ID of the line's other settings (B3, B3+M=1000)
+    points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
+    base: str  # the run ID the line's variants change
+    base_value: Any  # the base's own value of `key`: the paper's setting when the base is a paper run
+
+
+def value_order(key: str, value: Any) -> Any:
+    """Sort key of a value of `key`: a Literal's values in their declared order, others as they compare."""
+    names = choices(key)
+    return names.index(value) if names else value
+
+
+def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[str, list[SweepLine]]:
+    """Per key, the groups of `run_ids` that differ in that key alone: at least `least` values, a variant among them.
+
+    Grouped by config, not by name: a sweep of M over 500, 1000, 2000, 4000 is s1, B3+M=1000, B3 and s2.
+    """
+    ids = sorted(set(run_ids), key=sort_key)
+    configs = {r: dataclasses.asdict(resolve(r, profile)) for r in ids}
+    out: dict[str, list[SweepLine]] = {}
+    for key in KEYS:
+        groups: dict[tuple, dict[Any, str]] = {}
+        for r in ids:
+            rest = tuple((k, v) for k, v in configs[r].items() if k != key)
+            groups.setdefault(rest, {}).setdefault(configs[r][key], r)
+        for members in groups.values():
+            variant = next((r for r in members.values() if is_variant(r)), None)
+            if len(members) < least or variant is None:
+                continue
+            v = parse(variant)
+            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
+            points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
+            base_value = getattr(config.resolve(v.base), key)
+            out.setdefault(key, []).append(SweepLine(key, context, points, v.base, base_value))
+    return out

@@ -1,0 +1,699 @@
+"""The paper's figures from the re-run's results, one function per figure, one style throughout.
+
+Every figure reads the accuracy matrices R (per run ID and seed) or the per-seed metrics, averages
+over seeds with the population std (Sec. 3.5), works for any number of tasks T, and names in its
+panel titles the run IDs it needed but did not find. Readable in grey scale: each run ID has its own
+marker and line style as well as its colour; heat maps use viridis (monotonic in lightness) and
+print their values. With `Runs.paper` set (the paper's published per-seed values, paper profile
+only), the figures whose quantities the paper prints overlay them as hollow grey marks.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
+from uniform_herding.method.metrics import PAPER, task_forgetting
+from uniform_herding.method.variants import (
+    SweepLine,
+    base_of,
+    format_value,
+    is_variant,
+    resolve,
+    run_name,
+    sort_key,
+    sweep_lines,
+    value_order,
+)
+from uniform_herding.runs.results import write_bytes_atomic
+from uniform_herding.verdict.aggregate import REFERENCE, paired, summarize
+from uniform_herding.verdict.decide import t_interval
+
+PAPER_LABEL = "paper (published)"
+PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
+
+# run ID -> (colour, marker, line style): Okabe-Ito colours, and marker + dashes for grey scale.
+STYLE: dict[str, tuple[str, str, str]] = {
+    "B0": ("#999999", "x", ":"),
+    "B1": ("#E69F00", "s", "--"),
+    "B2": ("#56B4E9", "^", "-."),
+    "B3": ("#000000", "o", "-"),
+    "a1": ("#D55E00", "v", "--"),
+    "a2": ("#0072B2", "D", "-."),
+    "a3": ("#009E73", "P", ":"),
+    "a4": ("#CC79A7", "X", (0, (5, 1, 1, 1))),
+    "s1": ("#882255", "<", "-"),
+    "s2": ("#117733", ">", "-"),
+    "s3": ("#332288", "h", "-"),
+    "s4": ("#AA4499", "*", "-"),
+    # beyond the paper (refresh isolation): Tol's muted colours
+    "r1": ("#DDCC77", "p", "--"),
+    "r2": ("#44AA99", "d", "-."),
+    "r3": ("#88CCEE", "8", ":"),
+}
+SEED_MARKERS = ("o", "s", "^", "D", "v")
+RC = {
+    "font.size": 8,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "0.9",
+    "lines.markersize": 4.5,
+    "errorbar.capsize": 2,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+}
+
+# Sec. "Supporting Analyses": forgetting over tasks 0-8 (all but the last) lies in these ranges (pp).
+PAPER_FORGETTING_RANGES = {"B3": (8.1, 30.1), "B2": (51.0, 59.0), "a2": (27.0, 55.0)}
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What every table and figure is drawn from: the results of one profile."""
+
+    profile: str
+    per_seed: pd.DataFrame  # run_id, seed, acc, forgetting, bwt (percent)
+    R: dict[str, dict[int, np.ndarray]]  # run ID -> seed -> accuracy matrix [T, T], NaN above the diagonal
+    n_tasks: int  # T
+    wall_s: pd.DataFrame  # run_id, seed, wall_s: seconds of training, refresh and evaluation
+    devices: tuple[str, ...]  # the devices the results were produced on
+    paper: pd.DataFrame | None = None  # the paper's per-seed values to overlay, or None
+    # run ID -> seed -> mean training loss of each epoch [T, epochs]; results that record it (result.json tasks)
+    epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
+    estimate_s: dict[str, float] = field(default_factory=dict)
+
+    def stack(self, run_id: str) -> np.ndarray | None:
+        """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
+        by_seed = self.R.get(run_id, {})
+        return np.stack([by_seed[s] for s in sorted(by_seed)]) if by_seed else None
+
+    def missing(self, run_ids: tuple[str, ...]) -> list[str]:
+        return [r for r in run_ids if r not in self.R]
+
+    def shown(self) -> tuple[str, ...]:
+        """The paper's twelve run IDs (a missing one is a marked gap), then the runs beyond the paper
+        that are present (a replication of the paper need not have them)."""
+        return (*PAPER_RUNS, *(r for r in BEYOND_PAPER if r in self.R))
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _seed_marker(seed: int) -> str:
+    """One marker per seed, the same in every figure."""
+    return SEED_MARKERS[SEEDS.index(seed)] if seed in SEEDS else SEED_MARKERS[len(SEEDS) + seed % 2]
+
+
+def _label(run_id: str, profile: str) -> str:
+    return f"{run_id} {run_name(run_id, profile)}"
+
+
+def _title(ax: Axes, title: str, missing: list[str]) -> None:
+    """Panel title; the run IDs it needed and did not find are named under it, never silently dropped."""
+    ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
+
+
+def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0,
+          counted: bool = False) -> None:
+    """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style; `counted` puts the
+    number of seeds in the legend label, "(n = 3)"."""
+    colour, marker, dashes = STYLE[run_id]
+    label = _label(run_id, profile) + (f" (n = {len(values)})" if counted else "")
+    ax.errorbar(x + dodge, values.mean(axis=0), yerr=values.std(axis=0), color=colour, marker=marker,
+                linestyle=dashes, label=label)
+
+
+def _task_axis(ax: Axes, T: int) -> None:
+    ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_xlabel("task")
+
+
+def _legend_below(ax: Axes, ncols: int = 2) -> None:
+    """Legend under the panel, clear of the data; none when the panel drew nothing."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, frameon=False)
+
+
+def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray],
+              counted: bool = False) -> None:
+    """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart (_line)."""
+    present = [r for r in run_ids if r in runs.R]
+    for k, run_id in enumerate(present):
+        dodge = 0.08 * (k - (len(present) - 1) / 2)
+        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge, counted)
+    _task_axis(ax, runs.n_tasks)
+
+
+# --- the figures ---------------------------------------------------------------------------------
+
+
+PER_TASK_BARS = "error bars ± the population std over each run's seeds (n in the legend; none at n = 1)"
+
+
+def per_task_accuracy(runs: Runs) -> Figure:
+    """fig:per-task-accuracy: final accuracy R[T-1][j] per task, the mean over each run's seeds with PER_TASK_BARS;
+    (a) baselines, (b) variants of B3."""
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
+    panels = fig.subplots(1, 2, sharey=True)
+    groups = {"(a) baselines vs Uniform Herding": ("B0", "B1", "B2", "B3"),
+              "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4")}
+    for ax, (title, run_ids) in zip(panels, groups.items(), strict=True):
+        _per_task(ax, runs, run_ids, lambda R: R[:, -1, :], counted=True)
+        _title(ax, title, runs.missing(run_ids))
+        _legend_below(ax)
+    panels[0].set_ylabel("final accuracy (%)")
+    panels[0].set_ylim(0, 100)
+    fig.suptitle(f"Final accuracy per task: mean over seeds, {PER_TASK_BARS}", fontsize=RC["axes.titlesize"])
+    return fig
+
+
+def forgetting_by_task(runs: Runs) -> Figure:
+    """fig:forgetting-by-age: per-task forgetting of B3, the static bank (B2) and head-logit (a2)."""
+    fig = Figure(figsize=(5.5, 4.0), layout="constrained")
+    ax = fig.subplots()
+    run_ids = ("B3", "B2", "a2")
+    _per_task(ax, runs, run_ids, task_forgetting)
+    if runs.paper is not None:  # the paper states ranges over tasks 0..T-2, drawn right of the last task
+        for k, (run_id, (low, high)) in enumerate(PAPER_FORGETTING_RANGES.items()):
+            x = runs.n_tasks - 0.4 + 0.25 * k
+            ax.plot([x, x], [low, high], color=PAPER_STYLE["color"], linewidth=3, solid_capstyle="butt",
+                    label=PAPER_LABEL + f": range over T0-T{runs.n_tasks - 2}" if k == 0 else None)
+            ax.annotate(run_id, (x, high), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6.5)
+    _title(ax, "Forgetting by task (0 for the last task by definition)", runs.missing(run_ids))
+    ax.set_ylabel("forgetting (pp)")
+    ax.set_xlim(-0.5, runs.n_tasks + (0.5 if runs.paper is not None else -0.5))
+    _legend_below(ax)
+    return fig
+
+
+def resource_sensitivity(runs: Runs) -> Figure:
+    """fig:resource-sensitivity: ACC and F against the active budget M and the retrieval b, with the seed band of B3,
+    the paper's setting of both. Each axis spans its sweep's three values, present or not."""
+    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    panels = fig.subplots(2, 2, sharex="col")
+    sweeps = {"active budget M": (("s1", "B3", "s2"), "budget"), "retrieval b": (("s3", "B3", "s4"), "retrieval")}
+    # (summary, x factor, style): the paper's points slightly right, so that equal values stay visible
+    sources = [(summarize(runs.per_seed), 1.0, {"color": "black", "marker": "o", "label": "re-run"})]
+    if runs.paper is not None:
+        sources.append((summarize(runs.paper), 1.05, {**PAPER_STYLE, "marker": "o", "label": PAPER_LABEL}))
+    for col, (axis_name, (run_ids, size)) in enumerate(sweeps.items()):
+        x_of = {r: getattr(resolve(r, runs.profile), size) for r in run_ids}
+        for row, (metric, name) in enumerate((("acc", "ACC (%)"), ("forgetting", "F (pp)"))):
+            ax = panels[row, col]
+            for table, dodge, style in sources:
+                present = [r for r in run_ids if r in table.index]
+                ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
+                            yerr=table.loc[present, f"{metric}_std"], **style)
+            seed_band(ax, runs, REFERENCE, metric)
+            ax.set_xscale("log", base=2)
+            ticks = sorted(set(x_of.values()))
+            ax.set_xticks(ticks, [f"{v:,}" for v in ticks])
+            ax.set_xlim(ticks[0] / 1.5, ticks[-1] * 1.5)  # the sweep's span, so that one point never squeezes the ticks
+            ax.minorticks_off()
+            ax.set_ylabel(name)
+            if row == 0:
+                _title(ax, f"{axis_name} ({', '.join(run_ids)})", runs.missing(run_ids))
+            else:
+                ax.set_xlabel(f"{axis_name} (items{', per step' if size == 'retrieval' else ''})")
+    _legend_below(panels[1, 0])
+    return fig
+
+
+def forgetting_heatmap(runs: Runs) -> Figure:
+    """fig:app-forgetting: mean per-task forgetting of every configuration over tasks 0..T-2 (the last
+    task's is 0 by definition); missing rows say so."""
+    n, run_ids = runs.n_tasks - 1, runs.shown()
+    grid = np.full((len(run_ids), n), np.nan)
+    for i, run_id in enumerate(run_ids):
+        if run_id in runs.R:
+            grid[i] = task_forgetting(runs.stack(run_id))[:, :n].mean(axis=0)
+    fig = Figure(figsize=(2.3 + 0.5 * n, 4.2), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=max(np.nanmax(grid, initial=0), 1), aspect="auto")
+    for (i, j), value in np.ndenumerate(grid):
+        if not np.isnan(value):
+            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=6.5,
+                    color="white" if value < 0.6 * image.norm.vmax else "black")
+    for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
+        ax.text((n - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
+    ax.set_yticks(range(len(run_ids)), [_label(r, runs.profile) for r in run_ids])
+    _task_axis(ax, n)
+    ax.grid(False)
+    _title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
+    fig.colorbar(image, ax=ax, label="forgetting (pp)")
+    return fig
+
+
+def evolution(run_id: str) -> Callable[[Runs], Figure]:
+    """fig:app-*-evolution: row i, column t = accuracy on task i after task t (R transposed)."""
+
+    def draw(runs: Runs) -> Figure:
+        T = runs.n_tasks
+        fig = Figure(figsize=(1.6 + 0.42 * T, 0.9 + 0.36 * T), layout="constrained")
+        ax = fig.subplots()
+        stack = runs.stack(run_id)
+        matrix = np.full((T, T), np.nan) if stack is None else stack.mean(axis=0).T
+        image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=100)
+        for (i, t), value in np.ndenumerate(matrix):
+            if not np.isnan(value):
+                ax.text(t, i, f"{value:.0f}", ha="center", va="center", fontsize=6.5,
+                        color="white" if value < 60 else "black")
+        if stack is None:
+            ax.text((T - 1) / 2, (T - 1) / 2, "missing (no result)", ha="center", va="center", style="italic")
+        ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
+        ax.set_yticks(range(T), [f"T{t}" for t in range(T)])
+        ax.set_xlabel("after learning task")
+        ax.set_ylabel("accuracy on task")
+        ax.grid(False)
+        seeds = "" if stack is None else f", mean over {len(stack)} seed(s)"
+        _title(ax, f"{_label(run_id, runs.profile)}{seeds}", runs.missing((run_id,)))
+        fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
+        return fig
+
+    return draw
+
+
+def kd_slopes(runs: Runs) -> Figure:
+    """fig:app-kd-slopes: per task j < T-1 and seed, accuracy at introduction R[j][j] -> final R[T-1][j]."""
+    fig = Figure(figsize=(6.0, 3.4), layout="constrained")
+    panels = fig.subplots(1, 2, sharey=True)
+    T = runs.n_tasks
+    for ax, run_id in zip(panels, ("B3", "a1"), strict=True):
+        by_seed = runs.R.get(run_id, {})
+        ends = []  # (introduction, final) per seed and task
+        for seed in sorted(by_seed, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
+            R = by_seed[seed]
+            intro, final = np.diag(R)[: T - 1], R[-1, : T - 1]
+            ends += zip(intro, final, strict=True)
+            for j in range(T - 1):
+                ax.plot([0, 1], [intro[j], final[j]], color=STYLE[run_id][0], alpha=0.45, marker=_seed_marker(seed),
+                        linestyle=STYLE[run_id][2], linewidth=0.8, label=f"seed {seed}" if j == 0 else None)
+        title = _label(run_id, runs.profile)
+        if ends:
+            intro_mean, final_mean = np.mean(ends, axis=0)
+            ax.plot([0, 1], [intro_mean, final_mean], color="black", linewidth=2.5, label="mean")
+            title += f": mean drop {intro_mean - final_mean:.1f} pp"
+        _title(ax, title, runs.missing((run_id,)))
+        ax.set_xticks([0, 1], ["at introduction", "after last task"])
+        ax.set_xlim(-0.2, 1.2)
+        _legend_below(ax, ncols=2)
+    panels[0].set_ylabel("accuracy on task (%)")
+    return fig
+
+
+def component_attribution(runs: Runs) -> Figure:
+    """fig:app-component-attribution: per-seed a* - B3 deltas of ACC and F, bars at their mean."""
+    run_ids = ("a1", "a2", "a3", "a4")
+    fig = Figure(figsize=(7.0, 3.2), layout="constrained")
+    panels = fig.subplots(1, 2)
+    # (table, x shift, marker style, bar label, seed labels): the paper's values are hollow, grey, dashed
+    sources = [(runs.per_seed, 0.0, {"color": "black"}, "re-run: mean", True)]
+    if runs.paper is not None:
+        sources.append((runs.paper, 0.3, {"color": PAPER_STYLE["color"], "markerfacecolor": "none"}, PAPER_LABEL,
+                        False))
+    for ax, (metric, name) in zip(panels, (("acc", "ACC"), ("forgetting", "F")), strict=True):
+        for table, shift, style, bar_label, seed_labels in sources:
+            for i, run_id in enumerate(run_ids):
+                deltas = paired(table, run_id, REFERENCE, metric)
+                if deltas.empty:
+                    continue
+                ax.bar(i + shift, deltas.mean(), width=0.28, facecolor="0.85" if shift == 0 else "none",
+                       edgecolor=style["color"], linestyle="-" if shift == 0 else "--", label=bar_label)
+                for k, (seed, delta) in enumerate(deltas.items()):
+                    ax.plot(i + shift + 0.06 * (k - 1), delta, marker=_seed_marker(seed), linestyle="none", **style,
+                            label=f"seed {seed}" if seed_labels else None)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(run_ids)), [f"{r}\n{run_name(r, runs.profile).replace(' ', chr(10))}" for r in run_ids])
+        ax.set_ylabel(f"Δ {name} vs {REFERENCE} (pp)")
+        _title(ax, f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
+               runs.missing((REFERENCE, *run_ids)))
+    unique = {label: handle for ax in panels for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncols=min(len(unique), 6))
+    return fig
+
+
+def accuracy_vs_forgetting(runs: Runs) -> Figure:
+    """fig:app-accuracy-forgetting: mean ACC against mean F of every configuration, +/- std."""
+    fig = Figure(figsize=(6.5, 4.4), layout="constrained")
+    ax = fig.subplots()
+    summary = summarize(runs.per_seed)
+    published = summarize(runs.paper) if runs.paper is not None else None
+    for run_id in (r for r in summary.index if r in STYLE):  # the run IDs; variants have their own table
+        colour, marker, _ = STYLE[run_id]
+        x, y = summary.loc[run_id, "forgetting_mean"], summary.loc[run_id, "acc_mean"]
+        ax.errorbar(x, y, xerr=summary.loc[run_id, "forgetting_std"], yerr=summary.loc[run_id, "acc_std"],
+                    color=colour, marker=marker, markersize=6, linestyle="none", label=_label(run_id, runs.profile))
+        ax.annotate(run_id, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
+        if published is not None and run_id in published.index:
+            px, py = published.loc[run_id, "forgetting_mean"], published.loc[run_id, "acc_mean"]
+            ax.plot([px, x], [py, y], color=PAPER_STYLE["color"], linestyle=":", linewidth=0.8)
+            ax.plot(px, py, marker=marker, color=PAPER_STYLE["color"], markerfacecolor="none", linestyle="none")
+    if published is not None:  # one legend entry for all the hollow marks
+        ax.plot([], [], marker="o", color=PAPER_STYLE["color"], markerfacecolor="none", linestyle=":",
+                label=f"{PAPER_LABEL},\ndotted to the re-run")
+    ax.set_xlabel("forgetting F (pp, lower is better)")
+    ax.set_ylabel("average accuracy ACC (%, higher is better)")
+    _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(PAPER_RUNS))
+    fig.legend(loc="outside right upper")
+    return fig
+
+
+REFRESH_RUNS = ("B1", "r3", "r1", "r2", "B3")  # iCaRL, its refresh, UH without, UH at rho = 1, UH
+
+
+def refresh_isolation(runs: Runs) -> Figure:
+    """Beyond the paper: final per-task accuracy (a) and per-task forgetting (b) of B1, r3, r1, r2, B3."""
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
+    panels = fig.subplots(1, 2)
+    for ax, (title, of, label) in zip(panels, (
+        ("(a) final per-task accuracy", lambda R: R[:, -1, :], "final accuracy (%)"),
+        ("(b) forgetting by task (0 for the last task)", task_forgetting, "forgetting (pp)"),
+    ), strict=True):
+        _per_task(ax, runs, REFRESH_RUNS, of)
+        _title(ax, title, runs.missing(REFRESH_RUNS))
+        ax.set_ylabel(label)
+    panels[0].set_ylim(0, 100)
+    handles, labels = panels[0].get_legend_handles_labels()  # the same runs in both panels: one legend
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+    return fig
+
+
+# --- the registry and saving ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the paper: its file stem, LaTeX label, the runs and claims it shows."""
+
+    stem: str
+    label: str
+    caption: str
+    runs: tuple[str, ...]
+    claims: tuple[str, ...]
+    draw: Callable[[Runs], Figure]
+    overlay: bool  # whether the paper prints values this figure can overlay
+    # The groups of runs of which one must be present whole for the figure to show anything (a comparison needs
+    # both sides); () is each of `runs` alone. `recorded` gives the runs whose results hold what the figure reads.
+    needs: tuple[tuple[str, ...], ...] = ()
+    recorded: Callable[[Runs], Collection[str]] = lambda runs: runs.R.keys()
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return self.needs or tuple((r,) for r in self.runs)
+
+    def drawable(self, runs: Runs) -> bool:
+        """Whether the results hold a group it needs: otherwise it would be a blank or half-empty frame."""
+        have = set(self.recorded(runs))
+        return any(set(group) <= have for group in self.groups())
+
+    def wants(self) -> str:
+        """What it needs, for the line that says it was left out: `B3 & a1`, or `one of: B0, B1, B2`."""
+        return wants(self.groups())
+
+
+def wants(groups: tuple[tuple[str, ...], ...]) -> str:
+    """Groups of runs of which one must be present whole, as the line that says an output was left out names them."""
+    texts = [" & ".join(group) for group in groups]
+    return texts[0] if len(texts) == 1 else f"one of: {', '.join(texts)}"
+
+
+def training_loss(runs: Runs) -> Figure:
+    """Mean training loss of every epoch, task after task (mean +/- std over seeds), for the runs present:
+    a diverging or stalling task shows here first. Dotted lines mark the task boundaries."""
+    fig = Figure(figsize=(7.0, 3.0), layout="constrained")
+    ax = fig.subplots()
+    present = [r for r in (*PAPER_RUNS, *BEYOND_PAPER) if r in runs.epoch_loss]
+    epochs = 0
+    for run_id in present:
+        stack = np.stack([runs.epoch_loss[run_id][s] for s in sorted(runs.epoch_loss[run_id])])  # [seeds, T, E]
+        epochs = stack.shape[2]
+        colour, _, dashes = STYLE[run_id]
+        flat = stack.reshape(len(stack), -1)
+        x = np.arange(flat.shape[1]) + 1
+        ax.plot(x, flat.mean(axis=0), color=colour, linestyle=dashes, label=_label(run_id, runs.profile))
+        ax.fill_between(x, flat.mean(axis=0) - flat.std(axis=0), flat.mean(axis=0) + flat.std(axis=0),
+                        color=colour, alpha=0.15, linewidth=0)  # fmt: skip
+    for t in range(1, runs.n_tasks):
+        ax.axvline(t * epochs + 0.5, color="0.7", linestyle=":", linewidth=0.8)
+    ax.set_xlabel(f"epoch ({epochs} per task, tasks T0-T{runs.n_tasks - 1} in turn)")
+    ax.set_ylabel("mean training loss")
+    _title(ax, "Training loss per epoch", [])
+    _legend_below(ax, ncols=4)
+    return fig
+
+
+FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy",
+               f"Final per-task accuracy: mean over seeds, {PER_TASK_BARS}",
+               ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"), ("C1",), per_task_accuracy, False),
+    FigureSpec("fig_forgetting_by_task", "fig:forgetting-by-age", "Forgetting by task: B3, static bank, head-logit",
+               ("B3", "B2", "a2"), ("C1", "C2"), forgetting_by_task, True),
+    FigureSpec("fig_resource_sensitivity", "fig:resource-sensitivity", "Sensitivity to M and b",
+               ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True,
+               needs=tuple(pair for axis in (("s1", "B3", "s2"), ("s3", "B3", "s4"))
+                           for pair in itertools.combinations(axis, 2))),  # two points of one axis
+    FigureSpec("fig_forgetting_heatmap", "fig:app-forgetting", "Per-task forgetting, every configuration",
+               PAPER_RUNS, (), forgetting_heatmap, False),
+    FigureSpec("fig_evolution_B3", "fig:app-uniform-evolution", "Accuracy matrix, Uniform Herding",
+               ("B3",), (), evolution("B3"), False),
+    FigureSpec("fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL",
+               ("B1",), (), evolution("B1"), False),
+    FigureSpec("fig_kd_slopes", "fig:app-kd-slopes", "Introduction to final accuracy: B3 vs no KD",
+               ("B3", "a1"), ("C4",), kd_slopes, False, needs=(("B3", "a1"),)),
+    FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
+               ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True,
+               needs=tuple((REFERENCE, a) for a in ("a1", "a2", "a3", "a4"))),
+    FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
+               PAPER_RUNS, ("C1",), accuracy_vs_forgetting, True),
+    FigureSpec("fig_refresh_isolation", "fig:refresh-isolation",
+               "Beyond the paper: refresh isolated (B1, r3, r1, r2, B3), final per-task accuracy and forgetting",
+               REFRESH_RUNS, ("C6", "C7", "C8"), refresh_isolation, False,
+               needs=(("r2", "r1"), ("B3", "r2"), ("B3", "r1"), ("r3", "B1"))),  # a pair of report's T4
+    FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
+               PAPER_RUNS, (), training_loss, False, needs=tuple((r,) for r in (*PAPER_RUNS, *BEYOND_PAPER)),
+               recorded=lambda runs: runs.epoch_loss.keys()),
+)
+
+
+# --- sweeps (uh sweep, beyond the paper) -----------------------------------------------------------
+
+SWEEP_COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+SWEEP_STYLES = ("-", "--", "-.", ":")
+
+
+def _sweep_axis(ax: Axes, key: str, values: list, profile: str) -> Callable[[object], float]:
+    """Ticks for the swept values; returns value -> x. Numbers on their scale (log 2 when they span a
+    factor of 8 or more), other values (memory, head, imprint, ...) as categories in declared order."""
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        if min(values) > 0 and max(values) / min(values) >= 8:
+            ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+        ax.set_xticks(values, [format_value(v) for v in values])
+        scale = {"M": "memory_scale", "b": "retrieval_scale"}.get(key)
+        factor = getattr(resolve("B3", profile), scale) if scale else 1.0
+        ax.set_xlabel(key + (f" (paper's units; profile {profile} uses x{factor:g})" if factor != 1.0 else ""))
+        return float
+    ax.set_xticks(range(len(values)), [format_value(v) for v in values])
+    ax.set_xlim(-0.5, len(values) - 0.5)
+    ax.set_xlabel(key)
+    return values.index
+
+
+def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#0072B2") -> None:
+    """Shade the seed band of `run_id`, a run the figure draws: its mean +/- population std over its seeds, behind the
+    data, labelled as that; nothing without its results."""
+    values = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
+    if values.empty:
+        return
+    mean, std, n = values.mean(), values.std(ddof=0), len(values)
+    ax.axhspan(mean - std, mean + std, color=colour, alpha=0.08, zorder=0.4,
+               label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}")  # fmt: skip
+
+
+def paired_bar(ax: Axes, runs: Runs, x: float, run_id: str, reference: str, metric: str, colour: str) -> bool:
+    """At x, the paired 95% t-interval (n - 1 df) of `run_id - reference` over their shared seeds, drawn from the
+    reference's mean over those seeds (a bar that crosses that mean is a difference the seeds cannot tell from 0);
+    False, drawing nothing, below two shared seeds."""
+    deltas = paired(runs.per_seed, run_id, reference, metric)
+    ci = t_interval(tuple(deltas))
+    if ci is None:
+        return False
+    rows = runs.per_seed[(runs.per_seed["run_id"] == reference) & runs.per_seed["seed"].isin(deltas.index)]
+    start = rows[metric].mean()
+    ax.plot([x, x], [start + ci[0], start + ci[1]], color=colour, linewidth=4, alpha=0.35, solid_capstyle="butt",
+            label=f"paired 95% t-interval vs {reference} ({len(deltas)} seeds)")  # fmt: skip
+    ax.plot([x - 0.06, x + 0.06] if ax.get_xscale() == "linear" else [x / 1.04, x * 1.04], [start, start],
+            color=colour, linewidth=1)  # where the reference is, over the shared seeds: the bar's zero
+    return True
+
+
+def _seed_handles(ax: Axes, seeds: set[int]) -> tuple[list, list[str]]:
+    """Legend entries for the hollow single-seed marks, in seed order."""
+    handles, labels = [], []
+    for seed in sorted(seeds, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
+        handles += ax.plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none", linestyle="none")
+        labels.append(f"seed {seed}")
+    return handles, labels
+
+
+def _unique_legend(fig: Figure, ax: Axes, seeds: set[int], ncols: int = 3) -> None:
+    """One legend under the figure: `ax`'s entries once each, then the seeds' marks."""
+    unique = dict(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    handles, labels = _seed_handles(ax, seeds)
+    fig.legend([*unique.values(), *handles], [*unique, *labels], loc="outside lower center", ncols=ncols)
+
+
+def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
+    """Final ACC and F against the swept value: one line per setting of the other keys through the means over
+    seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band. The seed noise is that
+    of the runs compared: each line's reference, its run at the base's own value (on the plot), with its seed band,
+    and every other point's paired 95% t-interval against it."""
+
+    def draw(runs: Runs) -> Figure:
+        fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+        panels = fig.subplots(1, 2)
+        values = sorted({v for line in lines for v in line.points}, key=lambda v: value_order(key, v))
+        table = runs.per_seed.set_index("run_id")
+        seeds_shown: set[int] = set()
+        unpaired = []
+        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
+            x_of = _sweep_axis(ax, key, values, runs.profile)
+            for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
+                ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
+                           label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
+            for k, line in enumerate(lines):
+                colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
+                xs = [x_of(v) for v in line.points]
+                seeds = [table.loc[[r]] for r in line.points.values()]
+                ax.plot(xs, [s[metric].mean() for s in seeds], color=colour, linestyle=dashes, marker="o",
+                        label=f"{line.context}, {key} varied: mean")  # fmt: skip
+                for x, rows in zip(xs, seeds, strict=True):
+                    for seed, value in zip(rows["seed"], rows[metric], strict=True):
+                        ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
+                                linestyle="none", alpha=0.6)  # fmt: skip
+                        seeds_shown.add(seed)
+                reference = line.points.get(line.base_value)  # the line's run at the base's own value
+                if reference is None:
+                    unpaired.append(f"{line.context}: no run at {key}={format_value(line.base_value)} to pair with")
+                    continue
+                seed_band(ax, runs, reference, metric, colour)
+                for value, run_id in line.points.items():
+                    if run_id != reference and not paired_bar(ax, runs, x_of(value), run_id, reference, metric, colour):
+                        unpaired.append(f"{run_id}: fewer than 2 seeds shared with {reference}, no interval")
+            low, high = ax.get_ylim()  # an interval of few seeds may reach past what the metric can be: cut there
+            ax.set_ylim(max(low, PAPER[metric].low - 2), min(high, PAPER[metric].high + 2))
+            ax.set_ylabel(name)
+        _title(panels[0], "(a) final average accuracy", [])
+        _title(panels[1], "(b) forgetting", [])
+        n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
+        note = "".join(f"\n{x}" for x in dict.fromkeys(unpaired))
+        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean over {n}; hollow marks: single seeds{note}",
+                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        _unique_legend(fig, panels[0], seeds_shown, ncols=2)
+        return fig
+
+    return draw
+
+
+def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
+    """One figure per key swept over at least two values in these results (variants.sweep_lines)."""
+    return tuple(
+        FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
+                   f"Beyond the paper: final ACC and F against {key} (uh sweep)",
+                   tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
+        for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile, least=2).items()
+    )  # fmt: skip
+
+
+def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
+    """Each variant beside its base (variants.base_of) on the same axes, final ACC and F: every seed a hollow mark, a
+    seed's two runs joined by a line (the pairing), the mean a bar; under each pair the mean paired delta and its
+    95% t-interval (n - 1 df), the seed noise of the comparison."""
+
+    def draw(runs: Runs) -> Figure:
+        fig = Figure(figsize=(max(5.0, 1.0 + 1.9 * len(variants)) * 1.6, 4.2), layout="constrained")
+        panels = fig.subplots(1, 2)
+        seeds_shown: set[int] = set()
+        table = runs.per_seed
+        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
+            ticks = []
+            for i, variant in enumerate(variants):
+                base = base_of(variant)
+                sides = {base: i - 0.18, variant: i + 0.18}
+                for run_id, x in sides.items():
+                    rows = table[table["run_id"] == run_id].set_index("seed")[metric]
+                    if rows.empty:
+                        continue
+                    is_base = run_id == base
+                    ax.bar(x, rows.mean(), width=0.3, facecolor="0.88" if is_base else "#cfe3f3",
+                           edgecolor="0.4" if is_base else "#0072B2", zorder=0.5,
+                           label="base: mean" if is_base else "variant: mean")  # fmt: skip
+                    for seed, value in rows.items():
+                        ax.plot(x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none",
+                                linestyle="none")  # fmt: skip
+                        seeds_shown.add(seed)
+                deltas = paired(table, variant, base, metric)
+                for seed in deltas.index:  # the pairing: a seed's base and variant
+                    ends = [table[(table["run_id"] == r) & (table["seed"] == seed)][metric].iloc[0] for r in sides]
+                    ax.plot(list(sides.values()), ends, color="0.6", linewidth=0.7, zorder=0.8)
+                ci = t_interval(tuple(deltas))
+                if base not in set(table["run_id"]):
+                    stat = f"base {base} missing"
+                elif deltas.empty:
+                    stat = "no seed shared"
+                else:
+                    interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+                    stat = f"Δ {deltas.mean():+.2f} {interval}"
+                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base}: {stat}")
+            ax.set_xticks(range(len(variants)), ticks)
+            ax.set_xlim(-0.6, len(variants) - 0.4)
+            ax.set_ylabel(name)
+        _title(panels[0], "(a) final average accuracy", [])
+        _title(panels[1], "(b) forgetting", [])
+        fig.suptitle(f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
+                     "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
+                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        _unique_legend(fig, panels[0], seeds_shown, ncols=4)
+        return fig
+
+    return draw
+
+
+def variant_specs(runs: Runs) -> tuple[FigureSpec, ...]:
+    """One figure of every variant in the results beside its base; none without a variant."""
+    shown = tuple(sorted((r for r in set(runs.per_seed["run_id"]) if is_variant(r)), key=sort_key))
+    if not shown:
+        return ()
+    bases = tuple(dict.fromkeys(base_of(v) for v in shown))
+    return (FigureSpec("fig_variants", "fig:variants", "Beyond the paper: each variant against its base (uh run --set)",
+                       (*shown, *bases), (), variants_figure(shown), False),)  # fmt: skip
+
+
+def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:
+    """Draw `spec` and write it as PDF and PNG, each atomically (results.write_bytes_atomic)."""
+    paths = []
+    with matplotlib.rc_context(RC):
+        fig = spec.draw(runs)
+        for ext, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
+            path = out_dir / f"{spec.stem}.{ext}"
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=ext, metadata=metadata)
+            write_bytes_atomic(path, buffer.getvalue())
+            paths.append(path)
+    return paths

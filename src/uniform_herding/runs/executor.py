@@ -1,0 +1,426 @@
+"""`uh run --executor local|slurm`: every (run ID, seed) pair as one submitit job, here or on Slurm.
+
+Why submitit: it is what research code uses to fan out to Slurm job arrays, and its local executor
+runs the same pickled job on this machine, so both go through one mechanism. A job is `RunPair`:
+`run.run_seed` for one pair in the job's own process, with its own random state, lock and
+checkpoint (and on the CPU a fixed thread count), so pairs at once give the same result.json files
+as one at a time.
+
+- local: this process schedules. It keeps N jobs per visible GPU running (one per CPU core on a
+  CPU-only machine), echoes their output, starts nothing new after a failure, and passes SIGTERM or
+  SIGINT on (each job keeps its checkpoint); exit status 0, 1 after a failure or 128 + the signal.
+  A job whose `uh run` parent dies (even by SIGKILL) stops by itself within a second, keeping its
+  checkpoint: no orphan runs.
+- slurm: one job array, one task per pair; returns after submitting (or waits with --wait). A task
+  that gets Slurm's pre-emption/time-limit signal is requeued by submitit (RunPair.checkpoint) and a
+  task requeued by Slurm itself (`scontrol requeue`, pre-emption with requeue) simply starts again;
+  either way run_seed resumes after the last finished task (docs/cluster.md).
+
+submitit's pickles and logs go under RESULTS_DIR/submitit/; `record_submission` notes which job runs
+which pair, for `uh status` (status.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+POLL_S = 0.5
+LOCAL_TIMEOUT_MIN = 60 * 24 * 30  # submitit's local timeout; a run on this machine is never timed out
+
+
+def submitit_folder(results_dir: Path) -> Path:
+    """Where submitit's pickles and logs go: under the results dir, so on the same (shared) filesystem."""
+    return results_dir / "submitit"
+
+
+# --- the job --------------------------------------------------------------------------------------------
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (one that is not ours to signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def stop_with_parent(uh_pid: int | None) -> Iterator[None]:
+    """SIGTERM to this job once the `uh run` that scheduled it has gone (local executor only).
+
+    The job's parent is submitit's controller, whose parent is `uh run`; when `uh run` dies, the
+    controller is re-parented, so "the controller's parent is no longer uh_pid" is the test (with
+    /proc; else whether uh_pid is still alive). SIGTERM ends the run as any stop does: at once,
+    keeping the checkpoint of the last finished task.
+    """
+    if uh_pid is None:
+        yield
+        return
+    done = threading.Event()
+    controller = os.getppid()
+
+    def watch() -> None:
+        while not done.wait(1.0):
+            parent = _parent_pid(controller)
+            if (parent != uh_pid) if parent is not None else not process_alive(uh_pid):
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def restarted() -> bool:
+    """Whether Slurm has started this job before (a requeue): --force then must not discard the checkpoint."""
+    return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPair:
+    """One (run ID, seed) pair as a submitit job: what `uh run RUN --seed S ...` does, in the job's process.
+
+    `checkpoint` is submitit's hook on pre-emption or time-out: the same pair, never with --force (it
+    would discard the per-task checkpoint that the restarted job resumes from).
+    """
+
+    run_id: str
+    seed: int
+    profile: str
+    data_dir: Path
+    results_dir: Path
+    archive: Path | None = None
+    force: bool = False
+    precision: str | None = None  # --precision; None: the device's default
+    device: str | None = None  # --device; None: UH_DEVICE, else auto
+    deterministic: bool = False  # --deterministic
+    uh_pid: int | None = None  # the local `uh run` that schedules this job; None on Slurm
+
+    def __call__(self) -> str:
+        from uniform_herding.data.archive import DataError
+        from uniform_herding.runs.durability import Interrupted, RunError, stop_on_signals
+        from uniform_herding.runs.run import run_seed
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        # result.json's "command" (sys.argv): the `uh run` this job stands for, not submitit's entry point
+        sys.argv = ["uh", "run", self.run_id, "--seed", str(self.seed), "--profile", self.profile,
+                    "--data-dir", str(self.data_dir), "--results-dir", str(self.results_dir),
+                    *(["--archive", str(self.archive)] if self.archive else []),
+                    *(["--precision", self.precision] if self.precision else []),
+                    *(["--device", self.device] if self.device else []),
+                    *(["--deterministic"] if self.deterministic else [])]  # fmt: skip
+
+        try:
+            # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
+            # parent's forwarded signal stop the run at once, keeping the checkpoint.
+            with stop_on_signals(), stop_with_parent(self.uh_pid):
+                out = run_seed(self.run_id, self.seed, self.profile, self.data_dir, self.results_dir,
+                               self.archive, self.force and not restarted(), False, say, self.precision,
+                               self.device, self.deterministic)  # fmt: skip
+        except (DataError, RunError, ValueError) as e:
+            say(f"Error: {self.run_id} seed {self.seed}: {e}")
+            raise
+        except Interrupted as e:
+            say(f"Error: {Interrupted(e.signum, e.detail, where=f'{self.run_id} seed {self.seed}')}")
+            sys.exit(128 + e.signum)
+        return str(out)
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(dataclasses.replace(self, force=False))
+
+
+# --- which job runs which pair (read by `uh status`) ---------------------------------------------------
+
+
+def record_submission(results_dir: Path, name: str, entries: list[dict]) -> Path:
+    """Write (replace) one submission's record: per pair its executor, job ID, submitit folder, uh's PID."""
+    from uniform_herding.runs.results import write_json_atomic  # pandas: not at the CLI's start
+
+    path = submitit_folder(results_dir) / "submissions" / f"{name}.json"
+    write_json_atomic(path, {"written": time.time(), "pairs": entries})
+    return path
+
+
+def _entry(task: RunPair, executor: str, folder: Path, job_id: str | None) -> dict:
+    return {"run_id": task.run_id, "seed": task.seed, "profile": task.profile, "executor": executor, "job_id": job_id,
+            "folder": str(folder), "uh_pid": os.getpid(), "host": os.uname().nodename}  # fmt: skip
+
+
+# --- following a job's log ------------------------------------------------------------------------------
+
+
+class Tail:
+    """New complete lines of a growing job log, without submitit's own INFO lines (they stay in the log)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def lines(self) -> list[str]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        *complete, self.partial = (self.partial + data).split(b"\n")
+        lines = (line.decode(errors="replace") for line in complete)
+        return [line for line in lines if not line.startswith("submitit INFO")]
+
+
+def _job_result(job: Any) -> str:
+    """'done', 'failed' or 'stopped' for an ended job, from submitit's result pickle (none: stopped)."""
+    if not job.paths.result_pickle.exists():
+        return "stopped"
+    try:
+        job.result()
+    except Exception:  # submitit re-raises the job's error as FailedJobError
+        return "failed"
+    return "done"
+
+
+# --- local ----------------------------------------------------------------------------------------------
+
+
+def local_slots(per_gpu: int | None, cuda: bool) -> list[int | None]:
+    """One slot per job at once: for runs on the GPU (`cuda`), `per_gpu` per visible GPU (default 1);
+    else one per CPU core, or `per_gpu` at once where given."""
+    gpus = visible_gpus() if cuda else []
+    if gpus:
+        return [g for g in gpus for _ in range(per_gpu or 1)]
+    return [None] * (per_gpu or len(os.sched_getaffinity(0)))
+
+
+def visible_gpus() -> list[int]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    try:
+        return [int(g) for g in visible.split(",") if g.strip()]
+    except ValueError:
+        raise click.UsageError(
+            f"CUDA_VISIBLE_DEVICES={visible!r}: the local executor needs GPU indices (e.g. 0,1)"
+        ) from None
+
+
+def run_local(tasks: list[RunPair], slots: list[int | None], results_dir: Path, echo: Callable[[str], None]) -> int:
+    """Run `tasks` as submitit local jobs, len(slots) at once; 0, 1 after a failure, or 128 + a signal."""
+    import submitit
+
+    name = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    folder = submitit_folder(results_dir) / name
+    executor = submitit.LocalExecutor(folder=folder)
+    entries = [_entry(t, "local", folder, None) for t in tasks]
+    record_submission(results_dir, name, entries)
+    pending = list(enumerate(tasks))
+    running: dict[Any, tuple[int | None, Tail]] = {}
+    free = list(slots)
+    failed, stopped = False, 0
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal stopped
+        stopped = signum
+        for job in list(running):  # the controller passes SIGTERM on to its job, which keeps its checkpoint
+            job._process.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while running or (pending and not failed and not stopped):
+            while pending and free and not failed and not stopped:
+                i, task = pending.pop(0)
+                gpu = free.pop(0)
+                executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN, gpus_per_node=0 if gpu is None else 1,
+                                           visible_gpus=() if gpu is None else (gpu,))  # fmt: skip
+                job = executor.submit(dataclasses.replace(task, uh_pid=os.getpid()))
+                running[job] = (gpu, Tail(job.paths.stdout))
+                entries[i]["job_id"] = job.job_id
+                record_submission(results_dir, name, entries)
+            time.sleep(POLL_S)
+            for job, (gpu, tail) in list(running.items()):
+                ended = job._process.poll() is not None
+                for line in tail.lines():
+                    echo(line)
+                if ended:
+                    del running[job]
+                    free.append(gpu)
+                    if not stopped and _job_result(job) != "done":
+                        failed = True
+                        echo(f"Error: {job_pair(job)} failed; log: {job.paths.stderr}")
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 128 + stopped if stopped else int(failed)
+
+
+def job_pair(job: Any) -> str:
+    """'RUN seed S' of a submitted job, from its pickled RunPair."""
+    task = job.submission().function
+    return f"{task.run_id} seed {task.seed}"
+
+
+# --- slurm ----------------------------------------------------------------------------------------------
+
+SLURM_DEFAULTS: dict[str, Any] = {
+    "partition": None,
+    "account": None,
+    "time": 240,  # minutes per run; a run that reaches it is requeued by submitit and resumes (docs/cluster.md)
+    "gpus": None,  # None: 1 for runs on a GPU (the paper-size profiles), 0 for the CPU profiles (smoke)
+    "cpus": 2,
+    "mem_gb": None,
+    "array_parallelism": 256,
+    "sbatch": {},
+}
+
+
+def slurm_options(f: Callable) -> Callable:
+    """`uh run`'s Slurm settings: options, else UH_SLURM_* variables, else --slurm-config's TOML, else defaults."""
+    options = [
+        click.option("--slurm-config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     envvar="UH_SLURM_CONFIG",
+                     help="TOML file with any of: partition, account, time, gpus, cpus, mem_gb, "
+                     "array_parallelism, [sbatch]. Options and UH_SLURM_* variables override it."),
+        click.option("--slurm-partition", envvar="UH_SLURM_PARTITION", help="Partition (-p)."),
+        click.option("--slurm-account", envvar="UH_SLURM_ACCOUNT", help="Account (-A)."),
+        click.option("--slurm-time", type=click.IntRange(min=1), envvar="UH_SLURM_TIME",
+                     help="Time limit per run in minutes [default: 240]; a run that reaches it requeues and resumes."),
+        click.option("--slurm-gpus", type=click.IntRange(min=0), envvar="UH_SLURM_GPUS",
+                     help="GPUs per run [default: 1 for the paper-size profiles, 0 for the CPU ones, smoke too]."),
+        click.option("--slurm-cpus", type=click.IntRange(min=1), envvar="UH_SLURM_CPUS",
+                     help="CPUs per run [default: 2]."),
+        click.option("--slurm-mem-gb", type=click.IntRange(min=1), envvar="UH_SLURM_MEM_GB",
+                     help="Memory per run in GB [default: the partition's]."),
+        click.option("--slurm-array-parallelism", type=click.IntRange(min=1), envvar="UH_SLURM_ARRAY_PARALLELISM",
+                     help="At most this many runs of the array at once [default: 256]."),
+        click.option("--slurm-sbatch", multiple=True, metavar="KEY=VALUE", envvar="UH_SLURM_SBATCH",
+                     help="Extra sbatch option, e.g. qos=normal or constraint=t4 (repeatable)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True) -> dict[str, Any]:
+    """Defaults, overridden by the TOML file, overridden by options given (None: not given); GPUs, where
+    none are set, as the runs' device asks (`cuda`)."""
+    settings = dict(SLURM_DEFAULTS)
+    if config is not None:
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise click.UsageError(f"--slurm-config {config}: {e}") from None
+        unknown = sorted(set(data) - set(SLURM_DEFAULTS))
+        if unknown:
+            raise click.UsageError(f"--slurm-config {config}: unknown keys {', '.join(unknown)}; "
+                                   f"known: {', '.join(SLURM_DEFAULTS)}")  # fmt: skip
+        settings.update(data)
+    for key, value in given.items():
+        if key == "sbatch" and value:
+            pairs = [v.split("=", 1) for v in value]
+            if any(len(p) != 2 or not p[0] for p in pairs):
+                raise click.UsageError("--slurm-sbatch takes KEY=VALUE, e.g. --slurm-sbatch qos=normal")
+            settings["sbatch"] = {**settings["sbatch"], **dict(pairs)}
+        elif key != "sbatch" and value is not None:
+            settings[key] = value
+    if settings["gpus"] is None:
+        settings["gpus"] = 1 if cuda else 0
+    return settings
+
+
+def slurm_executor(results_dir: Path, settings: dict[str, Any]) -> Any:
+    import submitit
+
+    executor = submitit.SlurmExecutor(folder=submitit_folder(results_dir) / "slurm")
+    params = {
+        "job_name": "uh",
+        "time": int(settings["time"]),
+        "cpus_per_task": int(settings["cpus"]),
+        "array_parallelism": int(settings["array_parallelism"]),
+        "additional_parameters": dict(settings["sbatch"]),
+    }
+    if settings["gpus"]:
+        params["gpus_per_node"] = int(settings["gpus"])
+    for key in ("partition", "account"):
+        if settings[key]:
+            params[key] = settings[key]
+    if settings["mem_gb"]:
+        params["mem"] = f"{int(settings['mem_gb'])}G"
+    executor.update_parameters(**params)
+    return executor
+
+
+def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool,
+                 echo: Callable[[str], None]) -> int:  # fmt: skip
+    """Submit one job array (one task per pair); print the job IDs; with `wait`, follow it to the end."""
+    import submitit
+
+    if shutil.which("sbatch") is None:
+        raise click.ClickException("--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
+                                   "of the cluster, or use --executor local")  # fmt: skip
+    executor = slurm_executor(results_dir, settings)
+    try:  # submitit also prints a refusing sbatch's stderr; the error line below carries it
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            jobs = [executor.submit(task) for task in tasks]
+    except submitit.core.utils.FailedJobError as e:  # sbatch refused: a bad partition, account, time, ...
+        reason = " ".join(str(e).split())
+        raise click.ClickException(f"sbatch refused the job array: {reason}; fix the --slurm-* settings") from None
+    array = jobs[0].job_id.split("_")[0]
+    record_submission(results_dir, f"slurm-{array}",
+                      [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)])
+    for task, job in zip(tasks, jobs, strict=True):
+        echo(f"{task.run_id} seed {task.seed}: Slurm job {job.job_id}")
+    what = f"job array {array} ({len(jobs)} runs)" if len(jobs) > 1 else f"job {array}"  # one run: no array
+    echo(f"Submitted Slurm {what}; follow it with: uh status --results-dir {results_dir}")
+    if not wait:
+        return 0
+    tails = {job: Tail(job.paths.stdout) for job in jobs}
+    try:
+        while tails:
+            time.sleep(POLL_S * 4)
+            for job in list(tails):
+                for line in tails[job].lines():
+                    echo(line)
+                if job.done():
+                    del tails[job]
+    except KeyboardInterrupt:
+        echo(f"Stopped following Slurm {what}; its runs go on (scancel {array} cancels them).")
+        return 128 + signal.SIGINT
+    results = {job: _job_result(job) for job in jobs}
+    for job, result in results.items():
+        if result != "done":
+            echo(f"Error: {job_pair(job)} {result} (Slurm job {job.job_id} {job.state}); log: {job.paths.stderr}")
+    return int(any(r != "done" for r in results.values()))
+

@@ -1,0 +1,303 @@
+"""One run ID and seed, end to end: the visible task loop and its record.
+
+For t = 0..T-1: snapshot the teacher, grow the head (imprint new rows from t = 1), fit the task with
+Lightning, refresh memory in the new representation, evaluate every seen task, checkpoint. The run
+resumes from its last checkpoint by itself, and writes results/<RUN>/seed-<S>/result.json last.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from uniform_herding.data.archive import (
+    DATASETS,
+    DataError,
+    RawData,
+    locate_archive,
+    read_archive,
+    write_synthetic_archive,
+)
+from uniform_herding.method import components, evaluate, metrics, variants
+from uniform_herding.method.config import CONFIG_VERSION, Config
+from uniform_herding.method.memory import make_memory, quotas
+from uniform_herding.method.model import Learner
+from uniform_herding.method.stream import TaskStream
+from uniform_herding.method.train import TaskModule, channels_last, compile_mode, fit_task, freeze
+from uniform_herding.method.train import precision as train_precision
+from uniform_herding.runs.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
+from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
+from uniform_herding.runs.results import StaleResult, check_dir_profile, claim_dir, is_finished, result_path
+
+
+def synthetic_sizes(cfg: Config) -> tuple[int, int]:
+    """Training (probe and validation included) and test images per class of a synthetic profile's archive."""
+    return cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450), cfg.test_per_class or 100
+
+
+def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[str, Path]:
+    """The run's dataset and verified archive (downloaded if need be); the smoke profile's synthetic
+    archive is written on first use."""
+    dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
+    fix = ""
+    if cfg.dataset == "synthetic" and archive is None:
+        n_train, n_test = synthetic_sizes(cfg)
+        folder = data_dir / f"synthetic-{n_train}x{n_test}"
+        archive = folder / DATASETS["cifar100"].filename
+        fix = f"regenerate it with `{synth_command(cfg, folder)}`"
+        if not archive.exists():
+            write_synthetic_archive("cifar100", folder, train_per_class=n_train, test_per_class=n_test)
+    return dataset, locate_archive(dataset, data_dir, archive, fix=fix)[0]
+
+
+def synth_command(cfg: Config, folder: Path) -> str:
+    """The command that writes exactly the synthetic archive `cfg` uses into `folder`."""
+    n_train, n_test = synthetic_sizes(cfg)
+    return f"uh data synth --out {folder} --train-per-class {n_train} --test-per-class {n_test}"
+
+
+def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
+    """The run's archive, read; a synthetic profile checks that it got the sizes it needs."""
+    dataset, path = prepare_archive(cfg, data_dir, archive)
+    raw = read_archive(dataset, path)
+    if cfg.dataset == "synthetic":
+        need = synthetic_sizes(cfg)
+        got = np.bincount(raw.train_y).tolist(), np.bincount(raw.test_y).tolist()
+        if {*got[0]} != {need[0]} or {*got[1]} != {need[1]}:
+            holds = f"{min(got[0])}-{max(got[0])}" if min(got[0]) != max(got[0]) else f"{got[0][0]}"
+            tests = f"{min(got[1])}-{max(got[1])}" if min(got[1]) != max(got[1]) else f"{got[1][0]}"
+            raise DataError(
+                f"{path} holds {holds} training and {tests} test images per class, but the profile needs "
+                f"{need[0]} and {need[1]}; regenerate it with `{synth_command(cfg, path.parent)}`"
+            )
+    return raw
+
+
+def git_revision() -> str:
+    """The source revision: the image's build argument, else `git rev-parse` beside the package."""
+    if rev := os.environ.get("UH_GIT_REVISION"):
+        return rev
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def numeric_settings(device: torch.device, precision: str, deterministic: bool = False) -> dict:
+    """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
+
+    The device and thread count split reductions differently; precision and compile mode change
+    rounding; deterministic algorithms (--deterministic) change which kernels run.
+    """
+    return {
+        "device": device.type,
+        "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "precision": precision,
+        "compile": compile_mode() or "off",
+        "deterministic": deterministic,
+    }
+
+
+def device_name(device: torch.device) -> str:
+    """"cuda: <the GPU's name>", or "cpu: <its model> (<the instruction set torch's kernels use>)": smoke
+    numbers differ between CPU kinds (expected_results/README.md), so a result says which it is."""
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    try:
+        model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+    except OSError:
+        model = None
+    name = model[1].strip() if model else platform.processor() or "cpu"
+    return f"cpu: {name} ({torch.backends.cpu.get_cpu_capability()})"
+
+
+def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "lightning": L.__version__,
+        "device": device_name(device),
+        "cpu_threads": torch.get_num_threads(),
+        "precision": settings["precision"],
+        "compile": settings["compile"],
+        "deterministic": settings["deterministic"],
+        "git_revision": git_revision(),
+        "data_md5": raw.md5,
+        "data_source": raw.source,
+        # the most GPU memory torch allocated in the process that finished the run; None on a CPU
+        "peak_gpu_memory_gb": peak_gpu_memory_gb(device),
+    }
+
+
+def manifest(cfg: Config, stream: TaskStream) -> dict:
+    """The protocol as run: class order, split sizes, the settings the run read, the quota range per task
+    (a policy that follows the quota rule), the open choices its protocol and components settle."""
+    record = {**stream.manifest(), "settings_read": sorted(components.settings_read(cfg))}
+    if components.POLICIES[cfg.memory].quotas:
+        per_task = [quotas(cfg.budget, cfg.classes_per_task * (t + 1)) for t in range(cfg.n_tasks)]
+        record["quota_per_task"] = [[min(q), max(q)] for q in per_task]
+    return {**record, "open_choices": components.open_choices(cfg)}
+
+
+def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
+    """New head rows := normalised mean of the normalised features of each new class (Sec. 3.1)."""
+    classes = stream.classes(t)
+    means = [
+        F.normalize(evaluate.features(learner, stream, stream.train_x[stream.class_items[c]], batch), dim=1).mean(0)
+        for c in classes
+    ]
+    learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
+
+
+def done_already(out: Path, run_id: str, seed: int, profile: str, force: bool) -> bool:
+    """Whether to skip the run: its valid result exists and --force is not given (results.is_finished)."""
+    try:
+        return is_finished(out, run_id, seed, profile) and not force
+    except StaleResult:
+        if force:  # --force replaces a stale copy of this run, nothing else
+            return False
+        raise
+
+
+def run_seed(
+    run_id: str,
+    seed: int,
+    profile: str,
+    data_dir: Path,
+    results_dir: Path,
+    archive: Path | None = None,
+    force: bool = False,
+    progress: bool = False,
+    echo: Callable[[str], None] = print,
+    precision: str | None = None,
+    device: str | None = None,
+    deterministic: bool = False,
+) -> Path:
+    """Train, refresh and evaluate all tasks of `run_id` for `seed`; returns the result.json path.
+
+    Every input is checked before anything is written under results/; a checkpoint left by an
+    interrupted run is resumed after its last task. `device` (--device; None: UH_DEVICE, else auto)
+    picks the training device (devices.select), `precision` (None: the device's default) the fp16 GPU
+    path or fp32 (train.precision), `deterministic` torch's deterministic algorithms. A task that
+    diverges stops the run before its checkpoint: the last good checkpoint stays and no result is written.
+    """
+    cfg = variants.resolve(run_id, profile)
+    compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
+    out = result_path(results_dir, run_id, seed)
+    check_dir_profile(results_dir, profile)
+    if done_already(out, run_id, seed, profile, force):
+        echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+        return out
+    device = select(device, profile)
+    precision = train_precision(device, precision)
+    deterministic_algorithms(deterministic)
+    raw = load_data(cfg, data_dir, archive)
+    stream = TaskStream(raw, cfg, device)
+    settings = numeric_settings(device, precision, deterministic)
+    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
+    claim_dir(results_dir, profile)
+    with run_lock(out.with_name(".lock")):
+        if done_already(out, run_id, seed, profile, force):  # another process finished it meanwhile
+            echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+            return out
+        if force:
+            checkpoint.path.unlink(missing_ok=True)
+        L.seed_everything(seed, verbose=False)
+        learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
+        channels_last(learner, precision == "16-mixed")  # before the checkpoint's weights are loaded into it
+        data_gen = torch.Generator(device=device).manual_seed(seed)  # shuffles, replay draws, augmentation
+        memory_gen = torch.Generator().manual_seed(seed)  # the memory policies' random choices
+        memory = make_memory(cfg, memory_gen)
+        record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or {"rows": [], "tasks": []}
+        if checkpoint.task >= 0:
+            echo(f"{run_id} seed {seed}: resuming after task {checkpoint.task + 1}/{cfg.n_tasks} ({checkpoint.path})")
+
+        def embed(items: torch.Tensor) -> torch.Tensor:
+            return evaluate.features(learner, stream, stream.train_x[items], cfg.eval_batch_size)
+
+        uses_teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
+        trained_on = device_name(device)
+        try:
+            for t in range(checkpoint.task + 1, cfg.n_tasks):
+                tic = time.perf_counter()
+                teacher = freeze(learner) if t > 0 and uses_teacher else None
+                learner.head.grow(cfg.classes_per_task)
+                if cfg.imprint and t > 0:
+                    imprint(learner, stream, t, cfg.eval_batch_size)
+                module = TaskModule(cfg, learner, teacher, stream, memory.replay_items(), data_gen, precision)
+                stats = fit_task(module, stream.train_items(t), device, progress)
+                if problem := stats.divergence():  # before the checkpoint: the last good one stays
+                    raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({problem}); no result written, "
+                                   f"{checkpoint.kept()}")
+                memory.refresh({c: stream.class_items[c] for c in stream.classes(t)}, embed)
+                try:
+                    row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
+                except evaluate.ReadoutError as e:  # before the checkpoint, as a divergence
+                    raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
+                record["rows"].append(row)
+                record["tasks"].append(
+                    {
+                        "task": t,
+                        "device": trained_on,  # a resumed run may go on elsewhere: each task says where it ran
+                        "wall_s": round(time.perf_counter() - tic, 3),
+                        "active_size": sum(len(a) for a in memory.active.values()),
+                        "pool_size": memory.pool_size(),
+                        **stats.record(),
+                    }
+                )
+                checkpoint.save(t, learner, memory, [data_gen, memory_gen], record)
+                echo(
+                    f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
+                    f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
+                )
+            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings)
+            checkpoint.finish(out, result)
+        except Interrupted as e:
+            raise Interrupted(e.signum, checkpoint.kept()) from None
+    m = result["metrics"]
+    echo(f"{run_id} seed {seed}: ACC {m['acc']:.2f}  F {m['forgetting']:.2f}  BWT {m['bwt']:.2f} -> {out}")
+    return out
+
+
+def assemble(
+    run_id: str,
+    seed: int,
+    profile: str,
+    cfg: Config,
+    stream: TaskStream,
+    raw: RawData,
+    device: torch.device,
+    record: dict,
+    settings: dict,
+) -> dict:
+    """result.json's content (docs/architecture.md): config, manifest, R, metrics, timings, environment."""
+    R = metrics.square(record["rows"])
+    return {
+        "config_version": CONFIG_VERSION,
+        "run_id": run_id,
+        "seed": seed,
+        "profile": profile,
+        "config": cfg.to_dict(),
+        **variants.record(run_id),  # a variant's base and changes (variants.py); nothing for a run ID
+        "manifest": manifest(cfg, stream),
+        "R": R,
+        "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},
+        "tasks": record["tasks"],
+        "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
+        "environment": environment(device, raw, settings),
+        "command": " ".join(sys.argv),
+    }

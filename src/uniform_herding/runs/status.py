@@ -1,0 +1,187 @@
+"""`uh status`: where every (run ID, seed) under a results dir stands, while runs go on, with or without Slurm.
+
+One line per pair, then a summary. The sources, most certain first: result.json (done); the run's
+lock, held by a live `uh run` on this machine (running); the job that `uh run --executor` recorded
+for the pair (executor.record_submission) and what Slurm's accounting or the local process says
+about it (queued, running, failed, cancelled); else the checkpoint (stopped, resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from uniform_herding.runs.executor import process_alive, submitit_folder
+
+SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
+SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+
+
+def checkpoint_progress(seed_dir: Path) -> tuple[int, int] | None:
+    """(tasks finished, T) from seed_dir's checkpoint, or None without a readable one.
+
+    The one place that reads checkpoint.pt for status (keys "task", "config"), through its sealed header.
+    """
+    path = seed_dir / "checkpoint.pt"
+    if not path.exists():
+        return None
+    import io
+
+    import torch
+
+    from uniform_herding.runs.durability import unseal
+
+    try:
+        state = torch.load(io.BytesIO(unseal(path.read_bytes())), map_location="cpu", weights_only=True)
+        return state["task"] + 1, state["config"]["n_tasks"]
+    except Exception:  # being replaced, truncated or foreign: status is a reader, it says so and goes on
+        return None
+
+
+def lock_held(lock: Path) -> bool:
+    """Whether a process on this machine holds the run's flock (/proc/locks; False where there is none)."""
+    try:
+        st = lock.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(f[1] == "FLOCK" and f[5] == key for f in (line.split() for line in table.splitlines()) if len(f) > 5)
+
+
+def submissions(results_dir: Path) -> dict[tuple[str, int], dict]:
+    """The latest recorded job of every pair (executor.record_submission's files, oldest first)."""
+    latest: dict[tuple[str, int], dict] = {}
+    records = []
+    for path in (submitit_folder(results_dir) / "submissions").glob("*.json"):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    for record in sorted(records, key=lambda r: r.get("written", 0)):
+        for entry in record.get("pairs", []):
+            latest[(entry["run_id"], int(entry["seed"]))] = entry
+    return latest
+
+
+def last_error(*logs: Path) -> str:
+    """The last `Error: ...` line of the logs, else the last line of the last log that has one."""
+    last = ""
+    for log in logs:
+        try:
+            lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            continue
+        errors = [line for line in lines if line.startswith("Error: ")]
+        if errors:
+            return errors[-1]
+        last = lines[-1] if lines else last
+    return last or "(the log is empty)"
+
+
+def _job(entry: dict):
+    import submitit
+
+    kind = submitit.SlurmJob if entry["executor"] == "slurm" else submitit.LocalJob
+    return kind(folder=entry["folder"], job_id=entry["job_id"])
+
+
+def _local_alive(entry: dict, pid: int) -> bool:
+    return entry.get("host") == os.uname().nodename and process_alive(pid)
+
+
+@dataclass
+class Line:
+    run_id: str
+    seed: int
+    state: str  # done, running, queued, failed, cancelled, stopped, not started
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.run_id} seed {self.seed}: {self.state}{f' {self.detail}' if self.detail else ''}"
+
+
+def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -> Line:
+    """The state of one pair: done, running, queued, failed, cancelled, stopped, unknown or not started."""
+    folder = results_dir / run_id / f"seed-{seed}"
+    if (folder / "result.json").exists():
+        return Line(run_id, seed, "done")
+    progress = checkpoint_progress(folder)
+    job = _job(entry) if entry and entry.get("job_id") else None
+    tag = f"[{'Slurm' if entry and entry['executor'] == 'slurm' else 'local'} job {entry['job_id']}]" if job else ""
+
+    def running() -> Line:
+        task = f"task {progress[0] + 1} of {progress[1]}, from the checkpoint" if progress else "task 1"
+        return Line(run_id, seed, "running", f"({task}) {tag}".strip())
+
+    def ended(state: str) -> Line:  # without a result: stopped by a signal (resumable) or failed
+        error = last_error(job.paths.stdout, job.paths.stderr)
+        kind = "stopped" if " stopped by SIG" in error else "failed"
+        return Line(run_id, seed, kind, f"{tag}{f' {state}' if state else ''}: {error}; log: {job.paths.stderr}")
+
+    if lock_held(folder / ".lock"):
+        return running()
+    if entry is None:
+        if progress:
+            return Line(run_id, seed, "stopped", f"(checkpoint after task {progress[0]} of {progress[1]}; "
+                                                 "run it again to resume)")  # fmt: skip
+        return Line(run_id, seed, "not started")
+    if job is None:  # queued by a local `uh run` that has not started it yet
+        alive = _local_alive(entry, int(entry["uh_pid"]))
+        return Line(run_id, seed, "queued" if alive else "not started", "" if alive else "(its uh run has ended)")
+    if entry["executor"] == "local":
+        alive = _local_alive(entry, int(job.job_id))
+    else:
+        state = job.state.split()[0]  # e.g. "CANCELLED by 0"
+    if (folder / "result.json").exists():  # finished while we asked
+        return Line(run_id, seed, "done")
+    if entry["executor"] == "local":
+        return running() if alive else ended("")
+    if state in SLURM_QUEUED:
+        return Line(run_id, seed, "queued", f"{tag} {state}")
+    if state in SLURM_RUNNING:
+        return running()
+    if state == "CANCELLED":
+        kept = f" (checkpoint after task {progress[0]} of {progress[1]})" if progress else ""
+        return Line(run_id, seed, "cancelled", f"{tag}{kept}; log: {job.paths.stderr}")
+    if state in ("UNKNOWN", "READY"):
+        return Line(run_id, seed, "unknown", f"{tag} (Slurm does not know it here: no sacct?); log: {job.paths.stderr}")
+    return ended(state)
+
+
+def status_lines(results_dir: Path) -> list[Line]:
+    """One Line per pair that has a folder under results_dir or a recorded job, sorted by run ID and seed."""
+    recorded = submissions(results_dir)
+    found = {(p.parent.name, int(p.name.removeprefix("seed-"))) for p in results_dir.glob("*/seed-*")
+             if p.is_dir() and p.name.removeprefix("seed-").isdigit()}  # fmt: skip
+    return [pair_status(results_dir, run_id, seed, recorded.get((run_id, seed)))
+            for run_id, seed in sorted(found | set(recorded))]  # fmt: skip
+
+
+def summary(lines: list[Line]) -> str:
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line.state] = counts.get(line.state, 0) + 1
+    order = ["done", "running", "queued", "failed", "cancelled", "stopped", "unknown", "not started"]
+    parts = [f"{counts[s]} {s}" for s in order if s in counts]
+    return f"{len(lines)} runs: {', '.join(parts) if parts else 'none found'}"
+
+
+@click.command("status")
+@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), envvar="UH_RESULTS_DIR",
+              default="results", show_default=True, help="The results dir of the runs. Env: UH_RESULTS_DIR.")
+def status_command(results_dir: Path) -> None:
+    """One line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...
+
+    Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are.
+    """
+    if not results_dir.is_dir():
+        raise click.ClickException(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
+    lines = status_lines(results_dir)
+    for line in lines:
+        click.echo(str(line))
+    click.echo(summary(lines))

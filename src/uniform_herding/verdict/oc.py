@@ -1,0 +1,537 @@
+"""`uh oc`: the operating characteristic of `uh check`. How often a faithful re-run is called RESULTS
+REPLICATED, and how often a real miss or a claim with no true effect is, by simulating whole re-runs under
+stated models and judging each with check.py's own functions (compare, check_claims, judge), following the
+pre-registered procedure look by look (next_step's run IDs and seeds, then a check again).
+
+The models, in percentage points (pp), from the paper's own per-seed table (tab:app-seeds). Three faithful
+ones, which differ in what they take the paper's table to be:
+  - (b) the paper's means are the truth; each run ID's true mean is moved by the stack's offset (another GPU
+    and software stack: SD tau per run ID and metric).
+  - (a) the paper's means also carry their sampling error: each true mean is the paper's minus the mean of
+    three simulated paper seeds, plus the offset (a faithful re-run can then land far from the paper's means).
+  - (c) the truth is (b)'s, and the paper's table itself is redrawn in each world from the per-run SDs; the
+    expected set is re-derived from the redrawn table (means, moderated spreads, tolerances), so the rules'
+    own estimated inputs are redrawn too and the simulation cannot flatter them.
+In every model a seed's value is the true mean plus noise with the paper's sample SD for that run ID and
+metric. Seeds are shared across run IDs: one metric's noise on one seed is correlated exactly rho between
+any two run IDs (seed 42 is the same seed for B1 and B3), and so are the stack's offsets (one stack runs
+them all); rho = 0 treats them as independent. Across metrics, within a run ID, noise and offsets carry the
+paper's pooled within-run correlation (all twelve run IDs' standardized residuals: 24 degrees of freedom).
+The misses, under (c): noisier (every seed's noise doubled: it must not pass more often); B3 ACC shifted by
+4 pp; the a3 noisy miss (a3's ACC on the paper's seeds 35.5, 39.0, 40.5); each comparison of a claim with
+no true effect (the claimed-better run's true metric set to the other's; C5, the budget sweep's true ACC
+spread shrunk to the retrieval sweep's); and, for the contradicts side, each claim with every comparison at
+zero effect, judged by the claim's own procedure.
+
+Beside the pass rates, `Bound`: the most that any rule at 5% could pass a faithful re-run with k seeds, so
+that a target no procedure can meet is shown to be one. `--derive` prints the tolerances a per-seed table
+implies under the set's rule, so anyone can re-derive the shipped set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.runs.results import METRICS, ResultError, read_per_seed_csv, write_text_atomic
+from uniform_herding.verdict.check import (
+    CLAIMS,
+    EXIT_UNDECIDED,
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    RESULTS_NOT_REPLICATED,
+    RESULTS_REPLICATED,
+    SUPPORTED,
+    Expected,
+    ExpectedError,
+    check_claims,
+    compare,
+    expected_dir_for,
+    find_expected_root,
+    judge,
+    load_expected,
+    wide,
+)
+from uniform_herding.verdict.decide import replicated
+
+TARGET_PASS, TARGET_MISS = 0.95, 0.05
+TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
+CENTER = (0.5, 0.5)  # rho, tau: where the targets ask for the most draws
+RHOS, TAUS = (0.0, 0.5, 0.8), (0.5, 0.75)
+FAITHFUL = {"a": "(a) the paper's means carry their sampling error",
+            "b": "(b) the paper's means are the truth",
+            "c": "(c) the paper's table redrawn, the set re-derived"}  # fmt: skip
+COMPUTE_CSV = "paper_compute.csv"  # seconds per run on the paper's Tesla T4 (tab:app-compute)
+
+
+# --- the world the models perturb ----------------------------------------------------------------------------
+
+
+def _factor(corr: np.ndarray) -> np.ndarray:
+    """A matrix F with F @ F.T = corr, for a correlation of rank < 3 too (BWT = -F on most rows)."""
+    w, v = np.linalg.eigh(corr)
+    return v * np.sqrt(np.clip(w, 0, None))
+
+
+@dataclass(frozen=True)
+class World:
+    """The paper's per-seed table as a generative model: means [R, M], sample SDs [R, M], and one factor [M, M]
+    of the pooled within-run correlation of the metrics. One factor for every run ID, so that a shared draw
+    moves one metric of two run IDs with correlation exactly rho."""
+
+    runs: tuple[str, ...]
+    mean: np.ndarray
+    sd: np.ndarray
+    factor: np.ndarray
+
+    @classmethod
+    def of(cls, expected: Expected) -> World:
+        table = expected.per_seed[expected.per_seed["run_id"].isin(PAPER_RUNS)]
+        runs = tuple(dict.fromkeys(table["run_id"]))
+        values = [table.loc[table["run_id"] == r, list(METRICS)].to_numpy(float) for r in runs]
+        sd = np.stack([v.std(0, ddof=1) for v in values])
+        standardized = [(v - v.mean(0)) / s.clip(1e-12) for v, s in zip(values, sd, strict=True)]
+        corr = sum(z.T @ z for z in standardized) / sum(len(z) - 1 for z in standardized)
+        return cls(runs, np.stack([v.mean(0) for v in values]), sd, _factor(corr))
+
+    def index(self, run_id: str) -> int:
+        return self.runs.index(run_id)
+
+    def shared(self, rng: np.random.Generator, scale: np.ndarray | float, n: int, rho: float) -> np.ndarray:
+        """[R, n, M] draws of SD `scale` ([R, M], or one number) with the pooled metric correlation, one metric
+        correlated exactly rho across run IDs per draw."""
+        r, m = len(self.runs), self.factor.shape[0]
+        z = math.sqrt(rho) * rng.standard_normal((1, n, m)) + math.sqrt(1 - rho) * rng.standard_normal((r, n, m))
+        scale = np.asarray(scale)
+        return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One stated model: a faithful one ("a", "b" or "c") at rho and tau, optionally noisier, shifted, a claim's
+    null (one comparison, or all of a claim's: `null_all`), or fixed values."""
+
+    name: str
+    faithful: str = "c"
+    rho: float = 0.5
+    tau: float = 0.5
+    noise_scale: float = 1.0
+    shift: tuple[str, str, float] | None = None  # run ID, metric, pp added to its true mean
+    null: tuple[str, str, str] | None = None  # run ID set to the other's true metric
+    null_all: str | None = None  # a claim: every other run set to the claimed-better run's true metric
+    null_c5: bool = False
+    fixed: tuple[str, str, tuple[float, ...]] | None = None  # run ID, metric, values on the paper's seeds
+    kind: str = "miss"  # "faithful" (should pass) or "miss" (should fail)
+
+    def truth(self, world: World, rng: np.random.Generator) -> np.ndarray:
+        """[R, M]: the true means of one simulated world."""
+        truth = world.mean.copy()
+        if self.faithful == "a":
+            truth -= world.shared(rng, world.sd, 3, self.rho).mean(1)
+        truth = truth + world.shared(rng, self.tau, 1, self.rho)[:, 0]
+        if self.shift:
+            truth[world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
+        for run_id, other, metric in ([self.null] if self.null else []) + _all_comparisons(self.null_all):
+            truth[world.index(run_id), METRICS.index(metric)] = truth[world.index(other), METRICS.index(metric)]
+        if self.null_c5:
+            acc, b3 = METRICS.index("acc"), world.index("B3")
+            budget, retrieval = (np.array([truth[world.index(r), acc] for r in rs]) for rs in (("s1", "B3", "s2"),
+                                                                                                ("s3", "B3", "s4")))
+            scale = np.ptp(retrieval) / np.ptp(budget)
+            for r in ("s1", "s2"):
+                truth[world.index(r), acc] = truth[b3, acc] + scale * (truth[world.index(r), acc] - truth[b3, acc])
+        return truth
+
+    def draw(self, expected: Expected, world: World, rng: np.random.Generator) -> tuple[Expected, np.ndarray]:
+        """One simulated re-run: the expected set it is judged against (under (c), re-derived from a redrawn
+        paper table) and [R, registered seeds, M] values in the procedure's order."""
+        truth = self.truth(world, rng)
+        if self.faithful == "c":
+            expected = redrawn(expected, world, world.mean[:, None, :] + world.shared(rng, world.sd, 3, self.rho))
+        n_seeds = len(expected.registered)
+        values = truth[:, None, :] + self.noise_scale * world.shared(rng, world.sd, n_seeds, self.rho)
+        if self.fixed:
+            fixed = np.asarray(self.fixed[2])
+            values[world.index(self.fixed[0]), : len(fixed), METRICS.index(self.fixed[1])] = fixed
+        return expected, values
+
+
+def redrawn(expected: Expected, world: World, paper: np.ndarray) -> Expected:
+    """The expected set as if the paper's table had come out as `paper` ([R, 3, M], rounded to 2 decimals as
+    printed): same rule, procedure and hash, everything derived from the table derived anew."""
+    seeds = expected.seeds
+    rows = [(r, s, *np.round(paper[i, j], 2)) for i, r in enumerate(world.runs) for j, s in enumerate(seeds)]
+    return replace(expected, per_seed=pd.DataFrame(rows, columns=["run_id", "seed", *METRICS]))
+
+
+def pairs(expected: Expected) -> list[tuple[str, str, str, str, int]]:
+    """The paired comparisons of claims C1-C4: (claim, run ID, other, metric, claimed sign). C5's comparison
+    is of ranges, not of two run IDs."""
+    out = []
+    for claim in (c for c in CLAIMS if not c.finding and c.claim_id != "C5"):
+        table = expected.per_seed[expected.per_seed["run_id"].isin(claim.runs)]
+        for comparison in claim.comparisons(wide(table)):
+            run_id, rest = comparison.label.split("-", 1)
+            other, metric = rest.split(" ")
+            out.append((claim.claim_id, run_id, other, metric, comparison.sign))
+    return out
+
+
+def _all_comparisons(claim_id: str | None) -> list[tuple[str, str, str]]:
+    """(other, run ID, metric) for each comparison of a claim: the other run set to the claimed-better one's."""
+    if claim_id is None or claim_id == "C5":
+        return []
+    claim = next(c for c in CLAIMS if c.claim_id == claim_id)
+    labels = [c.label for c in claim.comparisons(_unit_table(claim.runs))]
+    return [(label.split("-", 1)[1].split(" ")[0], label.split("-", 1)[0], label.split(" ")[1]) for label in labels]
+
+
+def _unit_table(runs: tuple[str, ...]) -> pd.DataFrame:
+    """A wide table of zeros for `runs`: enough for a claim to name its comparisons."""
+    rows = [(r, s, 0.0, 0.0, 0.0) for r in runs for s in (1, 2, 3)]
+    return wide(pd.DataFrame(rows, columns=["run_id", "seed", *METRICS]))
+
+
+def models(expected: Expected) -> list[Model]:
+    """The misses and nulls, under (c) at the centre of the grid, in the order printed."""
+    rho, tau = CENTER
+    out = [Model("noisier (seed noise x2)", noise_scale=2.0, rho=rho, tau=tau),
+           Model("B3 ACC shifted -4 pp", shift=("B3", "acc", -4.0), rho=rho, tau=tau),
+           Model("B3 ACC shifted +4 pp", shift=("B3", "acc", +4.0), rho=rho, tau=tau),
+           Model("a3 noisy miss (ACC 35.5 / 39.0 / 40.5)", fixed=("a3", "acc", (35.5, 39.0, 40.5)), rho=rho, tau=tau)]
+    out += [Model(f"null {claim}: {run_id} {metric} = {other}", null=(run_id, other, metric), rho=rho, tau=tau)
+            for claim, run_id, other, metric, _ in pairs(expected)]  # fmt: skip
+    return [*out, Model("null C5: budget sweep spread = retrieval's", null_c5=True, rho=rho, tau=tau)]
+
+
+# --- the procedure, through uh check's own functions ----------------------------------------------------------
+
+
+def _table(world: World, values: np.ndarray, seeds: tuple[int, ...], have: set[tuple[str, int]]) -> pd.DataFrame:
+    rows = [(r, s, *values[world.index(r), seeds.index(s)]) for r, s in sorted(have)]
+    return pd.DataFrame(rows, columns=["run_id", "seed", *METRICS])
+
+
+@dataclass
+class Outcome:
+    """One simulated re-run at the end of the procedure: its verdict word, why, and what it ran beyond look 1."""
+
+    word: str
+    why: tuple[str, ...]
+    undecided_at_first_look: bool
+    extra_runs: list[str] = field(default_factory=list)
+
+
+def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> Outcome:
+    """Check the paper's seeds; while the verdict is UNDECIDED, run its next_step and check again."""
+    seeds = expected.registered
+    have = {(r, s) for r in world.runs for s in expected.seeds}
+    extra: list[str] = []
+    first = None
+    while True:
+        table = _table(world, values, seeds, have)
+        claims = check_claims(table, expected.profile, expected.procedure, explain=False)
+        verdict = judge(expected, table, compare(expected, table), claims)
+        first = verdict.code == EXIT_UNDECIDED if first is None else first
+        if verdict.code != EXIT_UNDECIDED:
+            return Outcome(verdict.word, verdict.why, first, extra)
+        for run_id in verdict.next_step["run_ids"]:
+            for seed in verdict.next_step["seeds"]:
+                if (run_id, seed) not in have:
+                    have.add((run_id, seed))
+                    extra.append(run_id)
+
+
+def share(k: int, n: int) -> tuple[float, float, float]:
+    """k of n, and its 95% Wilson interval (scipy)."""
+    ci = stats.binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return k / n, float(ci.low), float(ci.high)
+
+
+def pct(p: tuple[float, float, float]) -> str:
+    """A share and its interval, in percent: the interval says how far the draws let the figure be trusted."""
+    return f"{100 * p[0]:5.1f} [{100 * p[1]:.1f}, {100 * p[2]:.1f}]"
+
+
+@dataclass(frozen=True)
+class Summary:
+    model: Model
+    n: int
+    passed: tuple[float, float, float]  # RESULTS REPLICATED at the end of the procedure
+    failed: tuple[float, float, float]  # NOT REPLICATED
+    inconclusive: tuple[float, float, float]  # INCONCLUSIVE: the last look left a claim undecided
+    undecided_first: float  # UNDECIDED at the first look (the procedure asked for more seeds)
+    extra_runs: float
+    hours: tuple[float, float]  # GPU hours of the whole procedure on the paper's T4: mean, 90th percentile
+    causes: list[tuple[str, float]]
+    extra: Counter[tuple[tuple[str, int], ...]]  # how often each set of extra runs (run ID, seeds) was asked for
+
+    def row(self, label: str) -> str:
+        causes = ", ".join(f"{c} {p:.0%}" for c, p in self.causes[:2]) or "-"
+        shares = " ".join(f"{pct(p):>19}" for p in (self.passed, self.failed, self.inconclusive))
+        return (f"{label:44} {self.n:6} {shares} {self.undecided_first:6.0%} {self.extra_runs:5.1f} "
+                f"{self.hours[0]:5.1f} {self.hours[1]:5.1f}  {causes}")
+
+
+HEADER = (f"{'model':44} {'draws':>6} {'P(RR) % [95% CI]':>19} {'P(NOT) % [95% CI]':>19} {'P(INC) % [95% CI]':>19} "
+          f"{'und.1':>6} {'+runs':>5} {'T4 h':>5} {'p90':>5}  main causes of not passing")  # fmt: skip
+
+
+def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator, seconds: dict[str, float]
+             ) -> Summary:  # fmt: skip
+    """P(RESULTS REPLICATED), P(NOT REPLICATED), P(INCONCLUSIVE) at the end of the procedure with intervals,
+    P(undecided at look 1), the mean extra runs, the whole procedure's hours on the paper's GPU (mean and
+    90th percentile: the paper's runs plus what next_step asked for), and the commonest reasons for failing."""
+    world = World.of(expected)
+    base = sum(seconds.get(r, 0.0) for r in world.runs) * len(expected.seeds)
+    outcomes = [follow_procedure(*_judged(expected, world, model, rng)) for _ in range(n)]
+    causes = Counter(reason.split(" (")[0] for o in outcomes if o.word != RESULTS_REPLICATED
+                     for reason in o.why if not reason.startswith("no badge"))  # fmt: skip
+    hours = np.array([base + sum(seconds.get(r, 0.0) for r in o.extra_runs) for o in outcomes]) / 3600
+    return Summary(model, n, share(sum(o.word == RESULTS_REPLICATED for o in outcomes), n),
+                   share(sum(o.word == RESULTS_NOT_REPLICATED for o in outcomes), n),
+                   share(sum(o.word == INCONCLUSIVE for o in outcomes), n),
+                   sum(o.undecided_at_first_look for o in outcomes) / n,
+                   float(np.mean([len(o.extra_runs) for o in outcomes])),
+                   (float(hours.mean()), float(np.quantile(hours, 0.9))),
+                   [(c, k / n) for c, k in causes.most_common()],
+                   Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
+
+
+def _judged(expected: Expected, world: World, model: Model, rng: np.random.Generator
+            ) -> tuple[Expected, World, np.ndarray]:  # fmt: skip
+    judged_by, values = model.draw(expected, world, rng)
+    return judged_by, world, values
+
+
+def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple]:
+    """A claim with every comparison at zero true effect (faithful (b) truth at the grid's centre), judged by the
+    claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED), with intervals."""
+    world, (rho, tau) = World.of(expected), CENTER
+    model = (Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, null_c5=True) if claim_id == "C5"
+             else Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, null_all=claim_id))  # fmt: skip
+    claim = next(c for c in CLAIMS if c.claim_id == claim_id)
+    seeds, words = expected.registered, Counter()
+    for _ in range(n):
+        _, values = model.draw(expected, world, rng)
+        table = _table(world, values, seeds, {(r, s) for r in claim.runs for s in seeds})
+        checks = check_claims(table, "paper", expected.procedure, explain=False)
+        words[next(c.verdict.split(" (")[0] for c in checks if c.claim_id == claim_id)] += 1
+    return share(words[NOT_SUPPORTED], n), share(words[SUPPORTED], n)
+
+
+def detectable_miss(expected: Expected, run_id: str, metric: str, n: int, rng: np.random.Generator) -> float:
+    """Under (c) at the grid's centre, on the paper's three seeds: the smallest shift (0.1 pp steps, the worse
+    sign) of a run ID's true mean at which its metric verdict (decide.replicated at the set's tolerance,
+    re-derived in each world) is REPLICATED at most TARGET_MISS of the time."""
+    world, (rho, tau) = World.of(expected), CENTER
+    r, m, k = world.index(run_id), METRICS.index(metric), len(expected.seeds)
+    model = Model("faithful", rho=rho, tau=tau, kind="faithful")
+    differences, tolerances = [], []
+    for _ in range(n):
+        judged_by, values = model.draw(expected, world, rng)
+        paper = judged_by.per_seed.loc[judged_by.per_seed["run_id"] == run_id, metric].astype(float)
+        differences.append(float(values[r, :k, m].mean() - paper.mean()))
+        tolerances.append(judged_by.tolerance_for(run_id, metric, k))
+
+    def pass_rate(shift: float) -> float:
+        return float(np.mean([replicated(d + shift, t) for d, t in zip(differences, tolerances, strict=True)]))
+
+    shift = 0.0
+    while max(pass_rate(shift), pass_rate(-shift)) > TARGET_MISS:
+        shift = round(shift + 0.1, 1)
+    return shift
+
+
+def paper_seconds(expected: Expected) -> dict[str, float]:
+    path = expected.directory / COMPUTE_CSV
+    if not path.is_file():
+        return {}
+    table = pd.read_csv(path)
+    return dict(zip(table["run_id"], table["seconds_mean"].astype(float), strict=True))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The most that any rule deciding each paired comparison of C1-C4 from its k per-seed deltas can pass a
+    faithful re-run, if it passes a comparison whose true effect is zero at most TARGET_MISS of the time and
+    passes no less readily the larger the deltas (so at most TARGET_MISS wherever the effect is <= 0). In one
+    world, a comparison with true effect d and per-seed SD sigma passes at most Phi(max(d, 0) sqrt(k) / sigma
+    - z) of the time (the one-sided z-test is the most powerful at every d > 0, and knowing sigma can only
+    help); every comparison must pass, so at most the least of these; averaged over the model's worlds. Under
+    (a) the truths differ from the paper's means by its own sampling error, so it stays below 1."""
+
+    effect: np.ndarray  # [worlds, comparisons]: the true effects, signed so that > 0 is the claim
+    sigma: np.ndarray  # [comparisons]: the per-seed SD of each comparison's paired delta
+
+    DRAWS = 20000  # worlds: the bound needs no procedure run, so it can afford far more than the models
+    MAX_SEEDS = 1000
+
+    @classmethod
+    def of(cls, expected: Expected, rng: np.random.Generator, model: Model) -> Bound:
+        world = World.of(expected)
+        comparisons = [(world.index(r), world.index(o), METRICS.index(m), sign) for _, r, o, m, sign in pairs(expected)]
+        sd, rho = world.sd, model.rho
+        sigma = np.array([math.sqrt(sd[r, m] ** 2 + sd[o, m] ** 2 - 2 * rho * sd[r, m] * sd[o, m])
+                          for r, o, m, _ in comparisons])  # fmt: skip
+        truths = np.stack([model.truth(world, rng) for _ in range(cls.DRAWS)])  # [worlds, R, M]
+        return cls(np.stack([sign * (truths[:, r, m] - truths[:, o, m]) for r, o, m, sign in comparisons], 1), sigma)
+
+    def at(self, k: int) -> float:
+        """The bound with k re-run seeds."""
+        power = stats.norm.cdf(self.effect.clip(0) * math.sqrt(k) / self.sigma - stats.norm.isf(TARGET_MISS))
+        return float(power.min(1).mean())
+
+    def seeds_for(self, target: float) -> int | None:
+        """The fewest seeds at which the bound reaches `target` (it rises with k); None if not by MAX_SEEDS."""
+        if self.at(self.MAX_SEEDS) < target:
+            return None
+        low, high = 3, self.MAX_SEEDS
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if self.at(mid) >= target else (mid + 1, high)
+        return low
+
+
+def faithful_targets(s: Summary, bound: float) -> list[tuple[str, bool]]:
+    """The faithful targets one cell of the grid is held to: NOT REPLICATED at most 5% under (a) and (c);
+    RESULTS REPLICATED at least 95% under (b) at the centre, 90% elsewhere at rho >= 0.5; under (a), within
+    BOUND_GAP of what any rule could reach."""
+    m, out = s.model, []
+    cell = f"{m.faithful}, rho {m.rho:g}, tau {m.tau:g}"
+    if m.faithful in "ac":
+        out.append((f"{cell}: NOT REPLICATED <= {TARGET_MISS:.0%} ({pct(s.failed)})", s.failed[0] <= TARGET_MISS))
+    if m.faithful == "b" and m.rho >= 0.5:
+        target = TARGET_PASS if (m.rho, m.tau) == CENTER else TARGET_PASS_GRID
+        out.append((f"{cell}: RESULTS REPLICATED >= {target:.0%} ({pct(s.passed)})", s.passed[0] >= target))
+    if m.faithful == "a":
+        out.append((f"{cell}: RESULTS REPLICATED within {BOUND_GAP * 100:.0f} pp of the any-rule bound "
+                    f"({pct(s.passed)}; bound {100 * bound:.1f})", s.passed[0] >= bound - BOUND_GAP))  # fmt: skip
+    return out
+
+
+RUNS_CSV = "procedure_runs.csv"  # the extra runs' distribution uh doctor prices on this GPU (not part of the set)
+
+
+def write_extra_runs(path: Path, s: Summary) -> None:
+    """Each set of extra runs the procedure asked for, as a row: its share of the simulated re-runs, and per paper
+    run ID the seeds beyond the paper's three. uh doctor prices each row with its own per-run estimates."""
+    rows = [{"share": k / s.n, **dict.fromkeys(PAPER_RUNS, 0), **dict(pattern)} for pattern, k in s.extra.most_common()]
+    write_text_atomic(path, pd.DataFrame(rows, columns=["share", *PAPER_RUNS]).to_csv(index=False, float_format="%.5f"))
+
+
+def derive_text(expected: Expected) -> list[str]:
+    """What `uh oc --derive` prints: per metric the moderated spreads and their df, and each run ID's tolerance
+    at every look's seeds."""
+    if expected.rule is None:
+        raise click.ClickException(f"{expected.directory}: its tolerances are stated as numbers, not derived")
+    rule = expected.rule
+    looks = expected.procedure.looks if expected.procedure else (len(expected.seeds),)
+    lines = [f"rule: tolerance = t(nu, 1 - alpha/2) * sqrt(s^2 (1/{len(expected.seeds)} + 1/k) + tau^2); "
+             f"tau {rule.tau:g} pp, alpha {rule.alpha:.6g} per metric"]  # fmt: skip
+    for metric in METRICS:
+        spread = expected.spreads[metric]
+        lines.append(f"\n[{metric}] moderated spreads, {spread.df:.2f} df; tolerance (pp) at k = "
+                     + ", ".join(map(str, looks)) + " counted seeds")  # fmt: skip
+        for run_id, sd in spread.sd.items():
+            tolerances = "  ".join(f"{expected.tolerance_for(run_id, metric, k):5.2f}" for k in looks)
+            lines.append(f"  {run_id:3} s {sd:5.2f}   {tolerances}")
+    return lines
+
+
+@click.command("oc")
+@click.option("--expected", "expected_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Expected set [default: the paper's, expected_results/].")  # fmt: skip
+@click.option("-n", "--draws", type=click.IntRange(min=10), default=10000, show_default=True,
+              help="Simulated re-runs per faithful model at rho 0.5, tau 0.5.")  # fmt: skip
+@click.option("--grid-draws", type=click.IntRange(min=10), default=2000, show_default=True,
+              help="Simulated re-runs per model elsewhere: the grid, the misses and the nulls.")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="The simulation's random seed.")
+@click.option("--rho", "rhos", type=click.FloatRange(0.0, 1.0), multiple=True,
+              help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
+@click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
+              help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
+@click.option("--only", type=click.Choice(["faithful", "misses"]), help="Print one part only.")
+@click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
+@click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
+def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int, rhos: tuple[float, ...],
+               taus: tuple[float, ...], only: str | None, derive_csv: Path | None, runs_out: Path | None
+               ) -> None:  # fmt: skip
+    """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
+    try:
+        expected = load_expected(expected_dir or expected_dir_for("paper", find_expected_root(
+            [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
+        if derive_csv:
+            click.echo("\n".join(derive_text(replace(expected, per_seed=read_per_seed_csv(derive_csv)))))
+            return
+    except (ExpectedError, ResultError) as e:
+        raise click.ClickException(str(e)) from None
+    if expected.profile != "paper":
+        raise click.ClickException(f"{expected.directory} holds profile {expected.profile}; the models are the paper's")
+    rng = np.random.default_rng(seed)
+    p = expected.procedure
+    max_seeds = p.looks[-1] if p else len(expected.seeds)
+    click.echo(f"uh oc: simulated re-runs judged by uh check's code against {expected.describe()}")
+    looks = (f"looks at {', '.join(map(str, p.looks))} seeds, one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}"
+             if p else "one look on the set's seeds, alpha 0.05")  # fmt: skip
+    click.echo(f"gating metrics: {', '.join(expected.gate)}; claims: {looks}")
+    seconds, met = paper_seconds(expected), []
+    summaries: dict[tuple[str, float, float], Summary] = {}
+    if only != "misses":
+        click.echo(f"\nfaithful re-runs, over rho x tau:\n{HEADER}")
+        for faithful, label in FAITHFUL.items():
+            for rho in rhos or RHOS:
+                for tau in taus or TAUS:
+                    model = Model(label, faithful=faithful, rho=rho, tau=tau, kind="faithful")
+                    s = simulate(expected, model, draws if (rho, tau) == CENTER else grid_draws, rng, seconds)
+                    summaries[faithful, rho, tau] = s
+                    if runs_out and (faithful, rho, tau) == ("a", *CENTER):
+                        write_extra_runs(runs_out, s)
+                    click.echo(s.row(f"{label[:3]} rho {rho:g}, tau {tau:g}"))
+                    bound = Bound.of(expected, rng, model).at(max_seeds) if faithful == "a" else 0.0
+                    met += faithful_targets(s, bound)
+        click.echo("\nP(RR), P(NOT), P(INC): RESULTS REPLICATED, NOT REPLICATED, INCONCLUSIVE at the end of the "
+                   "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
+                   "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
+                   "and 90th percentile")
+    if only != "faithful":
+        click.echo(f"\nmisses and nulls, under (c) at rho {CENTER[0]:g}, tau {CENTER[1]:g}:\n{HEADER}")
+        center = None
+        for model in models(expected):
+            s = simulate(expected, model, grid_draws, rng, seconds)
+            click.echo(s.row(model.name))
+            met.append((f"{model.name}: RESULTS REPLICATED <= {TARGET_MISS:.0%} ({pct(s.passed)})",
+                        s.passed[0] <= TARGET_MISS))  # fmt: skip
+            if model.noise_scale > 1:
+                center = summaries.get(("c", *CENTER)) or simulate(
+                    expected, Model(FAITHFUL["c"], rho=CENTER[0], tau=CENTER[1], kind="faithful"), grid_draws, rng,
+                    seconds)  # fmt: skip
+                met.append((f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= {pct(center.passed)})",
+                            s.passed[0] <= center.passed[0]))  # fmt: skip
+        click.echo(f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
+                   f"{CENTER[0]:g}, tau {CENTER[1]:g}, {grid_draws} draws), judged by its procedure alone")  # fmt: skip
+        for claim in (c for c in CLAIMS if not c.finding):
+            against, wrongly = contradicts(expected, claim.claim_id, grid_draws, rng)
+            click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}%")
+            met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_MISS:.0%} ({pct(against)})",
+                        against[0] <= TARGET_MISS))  # fmt: skip
+        click.echo(f"\ndetectable miss per gating metric under (c), rho {CENTER[0]:g}, tau {CENTER[1]:g}, the paper's "
+                   f"three seeds ({grid_draws} draws): the smallest shift of the run ID's true mean that passes its "
+                   f"tolerance at most {TARGET_MISS:.0%} of the time")  # fmt: skip
+        runs = [r for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
+        for metric in expected.gate:
+            cells = [f"{r} {detectable_miss(expected, r, metric, grid_draws, rng):.1f}" for r in runs]
+            click.echo(f"  {metric:10} " + ", ".join(cells))
+    click.echo("\ntargets:")
+    for text, ok in met:
+        click.echo(f"  {'met    ' if ok else 'NOT MET'}  {text}")

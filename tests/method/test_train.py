@@ -1,0 +1,468 @@
+"""Loss pieces: margin only on the target in training, KD on margin-free logits, iCaRL's BCE targets."""
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from uniform_herding.method.config import resolve
+from uniform_herding.method.train import icarl_bce, kd_loss, margin_logits, task_loss
+
+
+def test_margin_only_on_target_logit():
+    logits = torch.zeros(3, 4)
+    y = torch.tensor([0, 2, 3])
+    out = margin_logits(logits, y, s=30.0, m=0.35)
+    expected = torch.zeros(3, 4)
+    expected[torch.arange(3), y] = -30.0 * 0.35
+    assert torch.allclose(out, expected)
+
+
+def test_kd_matches_definition():
+    torch.manual_seed(0)
+    s, t = torch.randn(5, 3), torch.randn(5, 3)
+    T = 2.0
+    p_t = F.softmax(t / T, dim=1)
+    manual = T * T * (p_t * (p_t.log() - F.log_softmax(s / T, dim=1))).sum(dim=1).mean()
+    assert kd_loss(s, t, T).item() == pytest.approx(manual.item(), rel=1e-5)
+    assert kd_loss(t, t, T).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_ce_kd_uses_margin_for_ce_but_margin_free_logits_for_kd():
+    """CE on the margin logits plus T^2 KL(teacher || student) on the margin-free old-class logits, both written
+    out here; the same loss with the margin left in the KD term is another number, and task_loss is not it."""
+    cfg = resolve("B3", "smoke")
+    torch.manual_seed(0)
+    logits, teacher = torch.randn(4, 6), torch.randn(4, 4)
+    y = torch.tensor([0, 5, 4, 2])  # rows 0 and 3 have old-class targets: the margin reaches their KD logits
+    s, m, T = cfg.cos_scale, cfg.cos_margin, cfg.kd_temperature
+    margin = logits.clone()
+    margin[torch.arange(4), y] -= s * m
+    ce = -(margin.log_softmax(dim=1)[torch.arange(4), y]).mean()
+
+    def kd(student: torch.Tensor) -> torch.Tensor:
+        p = (teacher / T).softmax(dim=1)
+        return T * T * (p * (p.log() - (student[:, :4] / T).log_softmax(dim=1))).sum(dim=1).mean()
+
+    loss = task_loss(cfg, logits, y, teacher).item()
+    assert loss == pytest.approx((ce + kd(logits)).item(), rel=1e-5)
+    assert abs(loss - (ce + kd(margin)).item()) > 1e-3  # with the margin kept in the KD term
+
+
+def test_no_kd_and_linear_head_variants():
+    torch.manual_seed(0)
+    logits, teacher, y = torch.randn(4, 6), torch.randn(4, 4), torch.tensor([0, 5, 4, 2])
+    a1 = resolve("a1", "smoke")
+    expected = F.cross_entropy(margin_logits(logits, y, a1.cos_scale, a1.cos_margin), y)
+    assert task_loss(a1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+    a3 = resolve("a3", "smoke")  # linear head: no margin
+    expected = F.cross_entropy(logits, y) + kd_loss(logits[:, :4], teacher, 2.0)
+    assert task_loss(a3, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_icarl_bce_targets():
+    logits = torch.zeros(2, 4)
+    teacher = torch.tensor([[2.0, -1.0], [0.0, 3.0]])
+    y = torch.tensor([3, 0])
+    targets = torch.tensor(
+        [
+            [torch.sigmoid(torch.tensor(2.0)), torch.sigmoid(torch.tensor(-1.0)), 0, 1],
+            [0.5, torch.sigmoid(torch.tensor(3.0)), 0, 0],
+        ]
+    )
+    expected = F.binary_cross_entropy_with_logits(logits, targets)
+    assert icarl_bce(logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+    # first task: plain one-hot
+    assert icarl_bce(logits, y, None).item() == pytest.approx(
+        F.binary_cross_entropy_with_logits(logits, F.one_hot(y, 4).float()).item()
+    )
+    b1 = dataclasses.replace(resolve("B1", "smoke"))
+    assert task_loss(b1, logits, y, teacher).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+@pytest.mark.trains
+def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
+    """Evaluation leaves the learner in eval mode; Lightning keeps it, so fit_task must switch back
+    (otherwise BatchNorm statistics freeze after task 0)."""
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule, fit_task, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.eval()
+    seen = []
+
+    class Probe(TaskModule):
+        def training_step(self, batch, batch_idx):
+            seen.append((self.learner.training, self.teacher.training))
+            return super().training_step(batch, batch_idx)
+
+    gen = torch.Generator().manual_seed(0)
+    fit_task(Probe(cfg, learner, teacher, stream, None, gen), stream.train_items(0), torch.device("cpu"), False)
+    assert seen and all(student and not teach for student, teach in seen)
+    running = learner.backbone.stem[1].running_mean
+    assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved
+
+
+def test_replay_draws_b_items_uniformly_with_replacement_from_the_stored_items(tiny_stream, monkeypatch):
+    """Each step appends b = 16 draws to the current batch, each uniform over all stored items (not classes),
+    with replacement. From n = 32 stored items a draw holds n (1 - (1 - 1/n)^b) = 12.75 distinct items on
+    average (16 without replacement); over 300 steps each item is drawn 150 times on average."""
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule
+
+    cfg = resolve("B3", "smoke")
+    stream = tiny_stream(dataclasses.replace(cfg, train_per_class=30))
+    monkeypatch.setattr(stream, "augment", lambda items, generator: items)  # the batch's items, unaugmented
+    replay = torch.cat([stream.class_items[0][:24], stream.class_items[1][:8]])  # classes of unequal size
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    module = TaskModule(cfg, learner, None, stream, replay, torch.Generator().manual_seed(0))
+    current = stream.class_items[2][:5]
+    b, n, steps = cfg.retrieval, len(replay), 300
+    draws = []
+    for _ in range(steps):
+        items, labels = module.on_after_batch_transfer(current, 0)
+        assert torch.equal(items[: len(current)], current) and len(items) == len(current) + b
+        assert torch.equal(labels, stream.train_y[items])
+        draws.append(items[len(current) :])
+    draws = torch.stack(draws)  # [steps, b]
+    assert torch.isin(draws, replay).all()  # only stored items
+    distinct = torch.tensor([len(d.unique()) for d in draws], dtype=torch.float64).mean().item()
+    assert b == 16 and abs(distinct - n * (1 - (1 - 1 / n) ** b)) < 0.5  # repeats, as with replacement
+    counts = torch.stack([(draws == item).sum() for item in replay])
+    assert ((counts - steps * b / n).abs() < 60).all(), counts  # uniform over items: 150 each (std 12)
+
+
+def fused_and_unfused_after_a_skipped_first_step(make_fused) -> tuple[torch.Tensor, torch.Tensor]:
+    """The defect's minimal case at the paper's loss scale 2^16: a first step whose scaled gradient is
+    inf (skipped), then a finite one, through `make_fused` and through unfused torch SGD."""
+    cfg = resolve("B3", "paper")
+    out = []
+    for make in (make_fused, lambda params: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                                                            weight_decay=cfg.weight_decay)):  # fmt: skip
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(1000))
+        optimizer, scaler = make([w]), torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        for factor in (float("inf"), 1.0):
+            optimizer.zero_grad()
+            scaler.scale((w * factor).sum()).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_([w], cfg.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+        out.append(w.detach().clone())
+    return out[0], out[1]
+
+
+def test_stock_fused_sgd_reads_uninitialised_momentum_after_a_skipped_first_step(uninitialised_memory_is_nan):
+    """The torch 2.11 defect the workaround exists for; when torch fixes it, this fails and says so."""
+    cfg = resolve("B3", "paper")
+    fused, unfused = fused_and_unfused_after_a_skipped_first_step(
+        lambda params: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                                       fused=True))  # fmt: skip
+    assert torch.isfinite(unfused).all()
+    assert not torch.isfinite(fused).all()
+
+
+def test_our_fused_sgd_after_a_skipped_first_step_equals_unfused_sgd(uninitialised_memory_is_nan):
+    from uniform_herding.method.train import sgd
+
+    cfg = resolve("B3", "paper")
+    fused, unfused = fused_and_unfused_after_a_skipped_first_step(lambda params: sgd(cfg, params, fused=True))
+    assert torch.equal(fused, unfused)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_skipped_step_leaves_weights_and_optimizer_state_as_they_were(first, uninitialised_memory_is_nan):
+    """A skipped step, first or later, changes neither the weights nor the optimizer state: after a first
+    one they equal a fresh optimizer's."""
+    from uniform_herding.method.train import sgd
+
+    cfg = resolve("B3", "paper")
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(1000))
+    optimizer, scaler = sgd(cfg, [w], fused=True), torch.amp.GradScaler("cpu", init_scale=2.0**16)
+
+    def step(factor: float) -> None:
+        optimizer.zero_grad()
+        scaler.scale((w * factor * torch.linspace(-1, 1, 1000)).sum()).backward()
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()
+
+    if not first:
+        step(1.0)
+    before = w.detach().clone()
+    state = {k: v.clone() for k, v in optimizer.state[w].items()}
+    step(float("inf"))
+    assert torch.equal(w, before)
+    assert optimizer.state[w].keys() == state.keys()
+    assert all(torch.equal(optimizer.state[w][k], v) for k, v in state.items())
+    if first:
+        fresh = sgd(cfg, [torch.nn.Parameter(before.clone())], fused=True)
+        fresh_state = fresh.state[fresh.param_groups[0]["params"][0]]
+        assert all(torch.equal(v, torch.zeros_like(w)) for v in fresh_state.values())
+        assert all(torch.equal(v, torch.zeros_like(w)) for v in state.values())
+    assert scaler.get_scale() == 2.0**15
+
+
+def test_precision_defaults_and_refuses_unknown_values():
+    from uniform_herding.method.train import precision
+
+    assert precision(torch.device("cpu")) == "32-true"
+    assert precision(torch.device("cuda")) == "16-mixed"
+    assert precision(torch.device("cpu"), "16-mixed") == "16-mixed"
+    with pytest.raises(ValueError, match="precision 'bf16' is not a setting; use 16-mixed or 32-true"):
+        precision(torch.device("cpu"), "bf16")
+
+
+@pytest.mark.parametrize(
+    ("stats", "reason"),
+    [
+        (dict(weights_finite=False), "weights not finite"),
+        (dict(last_finite_loss=None), "no training step had a finite loss"),
+        (dict(skipped_steps=43), "43 of 2520 steps skipped on fp16 overflow (at most 42)"),
+        (dict(skipped_steps=42), None),
+        (dict(), None),
+    ],
+)
+def test_divergence_guard(stats, reason):
+    from uniform_herding.method.train import TaskStats
+
+    base = dict(steps=2520, skipped_steps=3, loss_scale=2.0**14, epoch_loss=[1.0], last_finite_loss=1.0,
+                weights_finite=True)  # fmt: skip
+    assert TaskStats(**{**base, **stats}).divergence() == reason
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [("", None), ("0", None), ("1", "default"), ("reduce-overhead", "reduce-overhead"),
+     ("max-autotune", "max-autotune")],
+)
+def test_uh_compile_setting(monkeypatch, value, mode):
+    from uniform_herding.method.train import compile_mode
+
+    monkeypatch.setenv("UH_COMPILE", value)
+    assert compile_mode() == mode
+
+
+@pytest.mark.parametrize(("lacks", "message"), [
+    ("compiler", "UH_COMPILE='1' needs a C compiler (gcc or clang, or CC) to build torch.compile's kernels"),
+    ("headers", "UH_COMPILE='1' needs Python's headers ("),
+])  # fmt: skip
+def test_uh_compile_on_a_host_that_cannot_build_kernels_is_refused_before_anything_runs(lacks, message, monkeypatch,
+                                                                                       tmp_path):  # fmt: skip
+    """The image has no C compiler and no Python.h: torch.compile would fail inside the first task's fit."""
+    import shutil
+    import sysconfig
+
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    monkeypatch.setenv("UH_COMPILE", "1")
+    monkeypatch.delenv("CC", raising=False)
+    if lacks == "compiler":
+        monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    else:
+        monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"include": str(tmp_path / "no-headers")})
+    result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and message in result.output, result.output
+    assert "install it (Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("mode", "replays"), [(None, False), ("default", False), ("reduce-overhead", True),
+                                               ("max-autotune", True)])  # fmt: skip
+def test_every_mode_that_replays_cuda_graphs_marks_each_training_step(mode, replays, tiny_stream, monkeypatch):
+    """max-autotune replays CUDA graphs as reduce-overhead does, in either precision: each step must mark a new
+    iteration (torch.compiler.cudagraph_mark_step_begin) so the last step's graph outputs may be overwritten."""
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule
+
+    monkeypatch.setenv("UH_COMPILE", mode or "0")
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    for precision in ("16-mixed", "32-true"):
+        module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0), precision)
+        assert module.cuda_graphs is replays
+
+
+def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from uniform_herding.cli import main
+
+    monkeypatch.setenv("UH_COMPILE", "yes")
+    result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "UH_COMPILE='yes' is not a setting; use 0, 1, reduce-overhead, max-autotune" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("ntasks", [None, "1"])
+def test_a_run_inside_a_slurm_job_trains_as_a_plain_process(tiny_stream, monkeypatch, recwarn, ntasks):
+    """With SLURM_* set and srun on the PATH, fit_task neither warns about srun (Lightning does where
+    SLURM_NTASKS is unset) nor picks SLURMEnvironment with its SIGUSR1 requeue handler (where it is set)."""
+    import lightning as L
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    for name, value in {"SLURM_JOB_ID": "17", "SLURM_JOB_NAME": "uh", "SLURM_NTASKS": ntasks}.items():
+        monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: "/usr/bin/srun" if name == "srun" else None)
+    environments = []
+    fit = L.Trainer.fit
+    monkeypatch.setattr(L.Trainer, "fit", lambda self, *a, **k: (environments.append(
+        self._accelerator_connector.cluster_environment), fit(self, *a, **k)))  # fmt: skip  (what signals use)
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule, fit_task
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
+    stream = tiny_stream(cfg)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0))
+    fit_task(module, stream.train_items(0), torch.device("cpu"), False)
+    assert not [str(w.message) for w in recwarn if "srun" in str(w.message)]
+    assert len(environments) == 1 and not isinstance(environments[0], SLURMEnvironment)
+
+
+def small_task(tiny_stream, precision: str):
+    """A B3 smoke task 1 (teacher, replay) at width 8 on a tiny stream, as a run builds it."""
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import TaskModule, freeze
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)  # 20 items: 3 steps per epoch
+    stream = tiny_stream(cfg)
+    torch.manual_seed(0)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
+    learner.head.grow(cfg.classes_per_task)
+    teacher = freeze(learner)
+    learner.head.grow(cfg.classes_per_task)
+    gen = torch.Generator().manual_seed(0)
+    return TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision), stream.train_items(1)
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its_device(
+    precision, tiny_stream, teardown_to_meta, gpu_like_fp16_conv
+):
+    """On a GPU, Lightning's teardown moves the module to the CPU after fit while the task's sums stay on
+    the GPU; here it moves it to `meta`. fit_task must read its stats before that and hand the learner
+    back on the training device with the trained weights."""
+    from uniform_herding.method.train import fit_task
+
+    module, items = small_task(tiny_stream, precision)
+    stats = fit_task(module, items, torch.device("cpu"), False)
+    assert stats.steps == 2 * -(-len(items) // 8) == 6
+    assert len(stats.epoch_loss) == 2 and all(v is not None and v > 0 for v in stats.epoch_loss)
+    assert stats.weights_finite and stats.divergence() is None
+    assert (stats.loss_scale is not None) == (precision == "16-mixed")
+    assert all(p.device.type == "cpu" for p in module.learner.parameters())
+    assert all(p.isfinite().all() for p in module.learner.parameters())
+
+
+@pytest.mark.trains
+def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, teardown_to_meta):
+    """The fixture can fail: the stats read as before the fix (after fit, from the module) mix devices."""
+    import lightning as L
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+
+    from uniform_herding.method.train import Batches, quiet_lightning
+
+    quiet_lightning()
+    module, items = small_task(tiny_stream, "32-true")
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, gradient_clip_val=1.0, logger=False,
+                        plugins=[LightningEnvironment()],
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer.fit(module, train_dataloaders=Batches(items, 8, module.generator))
+    with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
+        finite = torch.stack([p.isfinite().all() for p in module.learner.parameters()]).all()
+        torch.cat([torch.stack(module.epoch_losses), finite[None].float()]).tolist()
+
+
+@pytest.mark.trains
+def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_like_fp16_conv, monkeypatch):
+    """An fp16 overflow can make a step's loss inf; the scaler skips that step. When it is the task's very
+    last step, the task is healthy: the guard judges the last finite loss, and the epoch means leave it out."""
+    from uniform_herding.method import train
+
+    module, items = small_task(tiny_stream, "16-mixed")
+    total, calls = 2 * -(-len(items) // 8), []
+    task_loss = train.task_loss
+
+    def inf_at_the_last_step(*args):
+        calls.append(1)
+        loss = task_loss(*args)
+        return loss * float("inf") if len(calls) == total else loss
+
+    monkeypatch.setattr(train, "task_loss", inf_at_the_last_step)
+    stats = train.fit_task(module, items, torch.device("cpu"), False)
+    assert len(calls) == total and stats.skipped_steps >= 1
+    assert stats.last_finite_loss is not None and all(v is not None for v in stats.epoch_loss)
+    assert stats.divergence() is None
+
+
+def test_lightnings_tensor_core_tip_is_quiet(monkeypatch, caplog):
+    """Lightning logs a tip to lower fp32 matmul precision on GPUs with tensor cores; it is not followed
+    (it would change fp32 numerics) and not printed."""
+    import logging
+
+    from lightning.fabric.accelerators import cuda
+
+    from uniform_herding.method.train import quiet_lightning
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "_is_ampere_or_later", lambda device=None: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100")
+    quiet_lightning()
+    with caplog.at_level(logging.NOTSET):
+        caplog.handler.setLevel(logging.NOTSET)
+        cuda._check_cuda_matmul_precision(torch.device("cuda"))
+    assert not [r for r in caplog.records if "Tensor Cores" in r.getMessage()]
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_each_loss_term_equals_the_papers_equation_in_plain_arithmetic():
+    """The three loss terms on hand-made 2 x 3 logits, each written out with math.exp/log from the paper's
+    equations (Sec. 3.3), no torch function in the expected values."""
+    import math
+
+    z = [[1.0, 0.5, -0.5], [0.2, -0.3, 0.8]]  # margin-free student logits, 2 images, 3 seen classes
+    y = [0, 2]
+    s, m, T = 30.0, 0.35, 2.0
+
+    def log_softmax(row: list[float]) -> list[float]:
+        top = max(row)
+        log_sum = top + math.log(sum(math.exp(v - top) for v in row))
+        return [v - log_sum for v in row]
+
+    # CE with the cosine margin: s*m off the target logit only, then -log softmax at the target
+    ce = -sum(log_softmax([v - (s * m if j == t else 0.0) for j, v in enumerate(row)])[t]
+              for row, t in zip(z, y, strict=True)) / 2  # fmt: skip
+    logits, target = torch.tensor(z), torch.tensor(y)
+    torch_ce = F.cross_entropy(margin_logits(logits, target, s, m), target)
+    assert torch_ce.item() == pytest.approx(ce, rel=1e-6)
+    # KD with T^2: T^2 * sum_j p_j (log p_j - log q_j), p = softmax(teacher/T), q = softmax(student/T), old classes
+    teacher = [[0.3, 1.1], [-0.4, 0.9]]
+    kd = 0.0
+    for student_row, teacher_row in zip(z, teacher, strict=True):
+        log_q, log_p = log_softmax([v / T for v in student_row[:2]]), log_softmax([v / T for v in teacher_row])
+        kd += T * T * sum(math.exp(lp) * (lp - lq) for lp, lq in zip(log_p, log_q, strict=True))
+    assert kd_loss(logits[:, :2], torch.tensor(teacher), T).item() == pytest.approx(kd / 2, rel=1e-6)
+    # iCaRL's BCE: targets one-hot, old columns the teacher's sigmoid; mean over images and classes
+    sigmoid = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
+    bce = 0.0
+    for row, t, teacher_row in zip(z, y, teacher, strict=True):
+        targets = [sigmoid(teacher_row[0]), sigmoid(teacher_row[1]), 1.0 if t == 2 else 0.0]
+        bce -= sum(q * math.log(sigmoid(v)) + (1 - q) * math.log(1 - sigmoid(v))
+                   for v, q in zip(row, targets, strict=True))  # fmt: skip
+    assert icarl_bce(logits, target, torch.tensor(teacher)).item() == pytest.approx(bce / 6, rel=1e-6)

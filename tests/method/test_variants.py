@@ -1,0 +1,298 @@
+"""Variants (`uh run RUN --set KEY=VALUE`): parsing and checking of values, canonical and shell-safe IDs, run IDs
+recognised by their config, one-line refusals that write nothing, and, on real smoke runs, the same numbers as
+the equivalent config built by hand, and a resume after a kill to the identical result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from uniform_herding.cli import main
+from uniform_herding.method import config, variants
+from uniform_herding.method.components import CHOICES, POLICIES
+from uniform_herding.method.config import RUNS, SIZE_FIELDS, Config, RunSpec
+from uniform_herding.method.variants import KEYS, SAFE, SPLIT_FIELDS, format_value, parse, parse_value, resolve
+from uniform_herding.runs.results import result_path
+from uniform_herding.runs.run import run_seed
+
+SEED = 1993
+
+
+def uh(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def only_line(res: Result) -> str:
+    """The refusal is exactly one line (no usage text, no traceback); returns it."""
+    lines = res.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.output
+    return lines[0]
+
+
+def test_every_config_field_is_a_key_a_size_or_the_split():
+    """A new Config field must be sorted into one of them (and so be settable by --set, or refused)."""
+    assert set(KEYS) | SIZE_FIELDS | SPLIT_FIELDS == {f.name for f in dataclasses.fields(Config)}
+    assert not (set(KEYS) & SIZE_FIELDS or set(KEYS) & SPLIT_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "value"),
+    [("rho", "5", 5), ("M", "1000", 1000), ("lr", "0.05", 0.05), ("lr", "5e-2", 0.05), ("weight_decay", "0", 0.0),
+     ("memory", "icarl", "icarl"), ("imprint", "false", False), ("kd_lambda", "2", 2.0)],
+)  # fmt: skip
+def test_values_are_parsed_by_the_fields_type(key, text, value):
+    parsed = parse_value(key, text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_the_id_is_the_same_whatever_order_the_changes_are_given_in():
+    ids = {parse("B3", order).run_id for order in (["rho=5", "M=1000"], ["M=1000", "rho=5"])}
+    ids.add(parse("B3+rho=5+M=1000").run_id)  # an ID written in another order is read as the same variant
+    assert ids == {"B3+M=1000+rho=5"}
+    assert parse("B3", ["lr=0.050"]).run_id == parse("B3", ["lr=5e-2"]).run_id == "B3+lr=0.05"
+    assert parse("B3", ["rho=05"]).run_id == "B3+rho=5" and parse("B3", ["M=0500"]).run_id == "s1"  # no padding
+
+
+def test_changes_equal_to_the_base_are_dropped():
+    assert parse("B3", ["rho=3"]).run_id == "B3"
+    assert parse("a1", ["kd_lambda=0"]).run_id == "a1"
+    assert parse("B3", ["rho=3", "M=1000"]).run_id == "B3+M=1000"
+
+
+@pytest.mark.parametrize("run_id", list(RUNS))
+def test_a_variant_whose_config_is_a_run_ids_is_that_run_id(run_id):
+    """`B3 --set M=500` is s1, and so for every run ID: it runs, and is found done, as that run ID."""
+    assert parse("B3", [f"{k}={format_value(v)}" for k, v in RUNS[run_id].changes.items()]).run_id == run_id
+    assert parse("B1", ["memory=uniform_herding"]).run_id == "r3"  # from another base alike
+
+
+VARIANTS = [
+    ["lr=0.05"], ["weight_decay=1e-5"], ["kd_lambda=1e20"], ["cos_margin=0.000001"], ["imprint=false"],
+    ["memory=closest_to_mean", "M=1000"], ["loss=icarl_bce", "head=linear"], ["M=1000", "b=32", "momentum=0.5"],
+    ["selection=random", "readout=head", "grad_clip=2.5", "kd_temperature=0.5", "cos_scale=16"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("sets", VARIANTS)
+def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_path):
+    run_id = parse("B3", sets).run_id
+    assert SAFE.fullmatch(run_id) and shlex.quote(run_id) == run_id and not set(run_id) & set("[]*?{}~$`'\" ")
+    assert parse(run_id).run_id == run_id  # the ID reads back as the same variant
+    (tmp_path / "x.txt").touch()  # something a glob could match
+    echoed = subprocess.run(["bash", "-O", "failglob", "-c", f"cd {tmp_path} && printf '%s\\n' {run_id}"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert echoed == run_id + "\n"
+    (tmp_path / run_id).mkdir()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--set", "colour=red"], ["unknown key 'colour'", "rho"]),
+        (["--set", "epochs=3"], ["epochs is a size, set by the profile"]),
+        (["--set", "batch_size=64"], ["batch_size is a size"]),
+        (["--set", "split_seed=1"], ["split_seed fixes the data split"]),
+        (["--set", "rho"], ["'rho' is not KEY=VALUE"]),
+        (["--set", "rho=0"], ["rho=0", "whole number >= 1"]),
+        (["--set", "M=2.5"], ["M=2.5", "whole number >= 1"]),
+        (["--set", "memory=fifo"], ["memory=fifo", f"memory is one of {', '.join(POLICIES)}"]),
+        (["--set", "loss=mse"], ["loss=mse", f"loss is one of {', '.join(CHOICES['loss'])}"]),
+        (["--set", "imprint=yes"], ["imprint=yes", "true or false"]),
+        (["--set", "lr=nan"], ["lr=nan", "finite number > 0"]),
+        (["--set", "lr=inf"], ["lr=inf", "finite number > 0"]),
+        (["--set", "weight_decay=-1e-4"], ["weight_decay=-1e-4", ">= 0"]),
+        (["--set", "kd_temperature=0"], ["kd_temperature=0", "> 0"]),
+        (["--set", "momentum=1"], ["momentum=1", "[0, 1)"]),
+        (["--set", "rho=5", "--set", "rho=4"], ["rho is given twice"]),
+        (["--set", "memory=none"], ["memory=none", "readout=head"]),
+        (["--set", "memory=reservoir"], ["B3+memory=reservoir: readout=nme needs an exemplar of every seen class",
+                                         "memory=reservoir may leave a class without one", "readout=head"]),
+        (["--set", "M=100"], ["M=100", "profile smoke", "M >= 380"]),
+        (["--set", "memory=static", "--set", "rho=5"], ["B3+memory=static+rho=5: nothing in this run reads rho",
+                                                        "only memory=uniform_herding reads it", "drop it"]),
+        (["--set", "kd_lambda=0", "--set", "kd_temperature=4"], ["nothing in this run reads kd_temperature",
+                                                                  "only loss=ce_kd when kd_lambda > 0 reads it"]),
+        (["--set", "loss=icarl_bce", "--set", "cos_margin=0.5"], ["nothing in this run reads cos_margin",
+                                                                   "only loss=ce_kd when head=cosine reads it"]),
+        (["--set", "head=linear", "--set", "cos_scale=16"], ["nothing in this run reads cos_scale",
+                                                              "only head=cosine reads it"]),
+        (["--set", "memory=none", "--set", "readout=head", "--set", "b=32"], ["nothing in this run reads b"]),
+        # values the profile makes the same run as another value (variants.level): one name per run
+        (["--set", "rho=40"], ["B3+rho=40: in profile smoke, rho=40 is the same run as rho=20",
+                               "pools of 20 * q_c hold all 100 training items of a class", "give rho=20"]),
+        (["--set", "M=200000"], ["M=200000 is the same run as M=40000", "keeps all 1000 training items", "M=40000"]),
+        (["--set", "M=2001"], ["M=2001 is the same run as M=2000, B3's own (M gives 50 exemplars); drop it"]),
+        (["--set", "M=490"], ["M=490 is the same run as M=500 (M gives 12 exemplars); give M=500"]),
+        (["--set", "b=59"], ["b=59 is the same run as b=60 (b gives 15 items replayed per step); give b=60"]),
+        (["--set", "M=40000", "--set", "rho=5"], ["rho=5 is the same run as rho=3, B3's own", "drop it"]),
+    ],
+)  # fmt: skip
+def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
+    res = uh("run", "B3", *args, "--profile", "smoke", "--data-dir", str(tmp_path / "data"),
+             "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    line = only_line(res)
+    assert res.exit_code == 2 and all(w in line for w in words), line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("run_id", "words"),
+    [("B9+rho=5", "unknown run ID 'B9'"), ("B3+rho=5+rho=4", "twice"),
+     ("B2+rho=5", "B2+rho=5: nothing in this run reads rho (only memory=uniform_herding reads it)"),
+     ("a1+kd_temperature=4", "a1+kd_temperature=4.0: nothing in this run reads kd_temperature"),
+     ("B1+selection=random", "B1+selection=random: nothing in this run reads selection")],
+)  # fmt: skip
+def test_a_bad_variant_id_is_refused_alike(run_id, words, tmp_path):
+    res = uh("run", run_id, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
+    assert res.exit_code == 2 and words in only_line(res)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_what_a_run_reads_decides_which_variants_run():
+    """A changed setting must be read by the run (components.py); a policy that may leave a class empty takes
+    readout=head only; and every run ID is a run these checks let through."""
+    assert resolve("B2+memory=reservoir", "smoke").memory == "reservoir"  # B2 reads out by the head
+    assert resolve("B3+memory=reservoir+readout=head", "smoke").rho == 3  # rho stays B3's, unread
+    assert resolve("B3+memory=static+readout=head", "smoke").memory == "static"  # B3's rho is no change
+    assert resolve("B1+memory=uniform_herding+rho=5", "smoke").rho == 5  # read once memory reads it
+    for run_id, spec in RUNS.items():
+        cfg, base = config.resolve(run_id, "smoke"), config.resolve(spec.base, "smoke")
+        changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
+        variants.check(run_id, spec.base, cfg, changed, "smoke")  # no run ID changes what it does not read
+
+
+@pytest.mark.parametrize(
+    ("spellings", "name"),
+    [(["a2+memory=reservoir", "B3+memory=reservoir+readout=head", "B0+memory=reservoir+kd_lambda=1"],
+      "a2+memory=reservoir"),  # the run ID it needs the fewest --set keys from
+     (["B3+M=500+rho=1", "s1+rho=1", "r2+M=500"], "s1+rho=1"),  # s1 and r2 need one key each: RUNS order
+     (["B2+memory=reservoir", "B0+memory=reservoir+M=2000"], "B2+memory=reservoir"),  # B0 reads no M: B2 is nearer
+     (["B3+loss=icarl_bce", "a1+loss=icarl_bce"], "a1+loss=icarl_bce"),  # icarl_bce reads no kd_lambda: one run
+     (["B3+memory=icarl+M=500", "s1+memory=icarl", "r1+M=500"], "r1+M=500")],
+)  # fmt: skip
+def test_every_spelling_of_one_run_has_one_name(spellings, name):
+    """The name of a run is its settings from the run ID that needs the fewest --set keys, ties to the one that reads
+    the same settings most nearly, then RUNS order; its base is the run it is compared with (base_of)."""
+    assert {parse(spelling).run_id for spelling in spellings} == {name}
+    assert {variants.base_of(spelling) for spelling in spellings} == {name.split("+")[0]}
+    assert parse(name).run_id == name and variants.base_of(name) == name.split("+")[0]
+
+
+def test_two_spellings_of_one_run_are_one_folder(finished_result, no_training, tmp_path):
+    """The issue's case: a2 with a reservoir, spelled from B3, is the run a2+memory=reservoir, found done in its folder;
+    the command says so in one line."""
+    path = finished_result(tmp_path, "a2+memory=reservoir", SEED)
+    res = uh("run", "B3", "--set", "memory=reservoir", "--set", "readout=head", "--seed", str(SEED), "--profile",
+             "smoke", "--results-dir", str(tmp_path))  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines() == [
+        "B3+memory=reservoir+readout=head is a2+memory=reservoir (the same run, named from the run ID it needs the "
+        "fewest --set keys from): running it as a2+memory=reservoir",
+        f"a2+memory=reservoir seed {SEED}: done already ({path}); --force reruns it",
+    ], res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a2+memory=reservoir"]
+
+
+@pytest.mark.parametrize(
+    ("run_id", "profile", "ok"),
+    [("B3+rho=23", "paper", True), ("B3+rho=24", "paper", False),  # q_c >= 20 of 450 items: rho = 23 holds all
+     ("B3+rho=20", "smoke", True), ("B3+rho=21", "smoke", False),  # q_c >= 5 of 100
+     ("s1+rho=100", "smoke", True), ("s1+rho=101", "smoke", False),  # s1's 12 exemplars: q_c >= 1
+     ("B3+M=1000", "smoke", True), ("B3+M=1001", "smoke", False),  # 25 exemplars, as M=1000
+     ("a2+M=40", "smoke", True), ("a2+M=39", "smoke", False),  # 1 exemplar (the least budget)
+     ("B3+M=45000", "paper", True), ("B3+M=45001", "paper", False)],  # all 100 x 450 items
+)  # fmt: skip
+def test_a_value_is_refused_where_the_profile_makes_it_another_values_run(run_id, profile, ok):
+    """Of the values of M, b or rho that are one run under a profile (variants.level), one is its name: the ceiling
+    where rho's pools or M's budget hold every training item, the level in the paper's units where scaled."""
+    if ok:
+        resolve(run_id, profile)
+    else:
+        with pytest.raises(config.ConfigError, match=f"in profile {profile}, .* is the same run as"):
+            resolve(run_id, profile)
+
+
+def test_the_same_variant_from_sets_in_two_orders_is_one_folder(finished_result, no_training, tmp_path):
+    path = finished_result(tmp_path, "B3+M=1000+rho=5", SEED)
+    for order in (["rho=5", "M=1000"], ["M=1000", "rho=5"]):
+        sets = [a for s in order for a in ("--set", s)]
+        res = uh("run", "B3", *sets, "--seed", str(SEED), "--profile", "smoke", "--results-dir", str(tmp_path))
+        assert res.exit_code == 0 and f"B3+M=1000+rho=5 seed {SEED}: done already ({path})" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["B3+M=1000+rho=5"]
+
+
+def test_a_result_or_checkpoint_of_another_variant_is_never_taken(finished_result, tmp_path):
+    """Folders are per ID; a result.json names its run ID and a checkpoint its whole config (durability.py)."""
+    other = finished_result(tmp_path, "B3+rho=4", SEED)
+    mine = result_path(tmp_path, "B3+rho=5", SEED)
+    mine.parent.mkdir(parents=True)
+    shutil.copy(other, mine)
+    res = uh("run", "B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--results-dir", str(tmp_path))
+    assert res.exit_code == 1 and "holds a result of another run (run_id 'B3+rho=4'" in res.output, res.output
+    assert mine.read_bytes() == other.read_bytes()
+
+
+# --- real smoke runs -------------------------------------------------------------------------------------
+
+
+@pytest.mark.trains
+def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_sweep, monkeypatch, tmp_path):
+    """B3+rho=5 (from the sweep, run by --jobs) against a run ID made by hand with rho=5: the same R, bit for bit."""
+    data, results, _ = smoke_sweep
+    variant = json.loads(result_path(results, "B3+rho=5", SEED).read_text())
+    assert variant["variant"] == {"base": "B3", "changes": {"rho": 5}} and variant["config"]["rho"] == 5
+    monkeypatch.setitem(config.RUNS, "x5", RunSpec("x5", "by hand", "B3 with rho=5, written as a run ID", {"rho": 5}))
+    by_hand = json.loads(run_seed("x5", SEED, "smoke", data, tmp_path, echo=lambda _: None).read_text())
+    assert by_hand["config"] == variant["config"]
+    assert by_hand["R"] == variant["R"] and by_hand["metrics"] == variant["metrics"]
+
+
+@pytest.mark.trains
+def test_a_variant_killed_mid_run_resumes_to_the_identical_result(smoke_sweep, tmp_path):
+    data, results, _ = smoke_sweep
+    args = ["B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "uniform_herding", "run", *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "task 1/5:" in line:
+            proc.kill()  # SIGKILL during task 2, or while its checkpoint is written
+            break
+    assert proc.wait() == -signal.SIGKILL
+    checkpoint = result_path(tmp_path, "B3+rho=5", SEED).with_name("checkpoint.pt")
+    assert checkpoint.exists() and not checkpoint.with_name("result.json").exists()
+
+    foreign = result_path(tmp_path, "B3+rho=4", SEED).with_name("checkpoint.pt")  # another variant's folder
+    foreign.parent.mkdir(parents=True)
+    shutil.copy(checkpoint, foreign)
+    res = uh("run", "B3+rho=4", *args[1:])
+    assert res.exit_code == 1 and f"checkpoint {foreign} was written with another config" in res.output, res.output
+    assert not foreign.with_name("result.json").exists()
+
+    res = uh("run", *args)
+    assert res.exit_code == 0 and "resuming after task" in res.output, res.output
+    resumed = json.loads(result_path(tmp_path, "B3+rho=5", SEED).read_text())
+    uninterrupted = json.loads(result_path(results, "B3+rho=5", SEED).read_text())
+    assert resumed["R"] == uninterrupted["R"] and resumed["metrics"] == uninterrupted["metrics"]
+    assert resumed["variant"] == uninterrupted["variant"]
+
+
+def test_ids_in_results_are_canonical(finished_result, tmp_path):
+    """A result.json whose run_id is not canonical (B3+M=500 is s1) is refused where results are read."""
+    path = finished_result(tmp_path / "ok", "B3+rho=5", SEED)
+    body = json.loads(path.read_text()) | {"run_id": "B3+M=500"}
+    Path(tmp_path / "bad" / "B3+M=500" / f"seed-{SEED}").mkdir(parents=True)
+    (tmp_path / "bad" / "B3+M=500" / f"seed-{SEED}" / "result.json").write_text(json.dumps(body))
+    res = uh("aggregate", "--results-dir", str(tmp_path / "bad"))
+    assert res.exit_code == 2 and "'B3+M=500' is not a canonical ID: the same run is 's1'" in res.output, res.output
