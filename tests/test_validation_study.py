@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from uniform_herding.cli import main
 from uniform_herding.report.report import load_runs, t4_refresh_isolation
 from uniform_herding.runs.results import load_results, per_seed_table, read_per_seed_csv
-from uniform_herding.verdict.check import check_claims, format_claims
+from uniform_herding.verdict.check import format_claims
+from uniform_herding.verdict.claims import check_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "docs" / "validation" / "refresh"

@@ -284,7 +284,7 @@ def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float)
 
 def _procedure_runs_csv() -> Path | None:
     """expected_results/procedure_runs.csv (uh oc --runs-out), found as uh check finds the expected set."""
-    from uniform_herding.verdict.check import ExpectedError, find_expected_root
+    from uniform_herding.verdict.expected import ExpectedError, find_expected_root
 
     try:
         path = find_expected_root([Path.cwd(), Path(__file__).resolve().parent]) / "procedure_runs.csv"

@@ -30,7 +30,7 @@ from uniform_herding.report.report import T2_VARIANTS, TABLES, Table, load_runs,
 from uniform_herding.runs.results import METRICS, read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.run import run_seed
 from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize
-from uniform_herding.verdict.check import CLAIMS
+from uniform_herding.verdict.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = [("B3", 2023), ("B1", 1993), ("B1", 2023), ("a1", 1993), ("a1", 2023), ("a2", 1993),

@@ -1,4 +1,4 @@
-"""check.py: verdicts per metric, the paper's claims, exit codes and refusal of mismatched inputs."""
+"""uh check (verdict/): verdicts per metric, the paper's claims, exit codes and refusal of mismatched inputs."""
 
 from __future__ import annotations
 
@@ -21,17 +21,16 @@ from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS
 from uniform_herding.method.variants import resolve
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
-from uniform_herding.verdict.check import (
-    NO_PAPER_VALUE,
+from uniform_herding.verdict.check import format_metrics
+from uniform_herding.verdict.compare import MetricCheck, compare
+from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
-    MetricCheck,
-    compare,
     expected_dir_for,
     find_expected_root,
-    format_metrics,
     load_expected,
 )
+from uniform_herding.verdict.words import NO_PAPER_VALUE
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
@@ -152,7 +151,7 @@ def test_the_next_look_decides_and_the_badge_needs_the_shipped_set(tmp_path: Pat
 
 
 def test_the_shipped_paper_sets_digest_is_the_one_in_the_code() -> None:
-    """A change to the paper's expected set is a change to check.PAPER_SET_SHA256, in review."""
+    """A change to the paper's expected set is a change to expected.PAPER_SET_SHA256, in review."""
     assert load_expected(EXPECTED).shipped
 
 
@@ -766,7 +765,7 @@ def test_the_metric_table_keeps_its_columns_and_prints_no_negative_zero() -> Non
 def test_the_sets_csv_is_hashed_and_parsed_from_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer that swaps the CSV between two reads (the edited bytes parsed, the shipped bytes hashed) once won
     the badge for B3 ACC +5 with the shipped hash. Read once: whatever is parsed is what is hashed."""
-    from uniform_herding.verdict import check as check_module
+    from uniform_herding.verdict import expected as expected_module
 
     directory = tmp_path / "expected_results"
     directory.mkdir()
@@ -775,7 +774,7 @@ def test_the_sets_csv_is_hashed_and_parsed_from_the_same_bytes(tmp_path: Path, m
     csv = directory / "paper_per_seed.csv"
     shipped = csv.read_bytes()
     edited = shipped.replace(b"B3,1993,43.64", b"B3,1993,48.64")
-    original = check_module.read_per_seed_csv
+    original = expected_module.read_per_seed_csv
 
     def racing(path: Path, data: bytes | None = None) -> pd.DataFrame:
         csv.write_bytes(edited)  # the writer strikes while the set is parsed...
@@ -784,7 +783,7 @@ def test_the_sets_csv_is_hashed_and_parsed_from_the_same_bytes(tmp_path: Path, m
         finally:
             csv.write_bytes(shipped)  # ...and puts the shipped bytes back before they are hashed
 
-    monkeypatch.setattr(check_module, "read_per_seed_csv", racing)
+    monkeypatch.setattr(expected_module, "read_per_seed_csv", racing)
     expected = load_expected(directory)
     b3 = expected.per_seed.loc[(expected.per_seed["run_id"] == "B3") & (expected.per_seed["seed"] == 1993), "acc"]
     assert not (expected.shipped and float(b3.iloc[0]) != 43.64)

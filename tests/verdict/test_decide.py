@@ -10,8 +10,8 @@ import pytest
 from scipy import optimize, special, stats
 
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.check import load_expected
 from uniform_herding.verdict.decide import PairedTest, equivalence, replicated, t_interval, welch_interval
+from uniform_herding.verdict.expected import load_expected
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 

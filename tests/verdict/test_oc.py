@@ -14,7 +14,7 @@ from scipy import stats
 
 from uniform_herding.cli import main
 from uniform_herding.verdict import decide, oc
-from uniform_herding.verdict.check import load_expected
+from uniform_herding.verdict.expected import load_expected
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 

@@ -53,20 +53,12 @@ from uniform_herding.runs.results import (
     write_text_atomic,
 )
 from uniform_herding.verdict.aggregate import REFERENCE, InputError, paired, paired_deltas, summarize
-from uniform_herding.verdict.check import (
-    ClaimCheck,
-    ExpectedError,
-    MetricCheck,
-    check_claims,
-    check_variants,
-    compare,
-    expected_dir_for,
-    find_expected_root,
-    judge,
-    load_expected,
-    tally,
-)
+from uniform_herding.verdict.check import tally
+from uniform_herding.verdict.claims import ClaimCheck, check_claims, check_variants
+from uniform_herding.verdict.compare import MetricCheck, compare
 from uniform_herding.verdict.decide import t_interval
+from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
+from uniform_herding.verdict.judge import judge
 
 GAP_MD, GAP_TEX = "—", "---"
 METRIC_NAMES = {"acc": "ACC", "forgetting": "F", "bwt": "BWT"}
@@ -435,7 +427,7 @@ class Verdicts:
     metrics: list[MetricCheck] | None
     source: str  # the expected set used, or why the metrics are not checked
     claims: list[ClaimCheck]
-    variants: list[ClaimCheck]  # each variant against its base (check.check_variants)
+    variants: list[ClaimCheck]  # each variant against its base (claims.check_variants)
     overall: str | None = None  # check.overall: the one verdict line
 
     def of(self, run_id: str, metric: str) -> MetricCheck | None:
@@ -464,7 +456,7 @@ def verdicts(runs: Runs) -> Verdicts:
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
     """Re-run mean, expected mean and verdict of one metric; 'missing' without a result. The mean is over the seeds
-    uh check counts; where it counts none (check.counted_seeds: the registered seeds in order), over every seed."""
+    uh check counts; where it counts none (compare.counted_seeds: the registered seeds in order), over every seed."""
     observed = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
     if observed.empty:
         return "missing"

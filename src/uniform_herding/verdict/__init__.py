@@ -1,6 +1,7 @@
 """verdict: from results to `uh check`'s verdict: the mean and std over seeds (aggregate.py), the decision rules
-on plain numbers (decide.py), the comparison with the expected set, the claims and the one verdict (check.py),
-and the verdict's error rates (oc.py).
+on plain numbers (decide.py), the expected set and its verification (expected.py), metric verdicts (compare.py),
+the paper's claims under the procedure (claims.py), the one verdict and its exit code (judge.py), the printed
+words (words.py), `uh check`'s rendering (check.py), and the verdict's error rates (oc.py).
 
 May import runs/, method/ and data/. Imported by report/ and the top-level cli.py and doctor.py. The layers are
 checked by import-linter (pyproject.toml, [tool.importlinter]).

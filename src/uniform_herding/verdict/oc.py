@@ -1,6 +1,6 @@
 """`uh oc`: the operating characteristic of `uh check`. How often a faithful re-run is called RESULTS
 REPLICATED, and how often a real miss or a claim with no true effect is, by simulating whole re-runs under
-stated models and judging each with check.py's own functions (compare, check_claims, judge), following the
+stated models and judging each with uh check's own functions (compare, check_claims, judge), following the
 pre-registered procedure look by look (next_step's run IDs and seeds, then a check again).
 
 The models, in percentage points (pp), from the paper's own per-seed table (tab:app-seeds). Three faithful
@@ -42,25 +42,25 @@ from scipy import stats
 
 from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.runs.results import METRICS, ResultError, read_per_seed_csv, write_text_atomic
-from uniform_herding.verdict.check import (
-    CLAIMS,
+from uniform_herding.verdict.claims import CLAIMS, check_claims, wide
+from uniform_herding.verdict.compare import compare
+from uniform_herding.verdict.decide import replicated
+from uniform_herding.verdict.expected import (
+    Expected,
+    ExpectedError,
+    expected_dir_for,
+    find_expected_root,
+    load_expected,
+)
+from uniform_herding.verdict.judge import judge
+from uniform_herding.verdict.words import (
     EXIT_UNDECIDED,
     INCONCLUSIVE,
     NOT_SUPPORTED,
     RESULTS_NOT_REPLICATED,
     RESULTS_REPLICATED,
     SUPPORTED,
-    Expected,
-    ExpectedError,
-    check_claims,
-    compare,
-    expected_dir_for,
-    find_expected_root,
-    judge,
-    load_expected,
-    wide,
 )
-from uniform_herding.verdict.decide import replicated
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
