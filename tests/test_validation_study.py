@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.report.report import load_runs, t4_refresh_isolation
+from uniform_herding.report.load import load_runs
+from uniform_herding.report.tables import t4_refresh_isolation
 from uniform_herding.runs.results import load_results, per_seed_table, read_per_seed_csv
 from uniform_herding.verdict.check import format_claims
 from uniform_herding.verdict.claims import check_claims

@@ -25,8 +25,11 @@ from conftest import matrix_with
 from uniform_herding.cli import main
 from uniform_herding.method import metrics as metric
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
-from uniform_herding.report.figures import FIGURES, PAPER_LABEL, sweep_specs
-from uniform_herding.report.report import T2_VARIANTS, TABLES, Table, load_runs, published_values, write_report
+from uniform_herding.report.figures import FIGURES, PAPER_LABEL
+from uniform_herding.report.load import load_runs
+from uniform_herding.report.summary import published_values, write_report
+from uniform_herding.report.sweep_figures import sweep_specs
+from uniform_herding.report.tables import T2_VARIANTS, TABLES, Table
 from uniform_herding.runs.results import METRICS, read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.run import run_seed
 from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize
@@ -421,7 +424,7 @@ def test_results_that_do_not_name_their_cpu_are_captioned_so() -> None:
 def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp_path: Path) -> None:
     """With uh doctor's report of the same profile in the results dir, each run's measured mean time gets the
     doctor's estimate of one seed and its error (estimate / measured - 1): the figure to trust the estimate by."""
-    from uniform_herding.report.report import compute
+    from uniform_herding.report.tables import compute
 
     results = tmp_path / "results"
     for seed, wall in ((1993, 100.0), (2023, 110.0), (42, 90.0)):
@@ -599,7 +602,7 @@ def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_pa
     the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%
     t-interval under the pair; the base is variants.base_of's."""
     from uniform_herding.method.variants import base_of
-    from uniform_herding.report.figures import variant_specs
+    from uniform_herding.report.sweep_figures import variant_specs
     from uniform_herding.verdict.decide import t_interval
 
     results = tmp_path / "results"
@@ -686,7 +689,7 @@ def test_a_one_seed_mean_shows_n_1_never_a_zero_std(tmp_path: Path) -> None:
 def test_the_summary_shows_each_runs_metric_lines_once(tmp_path: Path) -> None:
     """summary.html repeated each run's metric line under every figure that draws the run (B3's under seven). The
     metrics table shows them once; a figure names its runs (and which are missing) and its claims' verdicts."""
-    from uniform_herding.report.report import _html, _metric_cell, verdicts
+    from uniform_herding.report.summary import _html, _metric_cell, verdicts
 
     results = tmp_path / "results"
     for run_id in ("B0", "B1", "B3", "a1", "s1"):

@@ -271,7 +271,7 @@ def test_an_R_report_would_choke_on_is_refused_by_the_validator_check_and_report
     """Review 2: a lower-triangular R (rows of 1..T entries) passed validate_result, so uh check and uh aggregate
     read it, and uh report crashed on it (np.array of ragged rows: ValueError). The one validator refuses it, and
     every R that is not uh run's T x T form, with the same one-line error for check, aggregate and report."""
-    from uniform_herding.report.report import load_runs
+    from uniform_herding.report.load import load_runs
 
     path = write_result(tmp_path, result("B3", 1993, R=R))
     with pytest.raises(ResultError) as by_check:
@@ -285,7 +285,7 @@ def test_an_R_report_would_choke_on_is_refused_by_the_validator_check_and_report
 
 def test_report_and_check_read_the_same_valid_results(tmp_path: Path) -> None:
     """Review 2's other half: what check and aggregate accept, report reads, into the same per-seed table."""
-    from uniform_herding.report.report import load_runs
+    from uniform_herding.report.load import load_runs
 
     write_result(tmp_path, result("B3", 1993))
     write_result(tmp_path, result("a1", 42, R=matrix_with(30.0, 20.0, -15.0, T=5),

@@ -1,5 +1,6 @@
-"""report: `uh report`: the paper's tables and the one-page summary with the checker's verdicts (report.py), and
-the figures (figures.py).
+"""report: `uh report`: the runs it reads (load.py), the paper's tables (tables.py), the paper's figures
+(figures.py), the sweeps' and variants' figures (sweep_figures.py), and the one-page summary with the checker's
+verdicts (summary.py).
 
 May import verdict/, runs/, method/ and data/. Imported only by the top-level cli.py (`uh report`). The layers
 are checked by import-linter (pyproject.toml, [tool.importlinter]).

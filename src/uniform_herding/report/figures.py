@@ -6,6 +6,9 @@ panel titles the run IDs it needed but did not find. Readable in grey scale: eac
 marker and line style as well as its colour; heat maps use viridis (monotonic in lightness) and
 print their values. With `Runs.paper` set (the paper's published per-seed values, paper profile
 only), the figures whose quantities the paper prints overlay them as hollow grey marks.
+
+FIGURES registers them (FigureSpec: stem, label, runs, claims); `save` writes one as PDF and PNG. The figures
+beyond the paper, one per swept key and the variants beside their bases, are sweep_figures.py's.
 """
 
 from __future__ import annotations
@@ -13,31 +16,25 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 import numpy as np
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
-from uniform_herding.method.metrics import PAPER, task_forgetting
+from uniform_herding.method.metrics import task_forgetting
 from uniform_herding.method.variants import (
-    SweepLine,
-    base_of,
-    format_value,
-    is_variant,
     resolve,
     run_name,
-    sort_key,
-    sweep_lines,
-    value_order,
 )
-from uniform_herding.runs.results import write_bytes_atomic
+from uniform_herding.report.load import Runs
+from uniform_herding.runs.results import (
+    write_bytes_atomic,
+)
 from uniform_herding.verdict.aggregate import REFERENCE, paired, summarize
-from uniform_herding.verdict.decide import t_interval
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
@@ -80,35 +77,6 @@ RC = {
 # Sec. "Supporting Analyses": forgetting over tasks 0-8 (all but the last) lies in these ranges (pp).
 PAPER_FORGETTING_RANGES = {"B3": (8.1, 30.1), "B2": (51.0, 59.0), "a2": (27.0, 55.0)}
 
-
-@dataclass(frozen=True)
-class Runs:
-    """What every table and figure is drawn from: the results of one profile."""
-
-    profile: str
-    per_seed: pd.DataFrame  # run_id, seed, acc, forgetting, bwt (percent)
-    R: dict[str, dict[int, np.ndarray]]  # run ID -> seed -> accuracy matrix [T, T], NaN above the diagonal
-    n_tasks: int  # T
-    wall_s: pd.DataFrame  # run_id, seed, wall_s: seconds of training, refresh and evaluation
-    devices: tuple[str, ...]  # the devices the results were produced on
-    paper: pd.DataFrame | None = None  # the paper's per-seed values to overlay, or None
-    # run ID -> seed -> mean training loss of each epoch [T, epochs]; results that record it (result.json tasks)
-    epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
-    # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
-    estimate_s: dict[str, float] = field(default_factory=dict)
-
-    def stack(self, run_id: str) -> np.ndarray | None:
-        """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
-        by_seed = self.R.get(run_id, {})
-        return np.stack([by_seed[s] for s in sorted(by_seed)]) if by_seed else None
-
-    def missing(self, run_ids: tuple[str, ...]) -> list[str]:
-        return [r for r in run_ids if r not in self.R]
-
-    def shown(self) -> tuple[str, ...]:
-        """The paper's twelve run IDs (a missing one is a marked gap), then the runs beyond the paper
-        that are present (a replication of the paper need not have them)."""
-        return (*PAPER_RUNS, *(r for r in BEYOND_PAPER if r in self.R))
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -158,6 +126,17 @@ def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.n
         dodge = 0.08 * (k - (len(present) - 1) / 2)
         _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge, counted)
     _task_axis(ax, runs.n_tasks)
+
+
+def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#0072B2") -> None:
+    """Shade the seed band of `run_id`, a run the figure draws: its mean +/- population std over its seeds, behind the
+    data, labelled as that; nothing without its results."""
+    values = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
+    if values.empty:
+        return
+    mean, std, n = values.mean(), values.std(ddof=0), len(values)
+    ax.axhspan(mean - std, mean + std, color=colour, alpha=0.08, zorder=0.4,
+               label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}")  # fmt: skip
 
 
 # --- the figures ---------------------------------------------------------------------------------
@@ -489,200 +468,6 @@ FIGURES: tuple[FigureSpec, ...] = (
                PAPER_RUNS, (), training_loss, False, needs=tuple((r,) for r in (*PAPER_RUNS, *BEYOND_PAPER)),
                recorded=lambda runs: runs.epoch_loss.keys()),
 )
-
-
-# --- sweeps (uh sweep, beyond the paper) -----------------------------------------------------------
-
-SWEEP_COLOURS = ("#000000", "#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
-SWEEP_STYLES = ("-", "--", "-.", ":")
-
-
-def _sweep_axis(ax: Axes, key: str, values: list, profile: str) -> Callable[[object], float]:
-    """Ticks for the swept values; returns value -> x. Numbers on their scale (log 2 when they span a
-    factor of 8 or more), other values (memory, head, imprint, ...) as categories in declared order."""
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        if min(values) > 0 and max(values) / min(values) >= 8:
-            ax.set_xscale("log", base=2)
-            ax.minorticks_off()
-        ax.set_xticks(values, [format_value(v) for v in values])
-        scale = {"M": "memory_scale", "b": "retrieval_scale"}.get(key)
-        factor = getattr(resolve("B3", profile), scale) if scale else 1.0
-        ax.set_xlabel(key + (f" (paper's units; profile {profile} uses x{factor:g})" if factor != 1.0 else ""))
-        return float
-    ax.set_xticks(range(len(values)), [format_value(v) for v in values])
-    ax.set_xlim(-0.5, len(values) - 0.5)
-    ax.set_xlabel(key)
-    return values.index
-
-
-def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#0072B2") -> None:
-    """Shade the seed band of `run_id`, a run the figure draws: its mean +/- population std over its seeds, behind the
-    data, labelled as that; nothing without its results."""
-    values = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
-    if values.empty:
-        return
-    mean, std, n = values.mean(), values.std(ddof=0), len(values)
-    ax.axhspan(mean - std, mean + std, color=colour, alpha=0.08, zorder=0.4,
-               label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}")  # fmt: skip
-
-
-def paired_bar(ax: Axes, runs: Runs, x: float, run_id: str, reference: str, metric: str, colour: str) -> bool:
-    """At x, the paired 95% t-interval (n - 1 df) of `run_id - reference` over their shared seeds, drawn from the
-    reference's mean over those seeds (a bar that crosses that mean is a difference the seeds cannot tell from 0);
-    False, drawing nothing, below two shared seeds."""
-    deltas = paired(runs.per_seed, run_id, reference, metric)
-    ci = t_interval(tuple(deltas))
-    if ci is None:
-        return False
-    rows = runs.per_seed[(runs.per_seed["run_id"] == reference) & runs.per_seed["seed"].isin(deltas.index)]
-    start = rows[metric].mean()
-    ax.plot([x, x], [start + ci[0], start + ci[1]], color=colour, linewidth=4, alpha=0.35, solid_capstyle="butt",
-            label=f"paired 95% t-interval vs {reference} ({len(deltas)} seeds)")  # fmt: skip
-    ax.plot([x - 0.06, x + 0.06] if ax.get_xscale() == "linear" else [x / 1.04, x * 1.04], [start, start],
-            color=colour, linewidth=1)  # where the reference is, over the shared seeds: the bar's zero
-    return True
-
-
-def _seed_handles(ax: Axes, seeds: set[int]) -> tuple[list, list[str]]:
-    """Legend entries for the hollow single-seed marks, in seed order."""
-    handles, labels = [], []
-    for seed in sorted(seeds, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
-        handles += ax.plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none", linestyle="none")
-        labels.append(f"seed {seed}")
-    return handles, labels
-
-
-def _unique_legend(fig: Figure, ax: Axes, seeds: set[int], ncols: int = 3) -> None:
-    """One legend under the figure: `ax`'s entries once each, then the seeds' marks."""
-    unique = dict(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
-    handles, labels = _seed_handles(ax, seeds)
-    fig.legend([*unique.values(), *handles], [*unique, *labels], loc="outside lower center", ncols=ncols)
-
-
-def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
-    """Final ACC and F against the swept value: one line per setting of the other keys through the means over
-    seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band. The seed noise is that
-    of the runs compared: each line's reference, its run at the base's own value (on the plot), with its seed band,
-    and every other point's paired 95% t-interval against it."""
-
-    def draw(runs: Runs) -> Figure:
-        fig = Figure(figsize=(7.5, 4.0), layout="constrained")
-        panels = fig.subplots(1, 2)
-        values = sorted({v for line in lines for v in line.points}, key=lambda v: value_order(key, v))
-        table = runs.per_seed.set_index("run_id")
-        seeds_shown: set[int] = set()
-        unpaired = []
-        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
-            x_of = _sweep_axis(ax, key, values, runs.profile)
-            for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
-                ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
-                           label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
-            for k, line in enumerate(lines):
-                colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
-                xs = [x_of(v) for v in line.points]
-                seeds = [table.loc[[r]] for r in line.points.values()]
-                ax.plot(xs, [s[metric].mean() for s in seeds], color=colour, linestyle=dashes, marker="o",
-                        label=f"{line.context}, {key} varied: mean")  # fmt: skip
-                for x, rows in zip(xs, seeds, strict=True):
-                    for seed, value in zip(rows["seed"], rows[metric], strict=True):
-                        ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
-                                linestyle="none", alpha=0.6)  # fmt: skip
-                        seeds_shown.add(seed)
-                reference = line.points.get(line.base_value)  # the line's run at the base's own value
-                if reference is None:
-                    unpaired.append(f"{line.context}: no run at {key}={format_value(line.base_value)} to pair with")
-                    continue
-                seed_band(ax, runs, reference, metric, colour)
-                for value, run_id in line.points.items():
-                    if run_id != reference and not paired_bar(ax, runs, x_of(value), run_id, reference, metric, colour):
-                        unpaired.append(f"{run_id}: fewer than 2 seeds shared with {reference}, no interval")
-            low, high = ax.get_ylim()  # an interval of few seeds may reach past what the metric can be: cut there
-            ax.set_ylim(max(low, PAPER[metric].low - 2), min(high, PAPER[metric].high + 2))
-            ax.set_ylabel(name)
-        _title(panels[0], "(a) final average accuracy", [])
-        _title(panels[1], "(b) forgetting", [])
-        n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
-        note = "".join(f"\n{x}" for x in dict.fromkeys(unpaired))
-        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean over {n}; hollow marks: single seeds{note}",
-                     fontsize=RC["axes.titlesize"])  # fmt: skip
-        _unique_legend(fig, panels[0], seeds_shown, ncols=2)
-        return fig
-
-    return draw
-
-
-def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
-    """One figure per key swept over at least two values in these results (variants.sweep_lines)."""
-    return tuple(
-        FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
-                   f"Beyond the paper: final ACC and F against {key} (uh sweep)",
-                   tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
-        for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile, least=2).items()
-    )  # fmt: skip
-
-
-def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
-    """Each variant beside its base (variants.base_of) on the same axes, final ACC and F: every seed a hollow mark, a
-    seed's two runs joined by a line (the pairing), the mean a bar; under each pair the mean paired delta and its
-    95% t-interval (n - 1 df), the seed noise of the comparison."""
-
-    def draw(runs: Runs) -> Figure:
-        fig = Figure(figsize=(max(5.0, 1.0 + 1.9 * len(variants)) * 1.6, 4.2), layout="constrained")
-        panels = fig.subplots(1, 2)
-        seeds_shown: set[int] = set()
-        table = runs.per_seed
-        for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
-            ticks = []
-            for i, variant in enumerate(variants):
-                base = base_of(variant)
-                sides = {base: i - 0.18, variant: i + 0.18}
-                for run_id, x in sides.items():
-                    rows = table[table["run_id"] == run_id].set_index("seed")[metric]
-                    if rows.empty:
-                        continue
-                    is_base = run_id == base
-                    ax.bar(x, rows.mean(), width=0.3, facecolor="0.88" if is_base else "#cfe3f3",
-                           edgecolor="0.4" if is_base else "#0072B2", zorder=0.5,
-                           label="base: mean" if is_base else "variant: mean")  # fmt: skip
-                    for seed, value in rows.items():
-                        ax.plot(x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none",
-                                linestyle="none")  # fmt: skip
-                        seeds_shown.add(seed)
-                deltas = paired(table, variant, base, metric)
-                for seed in deltas.index:  # the pairing: a seed's base and variant
-                    ends = [table[(table["run_id"] == r) & (table["seed"] == seed)][metric].iloc[0] for r in sides]
-                    ax.plot(list(sides.values()), ends, color="0.6", linewidth=0.7, zorder=0.8)
-                ci = t_interval(tuple(deltas))
-                if base not in set(table["run_id"]):
-                    stat = f"base {base} missing"
-                elif deltas.empty:
-                    stat = "no seed shared"
-                else:
-                    interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-                    stat = f"Δ {deltas.mean():+.2f} {interval}"
-                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base}: {stat}")
-            ax.set_xticks(range(len(variants)), ticks)
-            ax.set_xlim(-0.6, len(variants) - 0.4)
-            ax.set_ylabel(name)
-        _title(panels[0], "(a) final average accuracy", [])
-        _title(panels[1], "(b) forgetting", [])
-        fig.suptitle(f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
-                     "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
-                     fontsize=RC["axes.titlesize"])  # fmt: skip
-        _unique_legend(fig, panels[0], seeds_shown, ncols=4)
-        return fig
-
-    return draw
-
-
-def variant_specs(runs: Runs) -> tuple[FigureSpec, ...]:
-    """One figure of every variant in the results beside its base; none without a variant."""
-    shown = tuple(sorted((r for r in set(runs.per_seed["run_id"]) if is_variant(r)), key=sort_key))
-    if not shown:
-        return ()
-    bases = tuple(dict.fromkeys(base_of(v) for v in shown))
-    return (FigureSpec("fig_variants", "fig:variants", "Beyond the paper: each variant against its base (uh run --set)",
-                       (*shown, *bases), (), variants_figure(shown), False),)  # fmt: skip
 
 
 def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:
