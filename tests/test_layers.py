@@ -1,0 +1,59 @@
+"""The package's layers are a contract: report > verdict > runs > method > data, each importing only the layers
+below it (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the package
+itself; here the same contract is run on a copy of the package, once as it is and once with one upward import
+planted, so that a contract that no longer catches one (a renamed layer, a lost containers line) fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "uniform_herding"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+# One upward import: the method (metrics.py) importing the verdict layer's decide.py.
+PLANTED_IN = Path("method") / "metrics.py"
+PLANTED = "from uniform_herding.verdict import decide  # noqa: F401\n"
+
+
+def lint_imports(tmp_path: Path, plant: bool) -> subprocess.CompletedProcess:
+    """`lint-imports` with pyproject.toml's contract on a copy of the package under `tmp_path` (checked to be
+    the package it imports), with the upward import planted if `plant`."""
+    if not LINT_IMPORTS.exists():
+        pytest.skip('import-linter not installed: pip install -c constraints.txt -e ".[dev]"')
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE, src / "uniform_herding", ignore=shutil.ignore_patterns("__pycache__"))
+    if plant:
+        module = src / "uniform_herding" / PLANTED_IN
+        text = module.read_text()
+        future = "from __future__ import annotations\n"
+        assert text.count(future) == 1 and PLANTED not in text
+        module.write_text(text.replace(future, future + PLANTED))
+    config = tmp_path / "pyproject.toml"
+    shutil.copy(ROOT / "pyproject.toml", config)
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    where = subprocess.run([sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
+                           env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert Path(where.strip()).is_relative_to(src), where
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", str(config)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_the_package_as_it_is_keeps_its_layers(tmp_path: Path) -> None:
+    result = lint_imports(tmp_path, plant=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 1 kept, 0 broken." in result.stdout
+
+
+def test_one_upward_import_breaks_the_layers_contract(tmp_path: Path) -> None:
+    """metrics.py (method/) importing verdict/decide.py fails the contract, naming that import."""
+    result = lint_imports(tmp_path, plant=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Contracts: 0 kept, 1 broken." in result.stdout
+    assert "uniform_herding.method.metrics -> uniform_herding.verdict.decide" in result.stdout, result.stdout
