@@ -1,4 +1,4 @@
-"""report.py and figures.py: every table and figure from a small set of results; the tables print
+"""report/ (`uh report`): every table and figure from a small set of results; the tables print
 aggregate's numbers; a missing run ID is a marked gap; the paper's values overlay on request.
 
 One real smoke run (B3, seed 1993) checks that the report reads what `uh run` writes; the other
