@@ -30,7 +30,7 @@ def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     assert [float(x) for x in b3.split()[3:]] == pytest.approx(
         [expected.tolerance_for("B3", "acc", k) for k in (3, 6, 10, 20)], abs=0.005)
     spread = expected.spreads["acc"]
-    sd, df, c, tau = spread.sd["B3"], spread.df, 2 / 3, 0.75
+    sd, df, c, tau = spread.sd["B3"], spread.df, 2 / 3, expected.rule.tau
     nu = df * (sd**2 * c + tau**2) ** 2 / (sd**2 * c) ** 2
     assert expected.tolerance_for("B3", "acc", 3) == pytest.approx(
         stats.t.isf(0.01 / 48, nu) * math.sqrt(sd**2 * c + tau**2))

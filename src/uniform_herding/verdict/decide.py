@@ -61,9 +61,9 @@ Outcome = Literal["supports", "contradicts", "undecided"]
 
 
 def replicated(difference: float, tolerance: float) -> bool:
-    """The metric verdict: the pre-registered tolerance alone decides (at DECIMALS places, so that a shift of
-    exactly the tolerance passes whichever its sign)."""
-    return round(abs(difference), DECIMALS) <= tolerance
+    """The metric verdict: the pre-registered tolerance alone decides (both at DECIMALS places, so that a shift
+    of exactly the tolerance passes whichever its sign, a derived tolerance's own decimals included)."""
+    return round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)
 
 
 def welch_interval(expected: Sequence[float], observed: Sequence[float], level: float = 0.95
