@@ -19,7 +19,7 @@ from uniform_herding.method.config import PROFILES, RUNS
 from uniform_herding.method.variants import base_of, describe, sort_key
 from uniform_herding.runs.results import METRICS
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.words import INCONCLUSIVE, MEASURED, NOT_EVIDENCE, OUTCOME_VERDICT, PENDING
+from uniform_herding.verdict.words import INCONCLUSIVE, MEASURED, NOT_EVIDENCE, OUTCOME_VERDICT, UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
     word = OUTCOME_VERDICT[outcome]
     next_seeds: tuple[int, ...] = ()
     if outcome == "undecided" and not last:
-        word, next_seeds = PENDING, procedure.seeds_at(look + 1)[len(seeds):]
+        word, next_seeds = UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
         where += (f": the next look adds seeds {', '.join(map(str, next_seeds))} for {', '.join(claim.runs)}; "
                   f"its undecided comparisons point {_ways(per_look[look], alpha)}")
     elif last:

@@ -30,7 +30,6 @@ from uniform_herding.verdict.words import (
     NOT_CHECKED,
     NOT_REPLICATED,
     NOT_SUPPORTED,
-    PENDING,
     PIPELINE_FAILED,
     PIPELINE_PASSED,
     REPLICATED,
@@ -120,7 +119,7 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
         return Verdict(INCOMPLETE, tuple(missing or unchecked), EXIT_INCOMPLETE, step)
     step = _next_step(paper_claims, observed)
     if step:
-        undecided = [f"{c.claim_id} {PENDING} at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
+        undecided = [f"{c.claim_id} {UNDECIDED} at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
         todo = (f"next: seeds {', '.join(map(str, step['seeds']))} of {', '.join(step['run_ids'])}, "
                 "then check again (./reproduce.sh next)")  # fmt: skip
         return Verdict(UNDECIDED, (*undecided, todo), EXIT_UNDECIDED, step)

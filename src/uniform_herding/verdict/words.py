@@ -12,10 +12,11 @@ NO_EXPECTATION = "NOT CHECKED (no expected values)"
 NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
 MEASURED = "MEASURED (no paper value)"
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE"
-PENDING = "UNDECIDED"  # a claim a look left undecided, with looks to come (INCONCLUSIVE is after the last)
 NOT_EVIDENCE = "NOT EVIDENCE"
 RESULTS_REPLICATED, RESULTS_NOT_REPLICATED = "RESULTS REPLICATED", "NOT REPLICATED"
-INCOMPLETE, UNDECIDED = "INCOMPLETE", "UNDECIDED"  # and INCONCLUSIVE: the procedure ended, a claim undecided
+# UNDECIDED: a look left a claim undecided, with looks to come (the verdict's word, and the claim's);
+# INCONCLUSIVE: the procedure's last look left it undecided.
+INCOMPLETE, UNDECIDED = "INCOMPLETE", "UNDECIDED"
 SET_MATCHED = "EXPECTED SET MATCHED"  # every rule passed against a set other than the shipped paper set: no badge
 PIPELINE_PASSED, PIPELINE_FAILED = "PIPELINE CHECK PASSED", "PIPELINE CHECK FAILED"
 OUTCOME_VERDICT = {"supports": SUPPORTED, "contradicts": NOT_SUPPORTED, "undecided": INCONCLUSIVE}
