@@ -63,15 +63,21 @@ BUGS = {
     ),
     "REPLICATED only strictly inside the tolerance": Bug(
         "verdict/decide.py",
-        "round(abs(difference), DECIMALS) <= tolerance",
-        "round(abs(difference), DECIMALS) < tolerance",
+        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
+        "round(abs(difference), DECIMALS) < round(tolerance, DECIMALS)",
         ("tests/verdict/test_check.py::test_a_difference_of_exactly_the_tolerance_is_replicated",),
     ),
     "the tolerance compared with float noise (2.0000000000000018 > 2.0)": Bug(
         "verdict/decide.py",
-        "round(abs(difference), DECIMALS) <= tolerance",
+        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
         "abs(difference) <= tolerance",
         ("tests/verdict/test_decide.py::test_a_shift_of_exactly_the_tolerance_passes_whichever_its_sign",),
+    ),
+    "a derived tolerance's own decimals left unrounded": Bug(
+        "verdict/decide.py",
+        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
+        "round(abs(difference), DECIMALS) <= tolerance",
+        ("tests/verdict/test_check.py::test_a_shift_of_exactly_the_tolerance_passes_either_way",),
     ),
     "quota remainder to the highest labels": Bug(
         "method/memory.py",
