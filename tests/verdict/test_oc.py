@@ -118,7 +118,8 @@ def test_a_claims_null_models_set_the_true_effect_to_zero() -> None:
     null = next(m for m in oc.models(expected) if m.name == "null C1: B3 acc = B1")
     truth = null.truth(world, np.random.default_rng(1))
     assert truth[world.index("B3"), 0] == truth[world.index("B1"), 0]
-    every = oc.Model("all of C1", faithful="b", null_all="C1").truth(world, np.random.default_rng(1))
+    nulls = tuple((other, run_id, m) for c, run_id, other, m, _ in oc.pairs(expected) if c == "C1")
+    every = oc.Model("all of C1", faithful="b", nulls=nulls).truth(world, np.random.default_rng(1))
     for other in ("B1", "B2"):
         assert list(every[world.index(other), :2]) == list(every[world.index("B3"), :2])
 

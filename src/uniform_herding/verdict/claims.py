@@ -268,7 +268,8 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
 
 def paper_effects(paper: pd.DataFrame) -> dict[str, float]:
     """The paper's own mean delta of every comparison of every claim (its per-seed table, paired by seed)."""
-    shared = {claim: _shared_seeds(wide(paper), claim.runs) for claim in CLAIMS if not claim.finding}
+    table = wide(paper)
+    shared = {claim: _shared_seeds(table, claim.runs) for claim in CLAIMS if not claim.finding}
     return {c.label: c.test.mean for claim, (why, table) in shared.items() if why is None
             for c in claim.comparisons(table)}  # fmt: skip
 

@@ -117,7 +117,7 @@ class World:
 @dataclass(frozen=True)
 class Model:
     """One stated model: a faithful one ("a", "b" or "c") at rho and tau, optionally noisier, shifted, a claim's
-    null (one comparison, or all of a claim's: `null_all`), or fixed values."""
+    nulls (a claim's comparisons without their true effect), or fixed values."""
 
     name: str
     faithful: str = "c"
@@ -125,8 +125,7 @@ class Model:
     tau: float = 0.5
     noise_scale: float = 1.0
     shift: tuple[str, str, float] | None = None  # run ID, metric, pp added to its true mean
-    null: tuple[str, str, str] | None = None  # run ID set to the other's true metric
-    null_all: str | None = None  # a claim: every other run set to the claimed-better run's true metric
+    nulls: tuple[tuple[str, str, str], ...] = ()  # (run ID, the run ID whose true metric it is set to, metric)
     null_c5: bool = False
     fixed: tuple[str, str, tuple[float, ...]] | None = None  # run ID, metric, values on the paper's seeds
     kind: str = "miss"  # "faithful" (should pass) or "miss" (should fail)
@@ -139,7 +138,7 @@ class Model:
         truth = truth + world.shared(rng, self.tau, 1, self.rho)[:, 0]
         if self.shift:
             truth[world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
-        for run_id, other, metric in ([self.null] if self.null else []) + _all_comparisons(self.null_all):
+        for run_id, other, metric in self.nulls:
             truth[world.index(run_id), METRICS.index(metric)] = truth[world.index(other), METRICS.index(metric)]
         if self.null_c5:
             acc, b3 = METRICS.index("acc"), world.index("B3")
@@ -185,21 +184,6 @@ def pairs(expected: Expected) -> list[tuple[str, str, str, str, int]]:
     return out
 
 
-def _all_comparisons(claim_id: str | None) -> list[tuple[str, str, str]]:
-    """(other, run ID, metric) for each comparison of a claim: the other run set to the claimed-better one's."""
-    if claim_id is None or claim_id == "C5":
-        return []
-    claim = next(c for c in CLAIMS if c.claim_id == claim_id)
-    labels = [c.label for c in claim.comparisons(_unit_table(claim.runs))]
-    return [(label.split("-", 1)[1].split(" ")[0], label.split("-", 1)[0], label.split(" ")[1]) for label in labels]
-
-
-def _unit_table(runs: tuple[str, ...]) -> pd.DataFrame:
-    """A wide table of zeros for `runs`: enough for a claim to name its comparisons."""
-    rows = [(r, s, 0.0, 0.0, 0.0) for r in runs for s in (1, 2, 3)]
-    return wide(pd.DataFrame(rows, columns=["run_id", "seed", *METRICS]))
-
-
 def models(expected: Expected) -> list[Model]:
     """The misses and nulls, under (c) at the centre of the grid, in the order printed."""
     rho, tau = CENTER
@@ -207,7 +191,8 @@ def models(expected: Expected) -> list[Model]:
            Model("B3 ACC shifted -4 pp", shift=("B3", "acc", -4.0), rho=rho, tau=tau),
            Model("B3 ACC shifted +4 pp", shift=("B3", "acc", +4.0), rho=rho, tau=tau),
            Model("a3 noisy miss (ACC 35.5 / 39.0 / 40.5)", fixed=("a3", "acc", (35.5, 39.0, 40.5)), rho=rho, tau=tau)]
-    out += [Model(f"null {claim}: {run_id} {metric} = {other}", null=(run_id, other, metric), rho=rho, tau=tau)
+    out += [Model(f"null {claim}: {run_id} {metric} = {other}", nulls=((run_id, other, metric),), rho=rho,
+                  tau=tau)
             for claim, run_id, other, metric, _ in pairs(expected)]  # fmt: skip
     return [*out, Model("null C5: budget sweep spread = retrieval's", null_c5=True, rho=rho, tau=tau)]
 
@@ -292,7 +277,10 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
     90th percentile: the paper's runs plus what next_step asked for), and the commonest reasons for failing."""
     world = World.of(expected)
     base = sum(seconds.get(r, 0.0) for r in world.runs) * len(expected.seeds)
-    outcomes = [follow_procedure(*_judged(expected, world, model, rng)) for _ in range(n)]
+    outcomes = []
+    for _ in range(n):
+        judged_by, values = model.draw(expected, world, rng)
+        outcomes.append(follow_procedure(judged_by, world, values))
     causes = Counter(reason.split(" (")[0] for o in outcomes if o.word != RESULTS_REPLICATED
                      for reason in o.why if not reason.startswith("no badge"))  # fmt: skip
     hours = np.array([base + sum(seconds.get(r, 0.0) for r in o.extra_runs) for o in outcomes]) / 3600
@@ -306,18 +294,12 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
                    Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
 
 
-def _judged(expected: Expected, world: World, model: Model, rng: np.random.Generator
-            ) -> tuple[Expected, World, np.ndarray]:  # fmt: skip
-    judged_by, values = model.draw(expected, world, rng)
-    return judged_by, world, values
-
-
 def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple]:
     """A claim with every comparison at zero true effect (faithful (b) truth at the grid's centre), judged by the
     claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED), with intervals."""
     world, (rho, tau) = World.of(expected), CENTER
-    model = (Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, null_c5=True) if claim_id == "C5"
-             else Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, null_all=claim_id))  # fmt: skip
+    nulls = tuple((other, run_id, metric) for claim, run_id, other, metric, _ in pairs(expected) if claim == claim_id)
+    model = Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, nulls=nulls, null_c5=claim_id == "C5")
     claim = next(c for c in CLAIMS if c.claim_id == claim_id)
     seeds, words = expected.registered, Counter()
     for _ in range(n):
