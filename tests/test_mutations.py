@@ -1,4 +1,4 @@
-"""The mutation check: twelve realistic one-line bugs, each planted alone in a copy of the package, must each
+"""The mutation check: sixteen realistic one-line bugs, each planted alone in a copy of the package, must each
 fail the fast tests named for it. A change that blinds one of those tests fails here.
 
 A bug is one text replacement in one module; its original text must occur exactly once, so that a change to the
@@ -78,6 +78,19 @@ BUGS = {
         "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
         "round(abs(difference), DECIMALS) <= tolerance",
         ("tests/verdict/test_check.py::test_a_shift_of_exactly_the_tolerance_passes_either_way",),
+    ),
+    "a metric's miss final at every look (the family's alpha spent once per look)": Bug(
+        "verdict/judge.py",
+        'pending = [m for m in misses if m.run_id in step.get("run_ids", ())]',
+        "pending = []",
+        ("tests/verdict/test_check.py::test_a_metric_miss_waits_for_the_seeds_the_next_look_adds",),
+    ),
+    "a claim contradicted at alpha / m, not alpha / 2m": Bug(
+        "verdict/decide.py",
+        "return alpha / (2 * m)",
+        "return alpha / m",
+        ("tests/verdict/test_decide.py::test_a_claim_of_several_comparisons_needs_each_one",
+         "tests/verdict/test_decide.py::test_a_claim_with_no_true_effect_is_contradicted_at_most_2_5_percent_of_the_time"),
     ),
     "quota remainder to the highest labels": Bug(
         "method/memory.py",

@@ -193,7 +193,7 @@ def _excludes(test: decide.PairedTest, alpha: float, value: float) -> bool:
 
 def _ways(tests: list[decide.PairedTest], alpha: float = decide.ALPHA) -> str:
     """Which way a claim's undecided comparisons point: for it, against it, or some each way."""
-    ways = {t.leaning for t in tests if t.outcome(alpha, alpha / len(tests)) == "undecided"}
+    ways = {t.leaning for t in tests if t.outcome(alpha, decide.against(alpha, len(tests))) == "undecided"}
     return ways.pop() if len(ways) == 1 else "some for the claim and some against"
 
 
@@ -211,7 +211,8 @@ def _single_look(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
     comparisons = claim.comparisons(table)
     tests = [c.test for c in comparisons]
     not_evidence = evidence_at(profile, claim.finding)
-    evidence = [_evidence_line(c, not_evidence is None, against=decide.ALPHA / len(comparisons)) for c in comparisons]
+    against = decide.against(decide.ALPHA, len(comparisons))
+    evidence = [_evidence_line(c, not_evidence is None, against=against) for c in comparisons]
     needed = None
     if not_evidence:
         verdict = not_evidence
@@ -245,7 +246,8 @@ def _sequential(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure, 
     paper = paper_effects or {}
     below = tuple(c.label for c in comparisons[look]
                   if last and c.label in paper and _excludes(c.test, alpha, paper[c.label]))  # fmt: skip
-    evidence = [_evidence_line(c, True, alpha, alpha / len(comparisons[look]), paper.get(c.label) if last else None)
+    against = decide.against(alpha, len(comparisons[look]))
+    evidence = [_evidence_line(c, True, alpha, against, paper.get(c.label) if last else None)
                 for c in comparisons[look]] if explain else []  # fmt: skip
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:

@@ -94,12 +94,19 @@ def _next_step(claims: list[ClaimCheck], observed: pd.DataFrame) -> dict[str, li
 def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck], claims: list[ClaimCheck]
           ) -> Verdict:  # fmt: skip
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its
-    tolerance or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs of the
-    expected seeds are missing; else UNDECIDED while a claim awaits its next look; else INCONCLUSIVE where the
-    last look left a claim undecided; else RESULTS REPLICATED, with the shipped paper set only. Other
-    profiles: a pipeline check."""
-    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.verdict == NOT_REPLICATED]
+    tolerance on its final seeds or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while
+    runs of the expected seeds are missing; else UNDECIDED while a claim awaits its next look; else
+    INCONCLUSIVE where the last look left a claim undecided; else RESULTS REPLICATED, with the shipped paper
+    set only. Other profiles: a pipeline check.
+
+    A metric's seeds are final unless the next look adds seeds to its run ID; until then a miss is shown and
+    the next look decides it. So each metric is judged once, on the seeds it ends with, and the family's
+    alpha holds over the whole procedure, not once per look (four looks would nearly quadruple it)."""
     paper_claims = [c for c in claims if not c.finding] if expected.gate_claims else []
+    step = _next_step(paper_claims, observed) if expected.profile == "paper" else {}
+    misses = [m for m in metrics if m.gating and m.verdict == NOT_REPLICATED]
+    pending = [m for m in misses if m.run_id in step.get("run_ids", ())]
+    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m not in pending]
     failed += [f"{c.claim_id} {NOT_SUPPORTED}" for c in paper_claims if c.verdict.startswith(NOT_SUPPORTED)]
     ended = [c for c in paper_claims if c.verdict.startswith(INCONCLUSIVE) and not c.next_seeds]
     if expected.profile != "paper":
@@ -113,13 +120,14 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
         return Verdict(PIPELINE_PASSED, (f"profile {expected.profile}: not evidence about the paper",), EXIT_PASSED, {})
     if failed:
         return Verdict(RESULTS_NOT_REPLICATED, tuple(failed), EXIT_FAILED, {})
-    missing, step = _missing_runs(expected, observed, paper_claims)
+    missing, runs_missing = _missing_runs(expected, observed, paper_claims)
     unchecked = [f"{c.claim_id} {c.verdict}" for c in paper_claims if c.verdict.startswith(NOT_CHECKED)]
     if missing or unchecked:
-        return Verdict(INCOMPLETE, tuple(missing or unchecked), EXIT_INCOMPLETE, step)
-    step = _next_step(paper_claims, observed)
+        return Verdict(INCOMPLETE, tuple(missing or unchecked), EXIT_INCOMPLETE, runs_missing)
     if step:
         undecided = [f"{c.claim_id} {UNDECIDED} at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
+        undecided += [f"{m.run_id} {m.metric} outside its tolerance on {m.n_observed} seeds, decided on the next "
+                      f"look's" for m in pending]  # fmt: skip
         todo = (f"next: seeds {', '.join(map(str, step['seeds']))} of {', '.join(step['run_ids'])}, "
                 "then check again (./reproduce.sh next)")  # fmt: skip
         return Verdict(UNDECIDED, (*undecided, todo), EXIT_UNDECIDED, step)

@@ -63,6 +63,7 @@ from uniform_herding.verdict.words import (
 )
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
+TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side: decide.against's alpha / 2m, Bonferroni over looks
 TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
 CENTER = (0.5, 0.5)  # rho, tau: where the targets ask for the most draws
 RHOS, TAUS = (0.0, 0.5, 0.8), (0.5, 0.75)
@@ -506,8 +507,8 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
         for claim in (c for c in CLAIMS if not c.finding):
             against, wrongly = contradicts(expected, claim.claim_id, grid_draws, rng)
             click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}%")
-            met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_MISS:.0%} ({pct(against)})",
-                        against[0] <= TARGET_MISS))  # fmt: skip
+            met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_AGAINST:.1%} ({pct(against)})",
+                        against[0] <= TARGET_AGAINST))  # fmt: skip
         click.echo(f"\ndetectable miss per gating metric under (c), rho {CENTER[0]:g}, tau {CENTER[1]:g}, the paper's "
                    f"three seeds ({grid_draws} draws): the smallest shift of the run ID's true mean that passes its "
                    f"tolerance at most {TARGET_MISS:.0%} of the time")  # fmt: skip
