@@ -1,6 +1,7 @@
 """`uh doctor`: the preflight passes on this CPU, says it is a CPU, prints estimates, and can fail."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -103,6 +104,25 @@ def test_the_whole_procedure_is_priced_pattern_by_pattern_with_its_share():
     got = procedure_seconds(per_run, extra)
     assert got["mean_s"] == pytest.approx(base + 0.2 * 600 + 0.1 * 3400)
     assert got["p90_s"] == pytest.approx(base + 600)
+
+
+def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
+    """The extra runs uh oc writes, priced by uh doctor at the paper's T4 seconds: the same mean and 90th
+    percentile as uh oc prints (one definition of the percentile, the least with 90% at or below it)."""
+    import numpy as np
+
+    from uniform_herding.verdict.expected import load_expected
+    from uniform_herding.verdict.oc import CENTER, Model, paper_seconds, simulate, write_extra_runs
+
+    expected = load_expected(Path(__file__).resolve().parents[1] / "expected_results")
+    seconds = paper_seconds(expected)
+    s = simulate(expected, Model("a", faithful="a", rho=CENTER[0], tau=CENTER[1], kind="faithful"), 40,
+                 np.random.default_rng(0), seconds)  # fmt: skip
+    write_extra_runs(tmp_path / "runs.csv", s)
+    assert s.hours[1] < 95.0  # these draws' p90 is 94.49 h; interpolated between neighbours (numpy's default), 95.57
+    got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS}, pd.read_csv(tmp_path / "runs.csv"))
+    assert got["mean_s"] / 3600 == pytest.approx(s.hours[0], rel=1e-4)
+    assert got["p90_s"] / 3600 == pytest.approx(s.hours[1], rel=1e-9)
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])
