@@ -125,6 +125,22 @@ def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
     assert got["p90_s"] / 3600 == pytest.approx(s.hours[1], rel=1e-9)
 
 
+def test_the_docs_state_the_whole_procedures_cost_that_the_shipped_procedure_runs_give():
+    """README, ARTIFACT.md and docs/reproducing.md quote the whole procedure's T4 hours: uh doctor's price of
+    expected_results/procedure_runs.csv (uh oc --runs-out) at the paper's T4 seconds, to one decimal."""
+    from uniform_herding.verdict.expected import load_expected
+    from uniform_herding.verdict.oc import RUNS_CSV, paper_seconds
+
+    root = Path(__file__).resolve().parents[1]
+    seconds = paper_seconds(load_expected(root / "expected_results"))
+    got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS},
+                            pd.read_csv(root / "expected_results" / RUNS_CSV))  # fmt: skip
+    mean, p90 = f"{got['mean_s'] / 3600:.1f}", f"{got['p90_s'] / 3600:.1f}"
+    for doc in ("README.md", "ARTIFACT.md", "docs/reproducing.md"):
+        text = " ".join((root / doc).read_text().split())
+        assert mean in text and p90 in text, (doc, mean, p90)
+
+
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])
 def test_durations_are_printed_in_the_unit_a_reader_wants(seconds, text):
     assert duration(seconds) == text
