@@ -865,7 +865,7 @@ def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, pa
     res, report = check(tmp_path, higher)
     assert res.exit_code == 4, res.output
     assert verdicts(report)[("B3", "acc")] == "NOT REPLICATED"
-    assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's" in report["verdict"]
+    assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds" in report["verdict"]
     assert report["next_step"] == {"run_ids": waiting, "seeds": [1, 2, 3]}
     res, report = check(tmp_path, higher.assign(acc=higher["acc"] + 5.0 * (higher["run_id"] == "a2")))
     assert res.exit_code == 1 and "a2 acc NOT REPLICATED" in report["verdict"], res.output

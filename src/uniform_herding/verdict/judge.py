@@ -127,7 +127,7 @@ def judge(expected: Expected, observed: pd.DataFrame, metrics: list[MetricCheck]
     if step:
         undecided = [f"{c.claim_id} {UNDECIDED} at look {c.look} of {c.looks}" for c in paper_claims if c.next_seeds]
         undecided += [f"{m.run_id} {m.metric} outside its tolerance on {m.n_observed} seeds, decided on the next "
-                      f"look's" for m in pending]  # fmt: skip
+                      f"look's seeds" for m in pending]  # fmt: skip
         todo = (f"next: seeds {', '.join(map(str, step['seeds']))} of {', '.join(step['run_ids'])}, "
                 "then check again (./reproduce.sh next)")  # fmt: skip
         return Verdict(UNDECIDED, (*undecided, todo), EXIT_UNDECIDED, step)
