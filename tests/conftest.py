@@ -144,8 +144,8 @@ def smoke_sweep(tmp_path_factory) -> tuple[Path, Path, str]:
 def finished_result():
     """Write a valid result.json of a run or variant ID (what `uh run` finds done), with the given ACC; its path."""
     from uniform_herding.method.config import CONFIG_VERSION
-    from uniform_herding.method.variants import record, resolve
     from uniform_herding.runs.results import result_path, write_json_atomic
+    from uniform_herding.variants import record, resolve
 
     def write(results_dir: Path, run_id: str, seed: int, acc: float = 50.0, profile: str = "smoke") -> Path:
         T = resolve(run_id, profile).n_tasks

@@ -26,7 +26,7 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
         "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
         "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
         "{'uniform_herding.cli', 'uniform_herding.method', 'uniform_herding.method.components', "
-        "'uniform_herding.method.config', 'uniform_herding.method.variants', 'uniform_herding.runs', "
+        "'uniform_herding.method.config', 'uniform_herding.runs', 'uniform_herding.variants', "
         "'uniform_herding.runs.executor'}))"
     )
     env = {**os.environ, "COLUMNS": "80"}

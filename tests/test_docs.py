@@ -33,7 +33,7 @@ from click.testing import CliRunner
 from uniform_herding.cli import main
 from uniform_herding.method import components, memory
 from uniform_herding.method.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
-from uniform_herding.method.variants import KEYS, resolve
+from uniform_herding.variants import KEYS, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}

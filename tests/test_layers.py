@@ -1,6 +1,6 @@
-"""The package's layers are a contract: report > verdict > runs > method > data, each importing only the layers
-below it (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the package
-itself; here the same contract is run on a copy of the package, once as it is and once with one upward import
+"""The package's layers are a contract: report > verdict > runs > variants > method > data, each importing only the
+layers below it (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the
+package itself; here the same contract is run on a copy of the package, once as it is and once with one upward import
 planted, so that a contract that no longer catches one (a renamed layer, a lost containers line) fails here.
 """
 
@@ -22,9 +22,9 @@ PLANTED_IN = Path("method") / "metrics.py"
 PLANTED = "from uniform_herding.verdict import decide  # noqa: F401\n"
 
 
-def lint_imports(tmp_path: Path, plant: bool) -> subprocess.CompletedProcess:
+def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED) -> subprocess.CompletedProcess:
     """`lint-imports` with pyproject.toml's contract on a copy of the package under `tmp_path` (checked to be
-    the package it imports), with the upward import planted if `plant`."""
+    the package it imports), with the upward import `planted` if `plant`."""
     if not LINT_IMPORTS.exists():
         pytest.skip('import-linter not installed: pip install -c constraints.txt -e ".[dev]"')
     src = tmp_path / "src"
@@ -33,8 +33,8 @@ def lint_imports(tmp_path: Path, plant: bool) -> subprocess.CompletedProcess:
         module = src / "uniform_herding" / PLANTED_IN
         text = module.read_text()
         future = "from __future__ import annotations\n"
-        assert text.count(future) == 1 and PLANTED not in text
-        module.write_text(text.replace(future, future + PLANTED))
+        assert text.count(future) == 1 and planted not in text
+        module.write_text(text.replace(future, future + planted))
     config = tmp_path / "pyproject.toml"
     shutil.copy(ROOT / "pyproject.toml", config)
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -57,3 +57,11 @@ def test_one_upward_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Contracts: 0 kept, 1 broken." in result.stdout
     assert "uniform_herding.method.metrics -> uniform_herding.verdict.decide" in result.stdout, result.stdout
+
+
+def test_the_method_importing_the_variants_layer_breaks_the_contract(tmp_path: Path) -> None:
+    """method/ holds only the paper: variants (uh run --set, --base) are a layer above it, which method/ may not import
+    (metrics.py importing uniform_herding.variants fails the contract, naming that import)."""
+    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import variants  # noqa: F401\n")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "uniform_herding.method.metrics -> uniform_herding.variants" in result.stdout, result.stdout

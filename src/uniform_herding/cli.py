@@ -25,8 +25,8 @@ from uniform_herding.method.config import (
     differences,
     expand_run_ids,
 )
-from uniform_herding.method.variants import name_runs, resolve
 from uniform_herding.runs.executor import slurm_options
+from uniform_herding.variants import name_runs, resolve
 
 # Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
 # `uh --help` shows for it, so that listing the commands imports none of them).
@@ -137,10 +137,14 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
               help="Change a method setting of every RUN_ID (repeatable), e.g. --set rho=5: a variant, with its "
               "own ID (B3+rho=5) and results folder (docs/extending.md). A setting nothing in the run reads is "
               "refused. " + "; ".join(f"{key}: {', '.join(names)}" for key, names in CHOICES.items()) + ".")
+@click.option("--base", metavar="RUN_ID",
+              help="The run ID each variant is compared with (uh check, uh aggregate, uh report), written at the end "
+              "of its ID: B3 --set memory=closest_to_mean --base B3 runs as r1+memory=closest_to_mean+vs=B3. "
+              "Default: the run ID its ID starts from, the one it differs from in the fewest settings.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, precision: str | None, device: str | None,
             deterministic: bool, executor: str | None, jobs: int | None, wait: bool, slurm_config: Path | None,
-            sets: tuple[str, ...] = (), **slurm: object) -> None:
+            sets: tuple[str, ...] = (), base: str | None = None, **slurm: object) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
     IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`). A RUN_ID may be a variant ID
     (B3+rho=5); --set makes variants.
@@ -153,7 +157,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
 
     with stop_on_signals():
         try:
-            run_ids = run_names(run_ids, sets, profile)
+            run_ids = run_names(run_ids, sets, profile, base)
             run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
                       slurm_config, slurm, device, deterministic)
         except Interrupted as e:
@@ -167,10 +171,11 @@ class BadName(click.ClickException):
     exit_code = 2
 
 
-def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str) -> tuple[str, ...]:
-    """The canonical run and variant IDs that RUN_IDS with --set name, each checked under `profile`."""
+def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str, base: str | None = None
+              ) -> tuple[str, ...]:  # fmt: skip
+    """The canonical run and variant IDs that RUN_IDS with --set (and --base) name, each checked under `profile`."""
     try:
-        ids = name_runs(expand_run_ids(run_ids), sets, click.echo)
+        ids = name_runs(expand_run_ids(run_ids), sets, click.echo, base)
         for run_id in ids:
             resolve(run_id, profile)
     except ConfigError as e:

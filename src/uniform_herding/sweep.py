@@ -14,7 +14,7 @@ import click
 
 from uniform_herding.cli import BadName, run_cmd, run_names
 from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
-from uniform_herding.method.variants import SEP, assignments, format_value, parse, parse_value
+from uniform_herding.variants import SEP, assignments, format_value, parse, parse_value, pin
 
 
 def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
@@ -32,8 +32,9 @@ def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
     return out
 
 
-def grid_points(run_id: str, grid: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(the point's KEY=VALUE list, its canonical ID) for every point of the product, in the order given."""
+def grid_points(run_id: str, grid: tuple[str, ...], base: str | None = None) -> list[tuple[str, str]]:
+    """(the point's KEY=VALUE list, its canonical ID) for every point of the product, in the order given; each compared
+    with run ID `base` where given (--base: variants.pin)."""
     values = axes(grid)
     taken = set(parse(run_id).changes) & set(values)
     if taken:
@@ -41,7 +42,8 @@ def grid_points(run_id: str, grid: tuple[str, ...]) -> list[tuple[str, str]]:
     points = []
     for combo in itertools.product(*values.values()):
         sets = [f"{k}={v}" for k, v in zip(values, combo, strict=True)]
-        points.append((" ".join(sets), parse(run_id, sets).run_id))
+        point = parse(run_id, sets).run_id
+        points.append((" ".join(sets), pin(point, base) if base else point))
     return points
 
 
@@ -65,14 +67,14 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
     ids = list(dict.fromkeys(rid for _, rid in points))
     done = {rid: done_seeds(results_dir, rid, seeds, profile) for rid in ids}
     n_done = sum(len(d) for d in done.values())
-    base = parse(run_id).run_id  # the canonical ID of the run the grid varies
-    lines = [f"sweep of {base}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
+    varied = parse(run_id).run_id  # the canonical ID of the run the grid varies
+    lines = [f"sweep of {varied}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
              f"{len(ids) * len(seeds)} runs (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
-    if base != run_id:
-        lines.append(f"{run_id} is {base} (the same run, by its canonical name)")
+    if varied != run_id:
+        lines.append(f"{run_id} is {varied} (the same run, by its canonical name)")
     rows = []
     for sets, rid in points:
-        note = "" if SEP in rid else f"({base} itself)" if rid == base else f"(run ID {rid}: the same config)"
+        note = "" if SEP in rid else f"({varied} itself)" if rid == varied else f"(run ID {rid}: the same config)"
         rows.append((sets, rid, f"done: {', '.join(map(str, done[rid])) or 'none'}", note))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines += ["  " + "  ".join([*(f"{c:{w}}" for c, w in zip(row, widths, strict=False)), row[3]]).rstrip()
@@ -91,9 +93,10 @@ def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_ru
     `uh sweep B3 rho=1,3,5`; finished runs are skipped (docs/extending.md)."""
     seeds: tuple[int, ...] = options["seeds"] or SEEDS  # type: ignore[assignment]
     profile, results_dir = str(options["profile"]), Path(str(options["results_dir"]))
+    base: str | None = options["base"]  # type: ignore[assignment]
     try:
-        points = grid_points(run_id, grid)
-        ids = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile)
+        points = grid_points(run_id, grid, base)
+        ids = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base)
     except ConfigError as e:
         raise BadName(str(e)) from None
     for line in grid_lines(run_id, points, seeds, profile, results_dir):

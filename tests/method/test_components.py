@@ -13,8 +13,8 @@ import torch
 from uniform_herding.method import components, config
 from uniform_herding.method.config import OPEN_CHOICES, RUNS, Config, RunSpec
 from uniform_herding.method.train import task_loss
-from uniform_herding.method.variants import KEYS, parse_value
 from uniform_herding.runs.run import run_seed
+from uniform_herding.variants import KEYS, parse_value
 
 SEED = 1993
 EVERY_PART = [components.PROTOCOL, *(part for registry in components.CHOICES.values() for part in registry.values())]

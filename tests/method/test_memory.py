@@ -27,7 +27,7 @@ from uniform_herding.method.memory import (
     make_memory,
     quotas,
 )
-from uniform_herding.method.variants import level, resolve
+from uniform_herding.variants import level, resolve
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {

@@ -25,12 +25,13 @@ from conftest import matrix_with
 from uniform_herding.cli import main
 from uniform_herding.method import metrics as metric
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
+from uniform_herding.method.metrics import METRICS
 from uniform_herding.report.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report.load import load_runs
 from uniform_herding.report.summary import published_values, write_report
 from uniform_herding.report.sweep_figures import sweep_specs
 from uniform_herding.report.tables import T2_VARIANTS, TABLES, Table
-from uniform_herding.runs.results import METRICS, read_per_seed_csv, write_json_atomic
+from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.run import run_seed
 from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize
 from uniform_herding.verdict.claims import CLAIMS
@@ -440,8 +441,8 @@ def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp
 
 def write_variant(results: Path, spelling: str, seed: int, T: int = 5) -> str:
     """A synthetic smoke result of the variant `spelling` (under its canonical ID, as uh run names it); the ID."""
-    from uniform_herding.method.variants import name_runs, record
-    from uniform_herding.method.variants import resolve as resolve_variant
+    from uniform_herding.variants import name_runs, record
+    from uniform_herding.variants import resolve as resolve_variant
 
     (run_id,) = name_runs([spelling], [], echo=lambda _: None)
     body = fake_result("B3", seed, "smoke", T) | {"run_id": run_id, **record(run_id)}
@@ -601,8 +602,8 @@ def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_pa
     """Issue 36: a variant against its base had no figure (only tables/variants.md). fig_variants draws, per metric,
     the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%
     t-interval under the pair; the base is variants.base_of's."""
-    from uniform_herding.method.variants import base_of
     from uniform_herding.report.sweep_figures import variant_specs
+    from uniform_herding.variants import base_of
     from uniform_herding.verdict.decide import t_interval
 
     results = tmp_path / "results"

@@ -13,7 +13,6 @@ from conftest import matrix_with
 
 from uniform_herding.method.config import CONFIG_VERSION, PROFILES, RUNS
 from uniform_herding.method.metrics import PAPER, REPORTED, Metric
-from uniform_herding.method.variants import resolve
 from uniform_herding.runs.results import (
     PER_SEED_COLUMNS,
     ResultError,
@@ -28,6 +27,7 @@ from uniform_herding.runs.results import (
     write_per_seed_csv,
     write_text_atomic,
 )
+from uniform_herding.variants import resolve
 
 PAPER_PER_SEED = Path(__file__).resolve().parents[2] / "expected_results" / "paper_per_seed.csv"
 

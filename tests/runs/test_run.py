@@ -14,8 +14,8 @@ from uniform_herding.cli import main
 from uniform_herding.method import components, memory, metrics
 from uniform_herding.method.config import CONFIG_VERSION, OPEN_CHOICES, RUNS
 from uniform_herding.method.memory import quotas
-from uniform_herding.method.variants import resolve
 from uniform_herding.runs.run import result_path, run_seed
+from uniform_herding.variants import resolve
 
 SEED = 1993
 

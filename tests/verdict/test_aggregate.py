@@ -182,3 +182,33 @@ def test_uh_aggregate_lists_variants_after_the_run_ids_with_deltas_against_their
     assert "dACC  -5.00  dF -15.00" in lines["a1+lr=0.05"] and "(n=1) vs a1" in lines["a1+lr=0.05"]  # seed 1 only
     assert list(read_per_seed_csv(out)["run_id"]) == ["B3", "B3", "a1", "B3+rho=5", "B3+rho=5", "a1+lr=0.05",
                                                       "a1+lr=0.05"]  # fmt: skip
+
+
+def test_uh_aggregate_prints_a_mean_of_one_seed_with_n_1_never_a_spread_of_zero(tmp_path: Path) -> None:
+    """A run ID with one seed has no spread: its means read "(n = 1)", as the report prints them, not "+/- 0.00"."""
+    per_seed = pd.DataFrame({"run_id": ["B3", "B3", "a1"], "seed": [1, 2, 1], "acc": [40.0, 42.0, 47.0],
+                             "forgetting": [10.0, 12.0, 9.0], "bwt": [-10.0, -12.0, -9.0]})  # fmt: skip
+    csv = tmp_path / "in.csv"
+    per_seed.to_csv(csv, index=False)
+    res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv)])
+    assert res.exit_code == 0, res.output
+    lines = {line.split()[0]: line for line in res.output.splitlines()[2:]}
+    assert "47.00 (n = 1)" in lines["a1"] and "9.00 (n = 1)" in lines["a1"] and "-9.00 (n = 1)" in lines["a1"]
+    assert "+/- 0.00" not in res.output and "41.00 +/- 1.00" in lines["B3"]
+
+
+def test_every_run_is_compared_with_what_base_of_says(tmp_path: Path) -> None:
+    """One rule for what a run is compared with (variants.base_of, from RunSpec.base): the ablations and sweeps against
+    B3, r1 and r2 against B3, r3 against its base B1, B0-B3 against nothing; uh aggregate prints those deltas."""
+    ids = ["B1", "B3", "a2", "s4", "r1", "r3"]
+    per_seed = pd.DataFrame({"run_id": [r for r in ids for _ in (1, 2)], "seed": [1, 2] * len(ids),
+                             "acc": [float(10 * i + s) for i in range(len(ids)) for s in (1, 3)],
+                             "forgetting": 5.0, "bwt": -5.0})  # fmt: skip
+    assert paired_deltas(per_seed)["acc"].to_dict() == {"a2": 10.0, "s4": 20.0, "r1": 30.0, "r3": 50.0}
+    csv = tmp_path / "in.csv"
+    per_seed.to_csv(csv, index=False)
+    res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv)])
+    lines = {line.split()[0]: line for line in res.output.splitlines()[2:]}
+    assert "dACC +30.00" in lines["r1"] and lines["r1"].endswith("(n=2)")
+    assert "dACC +50.00" in lines["r3"] and lines["r3"].endswith("(n=2) vs B1")
+    assert "dACC" not in lines["B1"] + lines["B3"]

@@ -19,8 +19,8 @@ from scipy import stats
 
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS
-from uniform_herding.method.variants import resolve
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
+from uniform_herding.variants import resolve
 from uniform_herding.verdict.check import format_metrics
 from uniform_herding.verdict.compare import MetricCheck, compare
 from uniform_herding.verdict.expected import (

@@ -88,7 +88,9 @@ class RunSpec:
     name: str  # the paper's configuration label (Table 'Per-seed ...'), or ours beyond the paper
     description: str
     changes: dict[str, Any] = field(default_factory=dict)
-    base: str = "B3"  # the run it is compared with; it differs from it in exactly `changes` vs base
+    # The run it is compared with (variants.base_of), differing from it in exactly `changes` vs base; None for B0-B3,
+    # which the paper compares side by side as whole protocols.
+    base: str | None = "B3"
     beyond_paper: bool = False  # not one of the paper's runs: no paper value exists
 
 
@@ -96,12 +98,13 @@ RUNS: dict[str, RunSpec] = {
     spec.run_id: spec
     for spec in [
         RunSpec("B0", "No replay", "fine-tuning, CE only, head-logit readout",
-                {"memory": "none", "kd_lambda": 0.0, "readout": "head"}),
+                {"memory": "none", "kd_lambda": 0.0, "readout": "head"}, base=None),
         RunSpec("B1", "iCaRL", "arrival-time herding + prefix truncation, BCE, linear head, NME",
-                {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False}),
+                {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False}, base=None),
         RunSpec("B2", "Static bank", "random bank, random removal, CE only, head-logit readout",
-                {"memory": "static", "kd_lambda": 0.0, "readout": "head"}),
-        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {}),
+                {"memory": "static", "kd_lambda": 0.0, "readout": "head"}, base=None),
+        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {},
+                base=None),
         RunSpec("a1", "No KD", "B3 without distillation", {"kd_lambda": 0.0}),
         RunSpec("a2", "Head-logit", "B3 with head-logit readout instead of NME", {"readout": "head"}),
         RunSpec("a3", "Linear head", "B3 with a linear head instead of cosine-margin", {"head": "linear"}),
@@ -202,7 +205,7 @@ SIZE_FIELDS = frozenset(
 )
 
 
-VARIANT_SEP = "+"  # joins a variant ID's base and its changes: B3+rho=5 (variants.py)
+VARIANT_SEP = "+"  # joins a variant ID's base and its changes: B3+rho=5 (uniform_herding/variants.py)
 
 
 class ConfigError(ValueError):

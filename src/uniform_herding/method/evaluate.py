@@ -1,4 +1,4 @@
-"""Evaluate: readouts (NME, head-logit) and one row of the accuracy matrix R (Sec. 3.6).
+"""Evaluate: readouts (NME, head-logit; Sec. 3.3) and one row of the accuracy matrix R (Sec. 3.5).
 
 R[t][j] is the accuracy (%) on task j's test images after training through task t, predicting
 among all classes seen so far (no task identity). The metrics over R are in metrics.py.

@@ -1,12 +1,12 @@
-"""Record -> metrics: ACC, forgetting and BWT over the accuracy matrix R (Sec. 3.6), and metrics beyond them.
+"""Record -> metrics: ACC, forgetting and BWT over the accuracy matrix R (Sec. 3.5), and metrics beyond them.
 
 R[i][j] is the accuracy (%) on task j's test images after training through task i, predicting
 among all classes seen so far (no task identity); entries j > i are undefined (None). With T tasks:
   ACC = mean_j R[T-1][j]
   F   = mean_{j<T-1} (max_{i>=j} R[i][j] - R[T-1][j])      (forgetting from the best accuracy)
   BWT = mean_{j<T-1} (R[T-1][j] - R[j][j])                 (backward transfer from introduction)
-Those three are the paper's (PAPER) and are checked against it. REPORTED are metrics beyond the paper's,
-recorded and shown but never checked (no paper value, no tolerance). A metric is one function of R, whose
+Those three are the paper's (PAPER; METRICS, their names) and are checked against it. REPORTED are metrics beyond
+the paper's, recorded and shown but never checked (no paper value, no tolerance). A metric is one function of R, whose
 docstring's first paragraph defines it (uh report prints it), and one entry here that declares the range
 of its values (results.py refuses a result outside it, or one whose stored value R does not give);
 docs/extending.md, "Adding a metric". Plain Python and numpy, no torch: aggregation, checking and
@@ -94,5 +94,6 @@ class Metric:
 # Percent: an accuracy is in [0, 100], so is a mean of accuracies, forgetting (best minus last); BWT in [-100, 100].
 PAPER: dict[str, Metric] = {"acc": Metric(acc, 0, 100), "forgetting": Metric(forgetting, 0, 100),
                             "bwt": Metric(bwt, -100, 100)}  # fmt: skip
+METRICS: tuple[str, ...] = tuple(PAPER)  # acc, forgetting, bwt: the paper's three, checked against it (uh check)
 # Metrics beyond the paper's three (result.json's `metrics`, uh aggregate, uh report), never checked.
 REPORTED: dict[str, Metric] = {"aia": Metric(aia, 0, 100), "la": Metric(learning_accuracy, 0, 100)}

@@ -26,15 +26,10 @@ from matplotlib.figure import Figure
 
 from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
 from uniform_herding.method.metrics import task_forgetting
-from uniform_herding.method.variants import (
-    resolve,
-    run_name,
-)
 from uniform_herding.report.load import Runs
-from uniform_herding.runs.results import (
-    write_bytes_atomic,
-)
-from uniform_herding.verdict.aggregate import REFERENCE, paired, summarize
+from uniform_herding.runs.results import write_bytes_atomic
+from uniform_herding.variants import base_of, resolve, run_name
+from uniform_herding.verdict.aggregate import paired, summarize
 
 PAPER_LABEL = "paper (published)"
 PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
@@ -199,7 +194,7 @@ def resource_sensitivity(runs: Runs) -> Figure:
                 present = [r for r in run_ids if r in table.index]
                 ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
                             yerr=table.loc[present, f"{metric}_std"], **style)
-            seed_band(ax, runs, REFERENCE, metric)
+            seed_band(ax, runs, "B3", metric)
             ax.set_xscale("log", base=2)
             ticks = sorted(set(x_of.values()))
             ax.set_xticks(ticks, [f"{v:,}" for v in ticks])
@@ -309,7 +304,7 @@ def component_attribution(runs: Runs) -> Figure:
     for ax, (metric, name) in zip(panels, (("acc", "ACC"), ("forgetting", "F")), strict=True):
         for table, shift, style, bar_label, seed_labels in sources:
             for i, run_id in enumerate(run_ids):
-                deltas = paired(table, run_id, REFERENCE, metric)
+                deltas = paired(table, run_id, base_of(run_id), metric)  # against B3
                 if deltas.empty:
                     continue
                 ax.bar(i + shift, deltas.mean(), width=0.28, facecolor="0.85" if shift == 0 else "none",
@@ -319,9 +314,9 @@ def component_attribution(runs: Runs) -> Figure:
                             label=f"seed {seed}" if seed_labels else None)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(run_ids)), [f"{r}\n{run_name(r, runs.profile).replace(' ', chr(10))}" for r in run_ids])
-        ax.set_ylabel(f"Δ {name} vs {REFERENCE} (pp)")
+        ax.set_ylabel(f"Δ {name} vs B3 (pp)")
         _title(ax, f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
-               runs.missing((REFERENCE, *run_ids)))
+               runs.missing(("B3", *run_ids)))
     unique = {label: handle for ax in panels for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
     fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncols=min(len(unique), 6))
     return fig
@@ -457,7 +452,7 @@ FIGURES: tuple[FigureSpec, ...] = (
                ("B3", "a1"), ("C4",), kd_slopes, False, needs=(("B3", "a1"),)),
     FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
                ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True,
-               needs=tuple((REFERENCE, a) for a in ("a1", "a2", "a3", "a4"))),
+               needs=tuple((base_of(a), a) for a in ("a1", "a2", "a3", "a4"))),
     FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
                PAPER_RUNS, ("C1",), accuracy_vs_forgetting, True),
     FigureSpec("fig_refresh_isolation", "fig:refresh-isolation",

@@ -6,6 +6,7 @@ Every table and figure is drawn from one `Runs`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,12 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
-from uniform_herding.runs.results import (
-    load_results,
-    per_seed_table,
-    results_profile,
-)
+from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, ConfigError
+from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
+from uniform_herding.variants import is_variant, pin
 
 
 @dataclass(frozen=True)
@@ -69,6 +67,26 @@ def load_runs(results_dir: Path) -> Runs:
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
     return Runs(profile, per_seed_table(results), R, len(results[0]["R"]), wall_s, devices, epoch_loss=epoch_loss,
                 estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
+
+
+def compared_with(runs: Runs, base: str) -> Runs:
+    """`runs` with every variant compared with run ID `base` (uh report --base): renamed as uh run --base names it
+    (variants.pin: `+vs=BASE`), so that every table, figure and finding reads the choice from its name."""
+    try:
+        names = {r: pin(r, base) for r in runs.R if is_variant(r)}
+    except ConfigError as e:
+        raise ResultError(str(e)) from None
+    if len(set(names.values())) < len(names):
+        same = sorted(r for r in names if list(names.values()).count(names[r]) > 1)
+        raise ResultError(f"{' and '.join(same)} are one run compared with {base} ({names[same[0]]}); keep one of them")
+
+    def by_name(table: dict) -> dict:
+        return {names.get(r, r): value for r, value in table.items()}
+
+    per_seed = runs.per_seed.assign(run_id=runs.per_seed["run_id"].replace(names))
+    wall_s = runs.wall_s.assign(run_id=runs.wall_s["run_id"].replace(names))
+    return dataclasses.replace(runs, per_seed=per_seed, R=by_name(runs.R), wall_s=wall_s,
+                               epoch_loss=by_name(runs.epoch_loss))  # fmt: skip
 
 
 def doctor_estimates(path: Path, profile: str) -> dict[str, float]:

@@ -32,22 +32,13 @@ import click
 import pandas as pd
 
 from uniform_herding.method.config import RUNS
-from uniform_herding.method.metrics import PAPER, REPORTED
-from uniform_herding.method.variants import (
-    is_variant,
-    run_name,
-    sort_key,
-)
+from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
 from uniform_herding.report.figures import FIGURES, FigureSpec, save
-from uniform_herding.report.load import Runs, load_runs, seeds_of
+from uniform_herding.report.load import Runs, compared_with, load_runs, seeds_of
 from uniform_herding.report.sweep_figures import sweep_specs, variant_specs
 from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, tables_left_out
-from uniform_herding.runs.results import (
-    METRICS,
-    ResultError,
-    read_per_seed_csv,
-    write_text_atomic,
-)
+from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
+from uniform_herding.variants import is_variant, run_name, sort_key
 from uniform_herding.verdict.aggregate import InputError, summarize
 from uniform_herding.verdict.check import tally
 from uniform_herding.verdict.claims import ClaimCheck, check_claims, check_variants
@@ -275,15 +266,16 @@ def published_values(runs: Runs, wanted: bool | None, echo: Callable[[str], None
 
 
 def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
-                 echo: Callable[[str], None] = print) -> list[Path]:
-    """Every table, figure and the summary under `out`; returns the files written.
+                 echo: Callable[[str], None] = print, base: str | None = None) -> list[Path]:
+    """Every table, figure and the summary under `out`, every variant compared with run ID `base` where given
+    (--base; else with its own base, variants.base_of); returns the files written.
 
     All of it is written into a staging folder beside `out` first and moved in only when complete,
     so a full or read-only disk leaves `out` as it was (or absent), never a partial report. Files
     are moved one by one, not `out` swapped whole: `out` may be a folder with other files (paper/).
     """
     runs = load_runs(results_dir)
-    runs = dataclasses.replace(runs, paper=published_values(runs, overlay, echo))
+    runs = dataclasses.replace(compared_with(runs, base) if base else runs, paper=published_values(runs, overlay, echo))
     tables = tables_for(runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
@@ -320,11 +312,14 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
               help="Output folder, e.g. paper/ [default: <results-dir>/report].")
 @click.option("--paper-values/--no-paper-values", default=None,
               help="Overlay the paper's published values on the figures [default: for paper-profile results].")
-def report_command(results_dir: Path, out: Path | None, paper_values: bool | None) -> None:
+@click.option("--base", metavar="RUN_ID",
+              help="Compare every variant of the results with this run ID; its ID then ends in +vs=RUN_ID, as uh run "
+              "--base writes it. Default: each variant's own (the +vs= of its ID, else the run ID it starts from).")
+def report_command(results_dir: Path, out: Path | None, paper_values: bool | None, base: str | None) -> None:
     """Tables (LaTeX, Markdown), figures (PDF, PNG) and summary.{md,html} from whatever results exist."""
     out = out or results_dir / "report"
     try:
-        written = write_report(results_dir, out, paper_values, click.echo)
+        written = write_report(results_dir, out, paper_values, click.echo, base)
     except ResultError as e:
         raise InputError(str(e)) from None
     except OSError as e:

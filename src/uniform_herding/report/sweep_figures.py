@@ -6,23 +6,17 @@ In the paper's figures' style (figures.py: STYLE, RC, the helpers); each is a Fi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from uniform_herding.method import config
 from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import PAPER
-from uniform_herding.method.variants import (
-    SweepLine,
-    base_of,
-    format_value,
-    is_variant,
-    resolve,
-    sort_key,
-    sweep_lines,
-    value_order,
-)
 from uniform_herding.report.figures import (
     RC,
     FigureSpec,
@@ -31,6 +25,7 @@ from uniform_herding.report.figures import (
     seed_band,
 )
 from uniform_herding.report.load import Runs
+from uniform_herding.variants import KEYS, Variant, base_of, choices, format_value, is_variant, parse, resolve, sort_key
 from uniform_herding.verdict.aggregate import paired
 from uniform_herding.verdict.decide import t_interval
 
@@ -89,6 +84,47 @@ def _unique_legend(fig: Figure, ax: Axes, seeds: set[int], ncols: int = 3) -> No
     fig.legend([*unique.values(), *handles], [*unique, *labels], loc="outside lower center", ncols=ncols)
 
 
+@dataclass(frozen=True)
+class SweepLine:
+    """Results that differ in `key` alone: one line of a sweep figure."""
+
+    key: str
+    context: str  # the ID of the line's other settings (B3, B3+M=1000)
+    points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
+    base: str  # the run ID the line's variants are compared with (variants.base_of)
+    base_value: Any  # the base's own value of `key`: the paper's setting when the base is a paper run
+
+
+def value_order(key: str, value: Any) -> Any:
+    """Sort key of a value of `key`: a Literal's values in their declared order, others as they compare."""
+    names = choices(key)
+    return names.index(value) if names else value
+
+
+def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[str, list[SweepLine]]:
+    """Per key, the groups of `run_ids` that differ in that key alone: at least `least` values, a variant among them.
+
+    Grouped by config, not by name: a sweep of M over 500, 1000, 2000, 4000 is s1, B3+M=1000, B3 and s2.
+    """
+    ids = sorted(set(run_ids), key=sort_key)
+    configs = {r: dataclasses.asdict(resolve(r, profile)) for r in ids}
+    out: dict[str, list[SweepLine]] = {}
+    for key in KEYS:
+        groups: dict[tuple, dict[Any, str]] = {}
+        for r in ids:
+            rest = tuple((k, v) for k, v in configs[r].items() if k != key)
+            groups.setdefault(rest, {}).setdefault(configs[r][key], r)
+        for members in groups.values():
+            variant = next((r for r in members.values() if is_variant(r)), None)
+            if len(members) < least or variant is None:
+                continue
+            v, base = parse(variant), base_of(variant)
+            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
+            points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
+            out.setdefault(key, []).append(SweepLine(key, context, points, base, getattr(config.resolve(base), key)))
+    return out
+
+
 def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
     """Final ACC and F against the swept value: one line per setting of the other keys through the means over
     seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band. The seed noise is that
@@ -142,7 +178,7 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
 
 
 def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
-    """One figure per key swept over at least two values in these results (variants.sweep_lines)."""
+    """One figure per key swept over at least two values in these results (sweep_lines)."""
     return tuple(
         FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
                    f"Beyond the paper: final ACC and F against {key} (uh sweep)",

@@ -13,19 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.variants import (
-    base_of,
-    describe,
-    is_variant,
-    resolve,
-    run_name,
-)
+from uniform_herding.method.metrics import METRICS
 from uniform_herding.report.figures import REFRESH_RUNS, wants
 from uniform_herding.report.load import Runs, seed_order, seeds_of
-from uniform_herding.runs.results import (
-    METRICS,
-)
-from uniform_herding.verdict.aggregate import REFERENCE, paired, paired_deltas, summarize
+from uniform_herding.variants import base_of, describe, is_variant, resolve, run_name
+from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize, with_spread
 from uniform_herding.verdict.decide import t_interval
 
 GAP_MD, GAP_TEX = "—", "---"
@@ -48,11 +40,12 @@ class Num:
             return GAP_TEX if tex else GAP_MD
         sign = "+" if self.signed and round(self.value, self.digits) != 0 else ""
         text = f"{self.value:{sign}.{self.digits}f}"
-        if self.std is not None and self.n is not None and self.n < 2:
-            return f"${text}$ (n={self.n})" if tex else f"{text} (n = {self.n})"
-        if self.std is not None:
-            text += (r"\pm" if tex else " ± ") + f"{self.std:.{self.digits}f}"
-        return f"${text}$" if tex else text
+        if self.std is None:
+            return f"${text}$" if tex else text
+        if tex:  # the number in math mode, the seed count beside it
+            one_seed = self.n is not None and self.n < 2
+            return f"${text}$ (n={self.n})" if one_seed else f"${text}\\pm{self.std:.{self.digits}f}$"
+        return with_spread(text, f"{self.std:.{self.digits}f}", self.n, " ± ")
 
     def one_seed(self) -> bool:
         """Whether it prints as a mean of one seed, "(n = 1)"."""
@@ -134,9 +127,10 @@ def _each(run_ids: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
 
 
 def _delta(runs: Runs, deltas: pd.DataFrame, run_id: str, metric: str) -> Num:
-    """Mean paired delta vs B3; B3's own row is 0 when B3 is present (as the paper prints it)."""
-    if run_id == REFERENCE:
-        return Num(0.0 if REFERENCE in set(runs.per_seed["run_id"]) else None, signed=True)
+    """Mean paired delta against the run it is compared with (B3); B3's own row is 0 when B3 is present (as the paper
+    prints it)."""
+    if run_id == "B3":
+        return Num(0.0 if "B3" in set(runs.per_seed["run_id"]) else None, signed=True)
     return Num(deltas.loc[run_id, metric] if run_id in deltas.index else None, signed=True)
 
 
@@ -164,7 +158,7 @@ def t2_ablations(runs: Runs) -> Table:
         "Matched within-method comparisons for Uniform Herding. Deltas are paired by seed against the "
         "main configuration.",
         ("Variant", "Average accuracy (%)", "Forgetting (%)", "Δ accuracy (pp)", "Δ forgetting (pp)"), "lrrrr",
-        rows, _seeds_note(runs, (REFERENCE, *T2_VARIANTS)), needs=_each(tuple(T2_VARIANTS)),
+        rows, _seeds_note(runs, ("B3", *T2_VARIANTS)), needs=_each(tuple(T2_VARIANTS)),
     )
 
 

@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.method.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError
-from uniform_herding.method.metrics import PAPER, REPORTED
-from uniform_herding.method.variants import check_id, is_variant, record, resolve
+from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
+from uniform_herding.variants import check_id, is_variant, record, resolve
 
-METRICS: tuple[str, ...] = tuple(PAPER)  # acc, forgetting, bwt: the paper's, checked against it
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 # How far below -forgetting a per-seed bwt may lie: each of the two rounded to 2 decimals, 0.005 apart at most.
 BOUND_ROUNDING = 0.01 + 1e-9  # 1e-9: the float error of the sum

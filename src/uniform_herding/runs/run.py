@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from uniform_herding import variants
 from uniform_herding.data.archive import (
     DATASETS,
     DataError,
@@ -29,7 +30,7 @@ from uniform_herding.data.archive import (
     read_archive,
     write_synthetic_archive,
 )
-from uniform_herding.method import components, evaluate, metrics, variants
+from uniform_herding.method import components, evaluate, metrics
 from uniform_herding.method.config import CONFIG_VERSION, Config
 from uniform_herding.method.memory import make_memory, quotas
 from uniform_herding.method.model import Learner

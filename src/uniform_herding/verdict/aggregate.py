@@ -1,6 +1,7 @@
-"""Aggregation over seeds as the paper reports it (Sec. 3.5): mean +/- population std per run ID,
-and for ablations and sweeps the deltas against Uniform Herding (B3) paired by seed, then averaged;
-for a variant (`uh run --set`, `uh sweep`) the deltas against its base run ID.
+"""Aggregation over seeds as the paper reports it (Sec. 3.5): mean +/- population std per run ID, and the deltas
+against the run each is compared with (variants.base_of: B3 for the ablations and sweeps, a variant's base) paired
+by seed, then averaged. A mean of one seed has no spread: it prints "(n = 1)", never "+/- 0.00" (`with_spread`,
+which uh report prints its means with too).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from click.core import ParameterSource
 
 from uniform_herding.method.config import RUNS, SEEDS
 from uniform_herding.method.metrics import REPORTED
-from uniform_herding.method.variants import base_of, is_variant, run_name, sort_key
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -25,8 +25,7 @@ from uniform_herding.runs.results import (
     results_profile,
     write_per_seed_csv,
 )
-
-REFERENCE = "B3"
+from uniform_herding.variants import base_of, run_name, sort_key
 
 
 def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -50,25 +49,29 @@ def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> 
     return (a[common] - b[common]).rename(metric)
 
 
-def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
-    """Per run ID other than `reference`: n paired seeds and the mean paired delta of each metric.
+def paired_deltas(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per run ID compared with another (base_of): n paired seeds and the mean paired delta of each metric.
 
-    Runs sharing no seed with the reference are left out (there is nothing to pair).
+    Runs sharing no seed with their base are left out (there is nothing to pair).
     """
     rows = {}
-    for run_id in RUNS:
-        if run_id == reference:
-            continue
-        deltas = {m: paired(per_seed, run_id, reference, m) for m in METRICS}
+    for run_id in (r for r in RUNS if base_of(r) is not None):
+        deltas = {m: paired(per_seed, run_id, base_of(run_id), m) for m in METRICS}
         n = len(deltas["acc"])
         if n:
             rows[run_id] = {"n_paired": n} | {m: d.mean() for m, d in deltas.items()}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["n_paired", *METRICS]).rename_axis("run_id")
 
 
+def with_spread(mean: str, std: str, n: int | None, pm: str = " +/- ") -> str:
+    """A mean over `n` seeds (None: not counted) and its population std, both formatted: `47.00 +/- 1.25`; a mean of
+    one seed has no spread to print, so `47.00 (n = 1)`, never `+/- 0.00`."""
+    return f"{mean} (n = {n})" if n is not None and n < 2 else f"{mean}{pm}{std}"
+
+
 def format_table(per_seed: pd.DataFrame, profile: str = "paper") -> str:
-    """The printed table: mean +/- std per metric; paired deltas vs B3 for ablations and sweeps, and
-    for each variant against its base."""
+    """The printed table: mean +/- std per metric; paired deltas against the run each is compared with (base_of):
+    B3 for ablations and sweeps, a variant's base."""
     summary = summarize(per_seed)
     reported = [m for m in REPORTED if f"{m}_mean" in summary]  # reported, never checked (metrics.REPORTED)
     ids = max(3, *(len(r) for r in summary.index))
@@ -76,21 +79,22 @@ def format_table(per_seed: pd.DataFrame, profile: str = "paper") -> str:
     lines = [
         f"{'run':{ids}} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}"
         + "".join(f" {name.upper():>15}" for name in reported)
-        + f"   deltas vs {REFERENCE} (paired)"
+        + "   deltas vs B3 (paired)"
     ]
     for run_id, row in summary.iterrows():
-        cells = [f"{row[f'{m}_mean']:.2f} +/- {row[f'{m}_std']:.2f}" for m in METRICS]
-        line = f"{run_id:{ids}} {run_name(run_id, profile):{width}} {int(row['n']):>2}  "
+        n_seeds = int(row["n"])
+        cells = [with_spread(f"{row[f'{m}_mean']:.2f}", f"{row[f'{m}_std']:.2f}", n_seeds) for m in METRICS]
+        line = f"{run_id:{ids}} {run_name(run_id, profile):{width}} {n_seeds:>2}  "
         line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
-        cells = [f"{row[m + '_mean']:.2f} +/- {row[m + '_std']:.2f}" for m in reported]
+        cells = [with_spread(f"{row[m + '_mean']:.2f}", f"{row[m + '_std']:.2f}", n_seeds) for m in reported]
         line += "".join(f" {cell:>15}" for cell in cells)
-        other = base_of(run_id) if is_variant(run_id) else REFERENCE if run_id[0] in "as" else None
+        other = base_of(run_id)
         if other is not None:
             d = {m: paired(per_seed, run_id, other, m).mean() for m in METRICS}
             n = len(paired(per_seed, run_id, other, "acc"))
             if n:
                 line += (f"   dACC {d['acc']:+6.2f}  dF {d['forgetting']:+6.2f}  dBWT {d['bwt']:+6.2f}  (n={n})"
-                         + (f" vs {other}" if other != REFERENCE else ""))  # fmt: skip
+                         + (f" vs {other}" if other != "B3" else ""))  # fmt: skip
             else:
                 line += f"   (no seed shared with {other})"
         lines.append(line)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from uniform_herding.method.config import PROFILES, RUNS
-from uniform_herding.method.variants import base_of, describe, sort_key
 from uniform_herding.runs.results import METRICS
+from uniform_herding.variants import base_of, describe, sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.words import INCONCLUSIVE, MEASURED, NOT_EVIDENCE, OUTCOME_VERDICT, UNDECIDED
 

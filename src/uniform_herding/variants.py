@@ -1,4 +1,8 @@
-"""Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`).
+"""Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`), and what
+every run is compared with (`base_of`).
+
+A layer of its own, between runs/ and method/ (pyproject.toml [tool.importlinter]): it builds on method/'s config.py
+and components.py, never the reverse, and runs/, verdict/, report/ and the CLI import it.
 
 A variant's ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
 kd_lambda, ..., rho), joined by `+`: `B3+rho=5`, `B3+M=1000+rho=5`. IDs use only [A-Za-z0-9_.=+-], so they
@@ -6,14 +10,18 @@ are folder names on every filesystem and shell words that need no quoting (value
 numbers without padding, floats as Python's shortest repr with `e+` shortened to `e`: lr=0.05,
 weight_decay=1e-05). The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh
 status / check / report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID
-(config.resolve knows run IDs only; this module builds on it, never the reverse).
+(config.resolve knows run IDs only).
 
 One run, one name (`Variant.canonical`). A run is the settings its config reads (components.py: B2 never
 reads rho), so any spelling of the same settings names one run, and its name is the run ID that needs the
 fewest `--set` keys to reach them, ties to the one that reads the same settings most nearly, then RUNS
 order; a spelling whose settings are a run ID's *is* that run ID (B3 with M=500 is s1). So one run has one
-results folder, and a variant's base is the run ID it differs from in the fewest settings (base_of).
-M and b are in the paper's units; the profile scales them.
+results folder. M and b are in the paper's units; the profile scales them.
+
+What a run is compared with (`base_of`, the one rule uh aggregate, uh check and uh report read): a run ID's
+`RunSpec.base` (B3 for the ablations and sweeps; B0-B3 are compared with nothing); a variant's base, the run ID
+its name starts from, unless the researcher chose another with `--base` (uh run, uh sweep, uh report): then its
+ID ends in `+vs=RUN` (`r1+memory=closest_to_mean+vs=B3`), so the choice travels with the results.
 
 A variant is refused when it changes a setting that nothing in its run reads, when its readout needs what
 its memory does not keep (NME needs an exemplar of every seen class), and, under a profile, when a value
@@ -33,6 +41,7 @@ from uniform_herding.method import components, config
 from uniform_herding.method.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, images_per_class
 
 SEP = VARIANT_SEP
+PIN = "vs"  # a variant ID's last part `vs=RUN`: the run ID it is compared with, where chosen (--base)
 # The method settings --set may change; sizes belong to a profile, and the split is every run's.
 KEYS: tuple[str, ...] = (
     "memory", "selection", "loss", "kd_lambda", "kd_temperature", "head", "cos_scale", "cos_margin", "imprint",
@@ -51,7 +60,6 @@ RATES: dict[str, tuple[Callable[[float], bool], str]] = {
     "weight_decay": (lambda x: x >= 0, ">= 0"),
     "grad_clip": (lambda x: x > 0, "> 0 (a clip of 0 zeroes every gradient)"),
 }
-SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")
 
 
 def parse_value(key: str, text: str) -> Any:
@@ -138,28 +146,35 @@ def distance(run_id: str, cfg: Config) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Variant:
-    """A base run ID and the changes to its config (key -> value), none equal to the base's own value."""
+    """A base run ID and the changes to its config (key -> value), none equal to the base's own value; `vs`, the run
+    ID it is compared with where the researcher chose one (--base), else None (then it is compared with `base`)."""
 
     base: str
     changes: dict[str, Any]
+    vs: str | None = None
 
     def config(self, profile: str = "paper") -> Config:
         return dataclasses.replace(config.resolve(self.base, profile), **self.changes)
 
     @property
     def spelling(self) -> str:
-        """The ID as given: its base and its changes in sorted key order (not necessarily canonical)."""
-        return SEP.join([self.base, *(f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes))])
+        """The ID as given: its base, its changes in sorted key order, then `vs=RUN` (not necessarily canonical)."""
+        changes = [f"{k}={format_value(self.changes[k])}" for k in sorted(self.changes)]
+        return SEP.join([self.base, *changes, *([f"{PIN}={self.vs}"] if self.vs else [])])
+
+    def against(self, base: str) -> Variant:
+        """The same run written as changes to run ID `base`: the settings it reads where `base`'s differ."""
+        mine, own = self.config(), config.resolve(base)
+        return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
 
     def canonical(self) -> Variant:
         """The same run by its one name: the run ID nearest to it (`distance`) and the settings it reads where that
-        run ID's differ (B3+loss=icarl_bce is a1+loss=icarl_bce: icarl_bce reads no kd_lambda)."""
+        run ID's differ (B3+loss=icarl_bce is a1+loss=icarl_bce: icarl_bce reads no kd_lambda); `vs` kept where it
+        names another run ID than that one. A run ID is compared as RUNS says (`pin` refuses another choice)."""
         if not self.changes:
-            return self
-        mine = self.config()
-        base = min(RUNS, key=lambda run_id: distance(run_id, mine))
-        own = config.resolve(base)
-        return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
+            return Variant(self.base, {})
+        named = self.against(min(RUNS, key=lambda run_id: distance(run_id, self.config())))
+        return dataclasses.replace(named, vs=self.vs if self.vs != named.base else None)
 
     @property
     def run_id(self) -> str:
@@ -170,16 +185,24 @@ class Variant:
         return self.canonical().spelling
 
 
-def parse(name: str, sets: Iterable[str] = ()) -> Variant:
-    """A run ID or variant ID, plus KEY=VALUE changes, as a Variant (the IDs' changes and `sets` together)."""
+def split(name: str) -> tuple[str, list[str], str | None]:
+    """A run or variant ID's base, its KEY=VALUE texts and the run ID its `vs=RUN` part names (None without one)."""
     base, *parts = name.split(SEP)
     if base not in RUNS:
         raise ConfigError(f"unknown run ID {base!r}; known: {', '.join(RUNS)} (see `uh list`)")
-    texts = [*parts, *sets]
-    given = assignments(texts)
+    vs = parts.pop().partition("=")[2] if parts and parts[-1].startswith(f"{PIN}=") else None
+    if vs is not None and vs not in RUNS:
+        raise ConfigError(f"{name}: {PIN}={vs} names no run ID; a variant is compared with one of {', '.join(RUNS)}")
+    return base, parts, vs
+
+
+def parse(name: str, sets: Iterable[str] = ()) -> Variant:
+    """A run ID or variant ID, plus KEY=VALUE changes, as a Variant (the IDs' changes and `sets` together)."""
+    base, parts, vs = split(name)
+    given = assignments([*parts, *sets])
     own = config.resolve(base)
     changes = {k: v for k, v in ((k, parse_value(k, text)) for k, text in given.items()) if getattr(own, k) != v}
-    return Variant(base, changes)
+    return Variant(base, changes, vs)
 
 
 def is_variant(run_id: str) -> bool:
@@ -287,24 +310,43 @@ def check_id(run_id: str) -> None:
 
 
 def record(run_id: str) -> dict[str, Any]:
-    """What result.json records of a variant beside its config: {"variant": {base, changes}}; {} for a run ID."""
+    """What result.json records of a variant beside its config: {"variant": {base, changes[, vs]}}; {} for a run
+    ID."""
     if not is_variant(run_id):
         return {}
     v = parse(run_id)
-    return {"variant": {"base": v.base, "changes": dict(sorted(v.changes.items()))}}
+    return {"variant": {"base": v.base, "changes": dict(sorted(v.changes.items())), **({PIN: v.vs} if v.vs else {})}}
 
 
-def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None]) -> list[str]:
-    """Run IDs or variant IDs, each with `sets` applied, as canonical IDs in order, each once.
+def pin(run_id: str, base: str) -> str:
+    """The ID of run `run_id` compared with run ID `base` (--base): a variant's canonical ID, ending in `+vs=BASE`
+    where its name starts from another run ID. A run ID is compared as RUNS says: `base` may only be that, or itself."""
+    if base not in RUNS:
+        raise ConfigError(f"--base {base}: not a run ID; known: {', '.join(RUNS)} (see `uh list`)")
+    if is_variant(run_id):
+        return dataclasses.replace(parse(run_id), vs=base).run_id
+    if base not in (run_id, RUNS[run_id].base):
+        compared = f"compared with {RUNS[run_id].base}" if RUNS[run_id].base else "compared with no run"
+        raise ConfigError(f"--base {base}: {run_id} is a run ID, {compared} (uh list); --base chooses what a variant "
+                          "(--set) is compared with")  # fmt: skip
+    return run_id
+
+
+def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None], base: str | None = None
+              ) -> list[str]:  # fmt: skip
+    """Run IDs or variant IDs, each with `sets` applied and compared with `base` where given (--base), as canonical
+    IDs in order, each once.
 
     Says what it canonicalised, one line each: a change equal to the base's own value, a variant that is a run
-    ID, a spelling of a run whose name is another (Variant.canonical).
+    ID, a spelling of a run whose name is another (Variant.canonical), a variant named for its --base (pin).
     """
     sets = list(sets)
     out = []
     for name in names:
         variant = parse(name, sets)
-        asked = assignments([*name.split(SEP)[1:], *sets])
+        if base and variant.vs not in (None, base):
+            raise ConfigError(f"{name} is compared with {variant.vs}, and --base asks for {base}: give one of them")
+        asked = assignments([*split(name)[1], *sets])
         for key in sorted(asked.keys() - variant.changes.keys()):
             echo(f"{key}={asked[key]} is {variant.base}'s own value: dropped")
         run_id = variant.run_id
@@ -314,21 +356,25 @@ def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], N
         elif run_id != variant.spelling:
             echo(f"{variant.spelling} is {run_id} (the same run, named from the run ID it needs the fewest --set keys "
                  f"from): running it as {run_id}")  # fmt: skip
+        if base and (pinned := pin(run_id, base)) != run_id:
+            echo(f"{run_id} is compared with {base} (--base): running it as {pinned}")
+            run_id = pinned
         out.append(run_id)
     return list(dict.fromkeys(out))
 
 
 def run_name(run_id: str, profile: str = "paper") -> str:
-    """The label of a run ID (config.run_name: with the sizes `profile` uses) or of a variant: its base's label
-    and its changes ("Uniform Herding, rho=5")."""
+    """The label of a run ID (config.run_name: with the sizes `profile` uses) or of a variant: the label of the run
+    it is compared with and its changes to it ("Uniform Herding, rho=5")."""
     if not is_variant(run_id):
         return config.run_name(run_id, profile)
     return f"{config.run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
 
 
 def describe(run_id: str, profile: str = "paper") -> str:
-    """A variant's changes for people: `rho=5`, and the sizes M and b give under `profile` (`M=1000 (25 items)`)."""
-    v, cfg = parse(run_id).canonical(), resolve(run_id, profile)
+    """A variant's changes to the run it is compared with (base_of), for people: `rho=5`, and the sizes M and b give
+    under `profile` (`M=1000 (25 items)`)."""
+    v, cfg = parse(run_id).against(base_of(run_id)), resolve(run_id, profile)
     parts = []
     for key in sorted(v.changes):
         text = f"{key}={format_value(v.changes[key])}"
@@ -342,48 +388,11 @@ def sort_key(run_id: str) -> tuple[int, str]:
     return (list(RUNS).index(run_id), "") if run_id in RUNS else (len(RUNS), run_id)
 
 
-def base_of(run_id: str) -> str:
-    """The run ID a variant is compared with: the one it differs from in the fewest settings (Variant.canonical)."""
-    return parse(run_id).canonical().base if is_variant(run_id) else run_id
-
-
-@dataclass(frozen=True)
-class SweepLine:
-    """Results that differ in `key` alone: one line of a sweep figure."""
-
-    key: str
-    context: str  # the ID of the line's other settings (B3, B3+M=1000)
-    points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
-    base: str  # the run ID the line's variants change
-    base_value: Any  # the base's own value of `key`: the paper's setting when the base is a paper run
-
-
-def value_order(key: str, value: Any) -> Any:
-    """Sort key of a value of `key`: a Literal's values in their declared order, others as they compare."""
-    names = choices(key)
-    return names.index(value) if names else value
-
-
-def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[str, list[SweepLine]]:
-    """Per key, the groups of `run_ids` that differ in that key alone: at least `least` values, a variant among them.
-
-    Grouped by config, not by name: a sweep of M over 500, 1000, 2000, 4000 is s1, B3+M=1000, B3 and s2.
-    """
-    ids = sorted(set(run_ids), key=sort_key)
-    configs = {r: dataclasses.asdict(resolve(r, profile)) for r in ids}
-    out: dict[str, list[SweepLine]] = {}
-    for key in KEYS:
-        groups: dict[tuple, dict[Any, str]] = {}
-        for r in ids:
-            rest = tuple((k, v) for k, v in configs[r].items() if k != key)
-            groups.setdefault(rest, {}).setdefault(configs[r][key], r)
-        for members in groups.values():
-            variant = next((r for r in members.values() if is_variant(r)), None)
-            if len(members) < least or variant is None:
-                continue
-            v = parse(variant)
-            context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
-            points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
-            base_value = getattr(config.resolve(v.base), key)
-            out.setdefault(key, []).append(SweepLine(key, context, points, v.base, base_value))
-    return out
+def base_of(run_id: str) -> str | None:
+    """What a run is compared with, the one rule uh aggregate, uh check and uh report read: a run ID's RunSpec.base
+    (B3 for a1-a4 and s1-s4, r1-r3 their own, None for B0-B3); a variant's choice (`vs=`, --base), else the run ID
+    its name starts from, the one it differs from in the fewest settings (Variant.canonical)."""
+    if not is_variant(run_id):
+        return RUNS[run_id].base
+    v = parse(run_id).canonical()
+    return v.vs or v.base

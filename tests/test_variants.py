@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -17,15 +18,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from uniform_herding import variants
 from uniform_herding.cli import main
-from uniform_herding.method import config, variants
+from uniform_herding.method import config
 from uniform_herding.method.components import CHOICES, POLICIES
 from uniform_herding.method.config import RUNS, SIZE_FIELDS, Config, RunSpec
-from uniform_herding.method.variants import KEYS, SAFE, SPLIT_FIELDS, format_value, parse, parse_value, resolve
 from uniform_herding.runs.results import result_path
 from uniform_herding.runs.run import run_seed
+from uniform_herding.variants import KEYS, SPLIT_FIELDS, format_value, parse, parse_value, resolve
 
 SEED = 1993
+SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")  # folder names on every filesystem, shell words without quoting
 
 
 def uh(*args: str) -> Result:
@@ -166,9 +169,10 @@ def test_what_a_run_reads_decides_which_variants_run():
     assert resolve("B3+memory=static+readout=head", "smoke").memory == "static"  # B3's rho is no change
     assert resolve("B1+memory=uniform_herding+rho=5", "smoke").rho == 5  # read once memory reads it
     for run_id, spec in RUNS.items():
-        cfg, base = config.resolve(run_id, "smoke"), config.resolve(spec.base, "smoke")
+        reference = spec.base or "B3"  # B0-B3 are compared with no run; their changes are to B3's defaults
+        cfg, base = config.resolve(run_id, "smoke"), config.resolve(reference, "smoke")
         changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
-        variants.check(run_id, spec.base, cfg, changed, "smoke")  # no run ID changes what it does not read
+        variants.check(run_id, reference, cfg, changed, "smoke")  # no run ID changes what it does not read
 
 
 @pytest.mark.parametrize(
@@ -296,3 +300,103 @@ def test_ids_in_results_are_canonical(finished_result, tmp_path):
     (tmp_path / "bad" / "B3+M=500" / f"seed-{SEED}" / "result.json").write_text(json.dumps(body))
     res = uh("aggregate", "--results-dir", str(tmp_path / "bad"))
     assert res.exit_code == 2 and "'B3+M=500' is not a canonical ID: the same run is 's1'" in res.output, res.output
+
+
+# --- what a run is compared with (base_of), and --base -----------------------------------------------------
+
+
+def test_base_of_is_the_one_rule_for_what_every_run_is_compared_with():
+    """A run ID: its RunSpec.base (B3 for the ablations and sweeps, r3 against B1, none for B0-B3); a variant: the run
+    ID its name starts from, or the one its `+vs=` names (uh run --base)."""
+    ablations_and_sweeps = dict.fromkeys(["a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"], "B3")
+    assert {r: variants.base_of(r) for r in RUNS} == {
+        "B0": None, "B1": None, "B2": None, "B3": None, **ablations_and_sweeps, "r1": "B3", "r2": "B3", "r3": "B1"}
+    assert variants.base_of("r1+memory=closest_to_mean") == "r1"
+    assert variants.base_of("r1+memory=closest_to_mean+vs=B3") == "B3"
+
+
+@pytest.mark.parametrize(
+    ("run_id", "base", "pinned"),
+    [("r1+memory=closest_to_mean", "B3", "r1+memory=closest_to_mean+vs=B3"),
+     ("r1+memory=closest_to_mean+vs=B3", "r1", "r1+memory=closest_to_mean"),  # its own base: no `vs`, one name
+     ("B3+rho=5", "B3", "B3+rho=5"), ("B3+rho=5", "a4", "B3+rho=5+vs=a4"),
+     ("a1", "B3", "a1"), ("B3", "B3", "B3")],  # a run ID keeps its own base
+)  # fmt: skip
+def test_pin_writes_the_chosen_base_into_the_variants_id(run_id, base, pinned):
+    assert variants.pin(run_id, base) == pinned
+    variants.check_id(pinned)  # a canonical ID: what a results folder and a CSV row may name
+    assert variants.base_of(pinned) == (base if variants.is_variant(pinned) else RUNS[pinned].base)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "words"),
+    [("B3+rho=5+vs=B3", "is not a canonical ID: the same run is 'B3+rho=5'"),
+     ("s1+vs=B1", "is not a canonical ID: the same run is 's1'"), ("B3+rho=5+vs=X9", "vs=X9 names no run ID")],
+)  # fmt: skip
+def test_an_id_whose_vs_changes_nothing_or_names_no_run_is_refused(run_id, words):
+    with pytest.raises(config.ConfigError, match=re.escape(words)):
+        variants.check_id(run_id)
+
+
+def test_base_names_the_run_a_variant_is_compared_with_and_its_folder(finished_result, no_training, tmp_path):
+    """The issue's case: B3 with closest-to-mean selection is named from r1 (one setting away) and compared with it,
+    a run beyond the paper; --base B3 compares it with B3 instead, and the ID says so (its own folder, found done)."""
+    path = finished_result(tmp_path, "r1+memory=closest_to_mean+vs=B3", SEED)
+    res = uh("run", "B3", "--set", "memory=closest_to_mean", "--base", "B3", "--seed", str(SEED), "--profile", "smoke",
+             "--results-dir", str(tmp_path))  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines() == [
+        "B3+memory=closest_to_mean is r1+memory=closest_to_mean (the same run, named from the run ID it needs the "
+        "fewest --set keys from): running it as r1+memory=closest_to_mean",
+        "r1+memory=closest_to_mean is compared with B3 (--base): running it as r1+memory=closest_to_mean+vs=B3",
+        f"r1+memory=closest_to_mean+vs=B3 seed {SEED}: done already ({path}); --force reruns it",
+    ], res.output
+    assert json.loads(path.read_text())["variant"] == {"base": "r1", "changes": {"memory": "closest_to_mean"},
+                                                       "vs": "B3"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["a1", "--base", "B1"], "--base B1: a1 is a run ID, compared with B3 (uh list)"),
+     (["B0", "--base", "B3"], "--base B3: B0 is a run ID, compared with no run"),
+     (["B3", "--set", "rho=5", "--base", "X9"], "--base X9: not a run ID"),
+     (["B3+rho=5+vs=a4", "--base", "a1"], "B3+rho=5+vs=a4 is compared with a4, and --base asks for a1")],
+)  # fmt: skip
+def test_a_base_that_cannot_be_is_one_line_and_writes_nothing(args, words, no_training, tmp_path):
+    res = uh("run", *args, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
+    assert res.exit_code == 2 and words in only_line(res)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_with_base_compares_every_point_with_it(tmp_path):
+    """An M sweep of B3 with closest-to-mean selection is named from three run IDs (s1, r1, s2); --base B3 compares
+    each with B3."""
+    args = ["sweep", "B3+memory=closest_to_mean", "M=500,2000,4000", "--profile", "smoke", "--dry-run",
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    assert [line.split()[1] for line in uh(*args).output.splitlines()[2:5]] == [
+        "s1+memory=closest_to_mean", "r1+memory=closest_to_mean", "s2+memory=closest_to_mean"]
+    res = uh(*args, "--base", "B3")
+    points = [line.split()[1] for line in res.output.splitlines()[2:5]]
+    assert res.exit_code == 0 and points == [f"{p}+vs=B3" for p in ("s1+memory=closest_to_mean",
+                                                                    "r1+memory=closest_to_mean",
+                                                                    "s2+memory=closest_to_mean")], res.output
+
+
+def test_a_variant_run_with_base_b3_is_compared_with_b3_in_uh_check_and_the_report(finished_result, tmp_path):
+    """`uh run B3 --set memory=closest_to_mean --base B3`'s results: uh check measures it against B3, the report's
+    variants table pairs it with B3; `uh report --base B3` does the same for the variant run without --base."""
+    from uniform_herding.report.summary import write_report
+
+    for seed, acc in ((1993, 50.0), (2023, 52.0)):
+        finished_result(tmp_path / "pinned", "B3", seed, acc)
+        finished_result(tmp_path / "pinned", "r1+memory=closest_to_mean+vs=B3", seed, acc - 3.0)
+        finished_result(tmp_path / "plain", "B3", seed, acc)
+        finished_result(tmp_path / "plain", "r1+memory=closest_to_mean", seed, acc - 3.0)
+    res = uh("check", "--results-dir", str(tmp_path / "pinned"), "--json-out", str(tmp_path / "check.json"))
+    (variant,) = json.loads((tmp_path / "check.json").read_text())["variants"]
+    assert variant["statement"] == "r1+memory=closest_to_mean+vs=B3 against B3 (memory=closest_to_mean)", res.output
+    assert variant["evidence"][0].startswith("r1+memory=closest_to_mean+vs=B3 - B3 acc: 1993 -3.00, 2023 -3.00")
+    for folder, base in (("pinned", None), ("plain", "B3")):
+        write_report(tmp_path / folder, tmp_path / folder / "report", echo=lambda _: None, base=base)
+        table = (tmp_path / folder / "report" / "tables" / "variants.md").read_text()
+        assert "| r1+memory=closest_to_mean+vs=B3 | B3 | memory=closest_to_mean |" in table, table
+        assert "-3.00" in table
