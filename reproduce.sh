@@ -35,7 +35,8 @@ Targets:
             the results' check_report.json names a next_step (the paper runs still missing, or the
             claims' next look), its run IDs on its pre-registered seeds, then check again; it stops
             when next_step is empty (the verdict is decided, or the registered seeds are spent),
-            then reports and exits with check's status
+            then reports and exits with check's status; it refuses a next_step it ran before, and
+            more steps than the procedure's looks + 1
   check     compare the results with expected_results/ (verdicts per run ID and claim; exit 0
             RESULTS REPLICATED, 1 NOT REPLICATED, 2 bad input, 3 INCOMPLETE and 4 UNDECIDED:
             ./reproduce.sh next, 5 INCONCLUSIVE, 6 EXPECTED SET MATCHED: an expected set other
@@ -66,6 +67,9 @@ Options:
   --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
                        (default: \$UH_JOBS)
   -h, --help           this help
+
+SIGTERM or SIGINT (a scheduler, timeout, kill, Ctrl-C) is passed to the running uh, which keeps
+every finished run and task; the script then says how to go on and exits with 128 + the signal.
 
 Outside the container the first call creates ./.venv and installs the pinned project into it.
 Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the venv.
@@ -229,15 +233,47 @@ doctor_args=()
 [[ -z "$device" ]] || doctor_args+=(--device "$device")
 [[ -z "$jobs" ]] || doctor_args+=(--jobs "$jobs")
 
-run_uh() {
-    log "+ uh $*"
-    "$UH" "$@"
+# What to do after an interruption: uh run keeps finished runs and resumes an interrupted one.
+resume_hint() {
+    local how="run the same command again"
+    [[ "$target" != next && ("$target" != all || "$paper_runs_only" == 1) ]] || how="./reproduce.sh next goes on"
+    printf 'finished runs are kept and an interrupted run resumes from its last finished task: %s' "$how"
 }
 
-# Exit at once when uh was stopped by SIGINT or SIGTERM (Ctrl-C, `docker stop`: 128 + signal). $2: what ran.
+# SIGTERM and SIGINT reach the running child (uh, pytest) through this script: a scheduler, `timeout` or
+# `kill PID` signal the script alone, and a child it did not stop would train on, orphaned. The child runs
+# in the background so that a signal interrupts `wait`; `trap - INT` undoes the SIGINT that bash ignores in
+# background commands.
+child=""
+in_child() {
+    (trap - INT; exec "$@") &
+    child=$!
+    local status=0
+    wait "$child" || status=$?
+    child=""
+    return "$status"
+}
+
+on_signal() {  # $1: TERM or INT, $2: its number
+    if [[ -n "$child" ]]; then
+        kill -s "$1" "$child" 2>/dev/null || true
+        wait "$child" || true  # it writes what it finished before it exits
+    fi
+    log "stopped by SIG$1 (exit $((128 + $2))); $(resume_hint)"
+    exit $((128 + $2))
+}
+trap 'on_signal TERM 15' TERM
+trap 'on_signal INT 2' INT
+
+run_uh() {
+    log "+ uh $*"
+    in_child "$UH" "$@"
+}
+
+# Exit at once when uh was stopped by SIGINT or SIGTERM sent to it alone (128 + signal). $2: what ran.
 stop_if_interrupted() {
     if [[ $1 -eq 130 || $1 -eq 143 ]]; then
-        log "$2 interrupted (exit $1); its last finished task is kept, re-run to resume"
+        log "$2 interrupted (exit $1); $(resume_hint)"
         exit "$1"
     fi
 }
@@ -262,8 +298,9 @@ check_and_report() {
     report_after "$rc"
 }
 
-# Three lines from check_report.json, if the check that just exited $1 wrote it: next_step's run IDs, next_step's
-# seeds (both empty when next_step is {}), and the verdict, last as it is never empty ($(...) drops empty lines last).
+# Four lines from check_report.json, if the check that just exited $1 wrote it: next_step's run IDs, next_step's
+# seeds (both empty when next_step is {}), the procedure's number of looks (0 without one), and the verdict, last
+# as it is never empty ($(...) drops empty lines last).
 read_check_report() {
     "$python" - "$CHECK_REPORT" "$1" <<'EOF'
 import json, sys
@@ -277,28 +314,36 @@ if report.get("exit_code") != int(sys.argv[2]):  # an older check's report: this
 step = report.get("next_step") or {}
 print(*step.get("run_ids", []))
 print(*step.get("seeds", []))
+print(len((report.get("procedure") or {}).get("looks", [])))
 print(report.get("verdict") or "?")
 EOF
 }
 
 # The procedure (`next`, and `all` after its runs): check; while check says INCOMPLETE (3) or UNDECIDED (4) and
 # names a next_step, run its run IDs on its seeds and check again; then report. Exits with check's status
-# (report's where check passed and report failed), after a line with the verdict.
+# (report's where check passed and report failed), after a line with the verdict. A step asked for again (those
+# runs did not move the verdict), or more steps than the procedure's looks + 1, stop it in one line.
 follow_procedure() {
-    local rc status state verdict ids seeds seed step last="" step_args
+    local rc status state verdict ids seeds seed step done_step ran=() looks step_args
     [[ "${executor:-${UH_EXECUTOR:-}}" != slurm ]] || run_args+=(--wait)  # check needs the results
     while true; do
         rc=0
         run_uh check ${check_args[@]+"${check_args[@]}"} || rc=$?
         state=$(read_check_report "$rc")
-        { read -r -a ids; read -r -a seeds; read -r verdict; } <<<"$state"
+        { read -r -a ids; read -r -a seeds; read -r looks; read -r verdict; } <<<"$state"
         [[ ($rc -eq 3 || $rc -eq 4) && ${#ids[@]} -gt 0 ]] || break
         step="${ids[*]} on seeds ${seeds[*]}"
-        if [[ "$step" == "$last" ]]; then
-            log "next_step asks again for $step, which just ran and left the verdict as it was; stopping: see uh check's output above and uh status"
+        for done_step in ${ran[@]+"${ran[@]}"}; do
+            if [[ "$step" == "$done_step" ]]; then
+                log "next_step asks again for $step, which ran before and did not move the verdict; stopping: see uh check's output above and uh status"
+                exit 1
+            fi
+        done
+        if [[ ${#ran[@]} -gt $looks ]]; then
+            log "next_step asks for $step after ${#ran[@]} steps, the most its procedure can need (its $looks looks + 1); stopping: see uh check's output above and uh status"
             exit 1
         fi
-        last=$step
+        ran+=("$step")
         step_args=()
         for seed in ${seeds[@]+"${seeds[@]}"}; do step_args+=(--seed "$seed"); done
         log "check exited $rc; its next_step: $step"
@@ -379,7 +424,7 @@ case "$target" in
             exit 1
         fi
         log "+ $python -m pytest -q"
-        "$python" -m pytest -q
+        in_child "$python" -m pytest -q
         ;;
     *) run_uh run "$target" ${run_args[@]+"${run_args[@]}"} ;;
 esac

@@ -13,13 +13,16 @@ it cannot (not root, no git checkout).
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -421,8 +424,11 @@ FAKE_UH = """\
 # A stand-in for `uh`: logs its argv as one JSON line; fails for `run $FAKE_UH_FAIL` and for the
 # command named in $FAKE_UH_FAIL_COMMAND, with exit status $FAKE_UH_STATUS (default 3). With
 # $FAKE_UH_CHECKS (a JSON list of [exit code, next_step]), its n-th `check` writes the n-th verdict to
-# <results-dir>/check_report.json as `uh check` does and exits with its code (99 past the list's end).
-import json, os, sys
+# <results-dir>/check_report.json as `uh check` does, with a procedure of the looks $FAKE_UH_LOOKS
+# (default the paper's four), and exits with its code (99 past the list's end). With $FAKE_UH_SLEEP (a
+# file), `run` and `doctor` write their pid there and sleep: `run` ends on SIGTERM or SIGINT as uh run does,
+# after adding the signal's name; `doctor` keeps Python's own handlers, as uh doctor does.
+import json, os, signal, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_UH_LOG"], "a+") as log:
     log.seek(0)
@@ -435,13 +441,27 @@ if args[:1] == ["check"] and scripted:
         sys.exit(99)
     code, step = verdicts[checks_before]
     word = {{0: "RESULTS REPLICATED", 1: "NOT REPLICATED", 3: "INCOMPLETE", 4: "UNDECIDED", 6: "EXPECTED SET MATCHED"}}
-    report = {{"verdict": f"{{word[code]}} (look {{checks_before + 1}})", "next_step": step, "exit_code": code}}
+    looks = json.loads(os.environ.get("FAKE_UH_LOOKS", "[3, 6, 10, 20]"))
+    procedure = {{"seeds": list(range(looks[-1])), "looks": looks, "alpha": [0.05 / len(looks)] * len(looks)}}
+    report = {{"verdict": f"{{word[code]}} (look {{checks_before + 1}})", "next_step": step, "exit_code": code,
+              "procedure": procedure}}
     with open(os.path.join(args[args.index("--results-dir") + 1], "check_report.json"), "w") as out:
         json.dump(report, out)
     sys.exit(code)
 fail_run, fail_command = os.environ.get("FAKE_UH_FAIL"), os.environ.get("FAKE_UH_FAIL_COMMAND")
 if args[:2] == ["run", fail_run] or args[:1] == [fail_command]:
     sys.exit(int(os.environ.get("FAKE_UH_STATUS", "3")))
+if args[:1] in (["run"], ["doctor"]) and os.environ.get("FAKE_UH_SLEEP"):
+    def stop(signum, frame):
+        with open(os.environ["FAKE_UH_SLEEP"], "a") as marker:
+            marker.write(" " + signal.Signals(signum).name)
+        sys.exit(128 + signum)
+    if args[0] == "run":
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    with open(os.environ["FAKE_UH_SLEEP"], "w") as marker:
+        marker.write(str(os.getpid()))
+    time.sleep(60)
 """
 
 
@@ -459,26 +479,29 @@ def step_run(run_ids: str, seeds: str, *more: str) -> list[str]:
     return ["run", *run_ids.split(), *(a for s in seeds.split() for a in ("--seed", s)), *more]
 
 
-@pytest.fixture
-def reproduce(tmp_path):
-    """Run reproduce.sh with a fake uh; returns (result, the list of uh argv's)."""
+def fake_uh(tmp_path: Path, in_container: bool = False, **env: str) -> dict[str, str]:
+    """The environment in which reproduce.sh calls a fake uh (FAKE_UH) that logs to tmp_path/uh.log, emptied."""
     fake = tmp_path / "uh"
     fake.write_text(FAKE_UH.format(python=sys.executable))
     fake.chmod(0o755)
-    log = tmp_path / "uh.log"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("UH", "FAKE_UH"))}
+    if in_container:  # as in the image: no UH, `uh` found on PATH
+        environ.update(UH_IN_CONTAINER="1", PATH=f"{tmp_path}{os.pathsep}{environ['PATH']}")
+    else:
+        environ["UH"] = str(fake)
+    (tmp_path / "uh.log").write_text("")
+    return {**environ, "FAKE_UH_LOG": str(tmp_path / "uh.log"), **env}
+
+
+@pytest.fixture
+def reproduce(tmp_path):
+    """Run reproduce.sh with a fake uh, standard input not a terminal; returns (result, the list of uh argv's)."""
 
     def run(*args: str, in_container: bool = False, cwd: Path | None = None, **env: str):
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("UH", "FAKE_UH"))}
-        if in_container:  # as in the image: no UH, `uh` found on PATH
-            environ.update(UH_IN_CONTAINER="1", PATH=f"{tmp_path}{os.pathsep}{environ['PATH']}")
-        else:
-            environ["UH"] = str(fake)
-        environ.update(FAKE_UH_LOG=str(log), **env)
-        log.write_text("")
-        result = subprocess.run(
-            [str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60, cwd=cwd
-        )
-        return result, [json.loads(line) for line in log.read_text().splitlines()]
+        environ = fake_uh(tmp_path, in_container, **env)
+        result = subprocess.run([str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60,
+                                cwd=cwd, stdin=subprocess.DEVNULL)  # fmt: skip
+        return result, [json.loads(line) for line in (tmp_path / "uh.log").read_text().splitlines()]
 
     return run
 
@@ -590,6 +613,71 @@ def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, t
                      ["check", "--results-dir", results]]  # fmt: skip
     last = result.stderr.strip().splitlines()[-1]
     assert "again" in last and "B1 B3" in last and "1 2 3" in last
+
+
+def test_next_refuses_a_next_step_it_ran_before_not_only_the_last(reproduce, tmp_path):
+    """Issue 45.4: a next_step alternating X, Y, X, Y ran look after look (only the step just run was compared);
+    any step run before now stops it, exit 1, naming it."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    x, y = (4, step("B1 B3", "1 2 3")), (4, step("B3 a4", "4 5 6"))
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(x, y, x, y, x, y, (0, {})))
+    assert result.returncode == 1, result.stderr
+    check = ["check", "--results-dir", results]
+    assert calls == [check, step_run("B1 B3", "1 2 3", "--results-dir", results), check,
+                     step_run("B3 a4", "4 5 6", "--results-dir", results), check]  # fmt: skip
+    last = result.stderr.strip().splitlines()[-1]
+    assert "asks again for B1 B3 on seeds 1 2 3, which ran before" in last
+
+
+def test_next_stops_after_the_procedures_looks_plus_one_steps(reproduce, tmp_path):
+    """Issue 45.4: every step new, yet no more than looks + 1 of them (the procedure of check_report.json has
+    two looks here: three steps run, the fourth is refused in one line)."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    steps = [(4, step("B3", seed)) for seed in ("1", "2", "3", "4", "5")]
+    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(*steps, (0, {})),
+                              FAKE_UH_LOOKS="[3, 6]")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert [c for c in calls if c[0] == "run"] == [step_run("B3", s, "--results-dir", results) for s in "123"]
+    assert calls[-1][0] == "check"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "reproduce.sh: next_step asks for B3 on seeds 4 after 3 steps, the most its procedure can need (its 2 "
+        "looks + 1); stopping: see uh check's output above and uh status")
+
+
+@pytest.mark.parametrize(("target", "signum", "how"), [
+    ("next", signal.SIGTERM, "./reproduce.sh next goes on"),
+    ("next", signal.SIGINT, "./reproduce.sh next goes on"),
+    ("doctor", signal.SIGINT, "run the same command again"),  # a uh that keeps Python's SIGINT, which bash ignores
+])  # fmt: skip
+def test_a_signal_to_the_script_reaches_the_running_uh_and_says_how_to_go_on(tmp_path, target, signum, how):
+    """Issue 45.4: SIGTERM to reproduce.sh alone (a scheduler, `timeout`, `kill PID`) ended bash at once and left
+    `uh run` training, orphaned. Now the signal reaches uh, the script waits for it to end, says how to go on
+    and exits with 128 + the signal."""
+    results, marker = tmp_path / "r", tmp_path / "uh.pid"
+    results.mkdir()
+    env = fake_uh(tmp_path, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))), FAKE_UH_SLEEP=str(marker))
+    script = subprocess.Popen([str(REPRODUCE), target, "--results-dir", str(results)], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        uh = int(marker.read_text())
+        script.send_signal(signum)
+        _, stderr = script.communicate(timeout=30)
+        with pytest.raises(ProcessLookupError):  # it ended, and the script waited for it
+            os.kill(uh, 0)
+    finally:
+        script.kill()
+        with contextlib.suppress(ProcessLookupError, NameError):
+            os.kill(uh, signal.SIGKILL)  # the old script left it running
+    assert marker.read_text().split()[1:] == ([signum.name] if target == "next" else [])  # uh run's handler: once
+    assert script.returncode == 128 + signum
+    assert stderr.strip().splitlines()[-1] == (
+        f"reproduce.sh: stopped by {signum.name} (exit {128 + signum}); finished runs are kept and an interrupted "
+        f"run resumes from its last finished task: {how}")
 
 
 @pytest.mark.parametrize(("status", "code"), [("3", 1), ("130", 130)])
