@@ -21,10 +21,12 @@ Targets:
             the GPU, the archive, disk; a self-test of the fp16 GPU path against Lightning's stock
             path; a timed step and the estimated hours of every run ID (uh doctor)
   RUN_ID    one run ID, every seed: ${RUN_IDS[*]}; beyond the paper: ${BEYOND_PAPER_IDS[*]}
-  all       the paper's twelve run IDs in turn (finished runs are skipped; a failed run does not
-            stop the others and is reported at the end, after check and report), then the procedure
-            to a decided verdict, as 'next'. With --paper-runs-only, or seeds of your own (--seeds),
-            it checks and reports once after the twelve
+  all       first its price (uh price: runs and hours of the 36 runs and of the whole procedure)
+            and a question (y/N; --yes answers it); refused at once where this machine cannot
+            train the profile. Then the paper's twelve run IDs in turn (finished runs are skipped; a
+            failed run does not stop the others and is reported at the end, after check and report),
+            then the procedure to a decided verdict, as 'next'. With --paper-runs-only, or seeds of
+            your own (--seeds), it checks and reports once after the twelve
   refresh   beyond the paper: the refresh-isolation study, ${REFRESH_IDS[*]} (r1-r3 and the
             runs they are compared with), in turn as 'all' does, then check and report
   smoke     the kick-the-tires run: the paper's twelve run IDs under the tiny synthetic 'smoke'
@@ -58,6 +60,8 @@ Options:
   --force              run again even if a result exists
   --paper-runs-only    all: stop after the paper's 36 runs (check and report once); ./reproduce.sh
                        next goes on from there
+  --yes                all: start without asking, after the price (needed where standard input is
+                       not a terminal)
   --executor E         local: every (run ID, seed) as a submitit job on this machine, one per
                        visible GPU (one per CPU core without one); slurm: all of them as one
                        Slurm job array, then follow with 'uh status'; when it is done, run
@@ -79,7 +83,7 @@ Examples:
   ./reproduce.sh B3 --seeds "1993 2023"
   ./reproduce.sh all --jobs 3
   ./reproduce.sh all --executor slurm
-  ./reproduce.sh all
+  ./reproduce.sh all --yes
   ./reproduce.sh refresh
 EOF
 }
@@ -108,6 +112,7 @@ data_dir=""
 results_dir=""
 force=0
 paper_runs_only=0
+yes=0
 jobs=""
 executor=""
 device=""
@@ -129,6 +134,7 @@ while [[ $# -gt 0 ]]; do
         --results-dir=*) results_dir=${1#*=}; shift ;;
         --force) force=1; shift ;;
         --paper-runs-only) paper_runs_only=1; shift ;;
+        --yes) yes=1; shift ;;
         --jobs) need_value "$@"; jobs=$2; shift 2 ;;
         --jobs=*) jobs=${1#*=}; shift ;;
         --executor) need_value "$@"; executor=$2; shift 2 ;;
@@ -159,6 +165,7 @@ done
     usage_error "--device '$device' is not auto, cuda or cpu"
 [[ "$target" != next || ${#seeds[@]} -eq 0 ]] || usage_error "next takes its seeds from the procedure, not --seed"
 [[ "$paper_runs_only" == 0 || "$target" == all ]] || usage_error "--paper-runs-only goes with the target all"
+[[ "$yes" == 0 || "$target" == all ]] || usage_error "--yes goes with the target all"
 # The procedure runs the registered seeds: `all` on seeds of one's own checks once (./reproduce.sh next goes on).
 [[ "$target" != all || ${#seeds[@]} -eq 0 ]] || paper_runs_only=1
 if [[ "$target" == smoke ]]; then
@@ -226,6 +233,13 @@ report_args=()
 [[ -z "$results_dir" ]] || report_args+=(--results-dir "$results_dir")
 readonly CHECK_REPORT=${results_dir:-$REPO_DIR/results}/check_report.json  # what uh check writes
 
+price_args=()
+for seed in ${seeds[@]+"${seeds[@]}"}; do price_args+=(--seed "$seed"); done
+[[ -z "$profile" ]] || price_args+=(--profile "$profile")
+[[ -z "$results_dir" ]] || price_args+=(--results-dir "$results_dir")
+[[ -z "$device" ]] || price_args+=(--device "$device")
+[[ -z "$executor" ]] || price_args+=(--executor "$executor")
+
 doctor_args=()
 [[ -z "$profile" ]] || doctor_args+=(--profile "$profile")
 [[ -z "$data_dir" ]] || doctor_args+=(--data-dir "$data_dir")
@@ -276,6 +290,20 @@ stop_if_interrupted() {
         log "$2 interrupted (exit $1); $(resume_hint)"
         exit "$1"
     fi
+}
+
+# `all`: its price, then a yes before the first run (asked on a terminal; --yes for scripts). uh price also
+# refuses, once, a machine that cannot train the profile, where each of the twelve uh run would refuse it.
+agree_to_price() {
+    local answer=""
+    run_uh price ${price_args[@]+"${price_args[@]}"} || exit $?
+    [[ "$yes" == 0 ]] || return 0
+    if [[ ! -t 0 ]]; then
+        log "standard input is not a terminal, so no one can answer: pass --yes to start these runs"
+        exit 2
+    fi
+    read -r -p "Start these runs? [y/N] " answer || true
+    [[ "$answer" == [yY]* ]] || { log "nothing was run"; exit 1; }
 }
 
 # report after a check that exited $1: returns $1, or report's status where check passed and report failed.
@@ -403,6 +431,7 @@ run_each() {
 # --- targets -----------------------------------------------------------------------------------------
 case "$target" in
     all)
+        agree_to_price
         then=procedure
         [[ "$paper_runs_only" == 0 ]] || then=check
         run_each all "$then" "${RUN_IDS[@]}"

@@ -17,6 +17,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -427,13 +428,16 @@ FAKE_UH = """\
 # <results-dir>/check_report.json as `uh check` does, with a procedure of the looks $FAKE_UH_LOOKS
 # (default the paper's four), and exits with its code (99 past the list's end). With $FAKE_UH_SLEEP (a
 # file), `run` and `doctor` write their pid there and sleep: `run` ends on SIGTERM or SIGINT as uh run does,
-# after adding the signal's name; `doctor` keeps Python's own handlers, as uh doctor does.
+# after adding the signal's name; `doctor` keeps Python's own handlers, as uh doctor does. The command
+# named in $FAKE_UH_REAL runs the real uh.
 import json, os, signal, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_UH_LOG"], "a+") as log:
     log.seek(0)
     checks_before = sum(json.loads(line)[:1] == ["check"] for line in log)
     log.write(json.dumps(args) + "\\n")
+if args[:1] == [os.environ.get("FAKE_UH_REAL")]:
+    os.execv(sys.executable, [sys.executable, "-m", "uniform_herding", *args])
 scripted = os.environ.get("FAKE_UH_CHECKS")
 if args[:1] == ["check"] and scripted:
     verdicts = json.loads(scripted)
@@ -507,26 +511,87 @@ def reproduce(tmp_path):
 
 
 def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
-    result, calls = reproduce("all", FAKE_UH_FAIL="a2")
+    result, calls = reproduce("all", "--yes", FAKE_UH_FAIL="a2")
     assert result.returncode != 0
-    assert calls == [["run", run_id] for run_id in PAPER_RUNS] + [["check"], ["report"]]
+    assert calls == [["price"]] + [["run", run_id] for run_id in PAPER_RUNS] + [["check"], ["report"]]
     last = result.stderr.strip().splitlines()[-1]
     assert "FAILED" in last and "a2" in last and "B3" not in last
+
+
+def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_terminal(reproduce, tmp_path):
+    """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on the T4, the whole procedure and
+    its most) before any run; where standard input is not a terminal it refuses without --yes in one line, and
+    goes on with it."""
+    results = str(tmp_path / "r")
+    result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, FAKE_UH_REAL="price")
+    assert result.returncode == 2
+    assert calls == [["price", "--results-dir", results, "--device", "cpu"]]
+    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs, " in result.stdout
+    assert "mean " in result.stdout and "at most, every look run" in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == ("reproduce.sh: standard input is not a terminal, so no one "
+                                                      "can answer: pass --yes to start these runs")  # fmt: skip
+    result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, "--yes", FAKE_UH_REAL="price")
+    assert result.returncode == 0, result.stderr
+    assert "36 runs, " in result.stdout
+    assert calls[:2] == [["price", "--results-dir", results, "--device", "cpu"],
+                         ["run", "B0", "--results-dir", results, "--device", "cpu"]]  # fmt: skip
+
+
+@pytest.mark.parametrize(("answer", "code"), [("y\n", 0), ("\n", 1)])
+def test_all_on_a_terminal_asks_whether_to_go_on(tmp_path, answer, code):
+    """On a terminal `all` asks after its price: y goes on, anything else (Enter: the default, N) runs nothing."""
+    controller, terminal = pty.openpty()
+    results = str(tmp_path / "r")
+    script = subprocess.Popen([str(REPRODUCE), "all", "--results-dir", results], env=fake_uh(tmp_path),
+                              stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    os.close(terminal)
+    os.write(controller, answer.encode())
+    _, stderr = script.communicate(timeout=60)
+    os.close(controller)
+    calls = [json.loads(line) for line in (tmp_path / "uh.log").read_text().splitlines()]
+    assert script.returncode == code, stderr
+    assert "Start these runs? [y/N]" in stderr
+    assert [c[:2] for c in calls if c[0] == "run"] == ([["run", r] for r in PAPER_RUNS] if code == 0 else [])
+
+
+def test_all_stops_at_once_where_uh_price_refuses(reproduce):
+    """Issue 46.3: without a usable GPU each of the twelve `uh run` refused, then check and report failed; uh
+    price refuses once (test_doctor.py), and `all` stops there, its status."""
+    result, calls = reproduce("all", "--yes", FAKE_UH_FAIL_COMMAND="price", FAKE_UH_STATUS="1")
+    assert result.returncode == 1 and calls == [["price"]]
+
+
+def test_all_without_a_usable_gpu_is_refused_once_before_anything(tmp_path):
+    """Issue 46.3, with the real uh on a host without a usable GPU: one refusal that says what to do, no run."""
+    from uniform_herding.runs.devices import gpu_problem
+
+    if gpu_problem() is None:
+        pytest.skip("a GPU is usable here")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UH")}  # no UH_DEVICE=cpu (conftest's)
+    env["UH"] = str(Path(sys.executable).parent / "uh")
+    result = subprocess.run([str(REPRODUCE), "all", "--yes", "--results-dir", str(tmp_path / "r")], env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("reproduce.sh: + uh price"), result.stderr
+    assert lines[1].startswith("Error: profile 'paper' trains at the paper's size")
+    assert lines[1].endswith("./reproduce.sh smoke")
 
 
 @pytest.mark.parametrize("status", ["130", "143"])
 def test_all_stops_when_a_run_is_interrupted(reproduce, status):
     """Ctrl-C or `docker stop` (SIGINT/SIGTERM: uh exits 128+signal) ends `all`, not just one run."""
-    result, calls = reproduce("all", FAKE_UH_FAIL="B2", FAKE_UH_STATUS=status)
+    result, calls = reproduce("all", "--yes", FAKE_UH_FAIL="B2", FAKE_UH_STATUS=status)
     assert result.returncode == int(status)
-    assert calls == [["run", "B0"], ["run", "B1"], ["run", "B2"]]
+    assert calls == [["price"], ["run", "B0"], ["run", "B1"], ["run", "B2"]]
     assert "interrupted" in result.stderr
 
 
 def test_all_succeeds_when_every_run_succeeds(reproduce):
-    result, calls = reproduce("all", "--seed", "7")
+    result, calls = reproduce("all", "--seed", "7", "--yes")
     assert result.returncode == 0, result.stderr
-    assert calls == [["run", run_id, "--seed", "7"] for run_id in PAPER_RUNS] + [["check"], ["report"]]
+    assert calls == ([["price", "--seed", "7"]] + [["run", run_id, "--seed", "7"] for run_id in PAPER_RUNS]
+                     + [["check"], ["report"]])  # fmt: skip
 
 
 def test_refresh_runs_the_refresh_isolation_study_then_checks_and_reports(reproduce):
@@ -559,9 +624,10 @@ def test_all_follows_the_procedure_look_by_look_until_the_verdict_is_decided(rep
     results = str(tmp_path / "r")
     Path(results).mkdir()
     verdicts = checks((4, step("B1 B2 B3 a4", "1 2 3")), (4, step("B3 a4", "4 5 6")), (1, {}))
-    result, calls = reproduce("all", "--results-dir", results, FAKE_UH_CHECKS=verdicts)
+    result, calls = reproduce("all", "--yes", "--results-dir", results, FAKE_UH_CHECKS=verdicts)
     assert result.returncode == 1, result.stderr
-    assert calls == [*(["run", run_id, "--results-dir", results] for run_id in PAPER_RUNS),
+    assert calls == [["price", "--results-dir", results],
+                     *(["run", run_id, "--results-dir", results] for run_id in PAPER_RUNS),
                      ["check", "--results-dir", results],
                      step_run("B1 B2 B3 a4", "1 2 3", "--results-dir", results),
                      ["check", "--results-dir", results],
@@ -577,11 +643,12 @@ def test_all_paper_runs_only_stops_after_the_36_runs(reproduce, tmp_path):
     results = str(tmp_path / "r")
     Path(results).mkdir()
     for options in (["--paper-runs-only"], ["--seed", "7"]):
-        result, calls = reproduce("all", *options, "--results-dir", results,
+        result, calls = reproduce("all", *options, "--yes", "--results-dir", results,
                                   FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))))  # fmt: skip
         assert result.returncode == 4, result.stderr
         seeds = options[1:] and ["--seed", "7"]
-        assert calls == [*(["run", run_id, *seeds, "--results-dir", results] for run_id in PAPER_RUNS),
+        assert calls == [["price", *seeds, "--results-dir", results],
+                         *(["run", run_id, *seeds, "--results-dir", results] for run_id in PAPER_RUNS),
                          ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
         assert "./reproduce.sh next" in result.stderr
 
@@ -704,7 +771,7 @@ def test_next_fails_when_report_fails(reproduce, tmp_path):
 
 
 def test_all_fails_when_check_fails_but_still_reports(reproduce):
-    result, calls = reproduce("all", FAKE_UH_FAIL_COMMAND="check")
+    result, calls = reproduce("all", "--yes", FAKE_UH_FAIL_COMMAND="check")
     assert result.returncode != 0
     assert calls[-2:] == [["check"], ["report"]]
 
@@ -844,9 +911,9 @@ def test_the_venv_on_an_nvidia_host_tries_the_papers_cu128_torch_then_falls_back
 
 
 def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):
-    result, calls = reproduce("all", "--executor", "slurm")
+    result, calls = reproduce("all", "--executor", "slurm", "--yes")
     assert result.returncode == 0, result.stderr
-    assert calls == [["run", "all", "--executor", "slurm"]]
+    assert calls == [["price", "--executor", "slurm"], ["run", "all", "--executor", "slurm"]]
     assert "./reproduce.sh next" in result.stderr  # it goes on with the procedure once the array is done
 
 

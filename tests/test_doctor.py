@@ -9,8 +9,19 @@ import torch
 from click.testing import CliRunner
 
 from uniform_herding.cli import main
-from uniform_herding.doctor import duration, estimates, feature_images, procedure_seconds, run_seconds, run_steps
+from uniform_herding.doctor import (
+    duration,
+    estimates,
+    feature_images,
+    price,
+    procedure_seconds,
+    run_seconds,
+    run_steps,
+)
 from uniform_herding.method.config import PAPER_RUNS, RUNS, resolve
+from uniform_herding.verdict.decide import Procedure
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.trains
@@ -58,9 +69,9 @@ def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, ad
 @pytest.mark.trains
 def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitialised_memory_is_nan):
     """torch's fused SGD as it is, without the zero-filled momentum buffers: the self-test fails, exit 1."""
-    from uniform_herding.method import train
+    from uniform_herding.method import engine
 
-    monkeypatch.setattr(train, "sgd", lambda cfg, params, fused: torch.optim.SGD(
+    monkeypatch.setattr(engine, "sgd", lambda cfg, params, fused: torch.optim.SGD(
         params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None))
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--steps", "4", "--data-dir", str(tmp_path / "d"),
                                     "--results-dir", str(tmp_path / "r")])  # fmt: skip
@@ -139,6 +150,88 @@ def test_the_docs_state_the_whole_procedures_cost_that_the_shipped_procedure_run
     for doc in ("README.md", "ARTIFACT.md", "docs/reproducing.md"):
         text = " ".join((root / doc).read_text().split())
         assert mean in text and p90 in text, (doc, mean, p90)
+
+
+def test_the_price_of_all_is_its_36_runs_then_the_procedures_mean_p90_and_most():
+    """The runs `all` asks for at hand-set seconds: the 36; the whole procedure as procedure_seconds prices it; at
+    most every look run, claims C1-C5's run IDs (B1 B2 B3 a1 a2 a4 s1-s4) on the last look's 6 seeds and the
+    others (B0 a3) on the paper's 3. Without a procedure (or on seeds of one's own), the paper's runs alone."""
+    per_run = {r: 100.0 for r in PAPER_RUNS} | {"B0": 1000.0}
+    extra = pd.DataFrame([{"share": 0.5, **dict.fromkeys(PAPER_RUNS, 0)},
+                          {"share": 0.5, **dict.fromkeys(PAPER_RUNS, 0), "B3": 3}])  # fmt: skip
+    got = price(per_run, 3, Procedure(tuple(range(6)), (3, 6), (0.01, 0.04)), extra)
+    base = 3 * (11 * 100 + 1000)
+    assert got == {"paper": base, "most": 10 * 6 * 100 + 3 * 1000 + 3 * 100, "mean": base + 150, "p90": base + 300}
+    assert price(per_run, 1, None, extra) == {"paper": 11 * 100 + 1000}
+
+
+def expected_root(tmp_path: Path, procedure: str) -> Path:
+    """A copy of the smoke expected set with `procedure` appended, under tmp_path/expected_results (found from
+    the current directory, as uh check finds it)."""
+    root = tmp_path / "expected_results"
+    (root / "smoke").mkdir(parents=True)
+    (root / "tolerances.toml").write_text("")
+    (root / "smoke" / "per_seed.csv").write_text((ROOT / "expected_results" / "smoke" / "per_seed.csv").read_text())
+    toml = (ROOT / "expected_results" / "smoke" / "tolerances.toml").read_text()
+    (root / "smoke" / "tolerances.toml").write_text(f"{toml}\n{procedure}")
+    return root
+
+
+def test_uh_price_on_the_smoke_profile_with_a_registered_procedure(tmp_path, monkeypatch):
+    """Issue 46.3: the runs of `all` under a procedure of 2 looks (3 and 5 seeds): 36, and at most 10 x 5 + 2 x 3;
+    in hours where uh doctor timed this machine (doctor.json of the profile), else runs alone, saying so."""
+    expected_root(tmp_path, "[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\nalpha = [0.01, 0.04]\n")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [
+        "the price of ./reproduce.sh all (profile smoke), one run at a time on this machine (hours: once "
+        "`uh doctor --profile smoke` has timed it):",
+        "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs",
+        "  at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs",
+    ]  # fmt: skip
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "doctor.json").write_text(json.dumps(
+        {"profile": "smoke", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}))  # fmt: skip
+    res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
+    assert res.exit_code == 0, res.output
+    assert "on this machine, as uh doctor timed it (r/doctor.json):" in res.output
+    assert "36 runs, 36.0 min" in res.output and "56 runs, 56.0 min" in res.output
+
+
+def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_path, monkeypatch):
+    """The shipped set on the paper's T4 seconds (expected_results/paper_compute.csv): the 36 runs as the
+    reproducing guide tables them, the whole procedure as uh doctor prices procedure_runs.csv, and at most
+    claims C1-C5's run IDs on 20 seeds."""
+    monkeypatch.chdir(ROOT)
+    res = CliRunner().invoke(main, ["price", "--device", "cpu", "--results-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    t4 = pd.read_csv(ROOT / "expected_results" / "paper_compute.csv").set_index("run_id")["seconds_mean"]
+    whole = procedure_seconds({r: {"total_s": t4[r]} for r in PAPER_RUNS},
+                              pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
+    runs = procedure_seconds({r: {"total_s": 1.0} for r in PAPER_RUNS},
+                             pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
+    claims = ["B1", "B2", "B3", "a1", "a2", "a4", "s1", "s2", "s3", "s4"]
+    most = 20 * t4[claims].sum() + 3 * t4[["B0", "a3"]].sum()
+    assert "one run at a time on the paper's Tesla T4" in res.output
+    assert f"36 runs, {duration(3 * t4.sum())}" in res.output
+    assert (f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
+            f"{duration(whole['p90_s'])}") in res.output
+    assert f"on 20 seeds, the others' on 3): 206 runs, {duration(most)}" in res.output
+
+
+def test_uh_price_refuses_a_machine_that_cannot_train_the_profile_in_one_line(tmp_path, monkeypatch):
+    """Issue 46.3: where `uh run` would refuse each run (no usable GPU for the paper's profile), uh price refuses
+    once, saying what to do; on Slurm the nodes' GPUs count, not this machine's."""
+    from uniform_herding.runs import devices
+
+    monkeypatch.delenv("UH_DEVICE")
+    monkeypatch.setattr(devices, "gpu_problem", lambda: "no NVIDIA GPU is visible (no driver found)")
+    res = CliRunner().invoke(main, ["price", "--results-dir", str(tmp_path)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1
+    assert res.output.startswith("Error: profile 'paper' trains at the paper's size, which takes days on a CPU, and "
+                                 "no NVIDIA GPU is visible") and res.output.endswith(": ./reproduce.sh smoke\n")
+    assert CliRunner().invoke(main, ["price", "--executor", "slurm", "--results-dir", str(tmp_path)]).exit_code == 0
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])

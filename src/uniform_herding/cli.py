@@ -38,6 +38,7 @@ LAZY_COMMANDS = {
     "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
     "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
+    "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "status": ("uniform_herding.runs.status:status_command", "One line per run ID and seed: done, running, failed."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),

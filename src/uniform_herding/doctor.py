@@ -10,6 +10,9 @@ Three parts, each printed as PASS / WARN / FAIL lines and written to a JSON repo
                profile also for the whole procedure `all` follows (the 36 runs, then the claims' looks
                next_step asks for), mean and 90th percentile over uh oc's simulated faithful re-runs.
 Exit status 0 when nothing FAILs (WARNs allowed), 1 otherwise.
+
+`uh price`, from that timing (else from the paper's T4 seconds), says what `./reproduce.sh all` will cost
+before it starts, and refuses a machine that cannot train the profile once rather than at every run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
@@ -40,6 +44,9 @@ from uniform_herding.method.config import (
     images_per_class,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from uniform_herding.verdict.decide import Procedure
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
@@ -156,7 +163,8 @@ def step_seconds(device, precision: str, cfg: Config, steps: int) -> tuple[float
     start-up and teardown, which every task pays once)."""
     import torch
 
-    from uniform_herding.method.train import TaskModule, fit_task, quiet_lightning
+    from uniform_herding.method.engine import quiet_lightning
+    from uniform_herding.method.train import TaskModule, fit_task
     from uniform_herding.runs.selftest import task_one
 
     quiet_lightning()
@@ -254,6 +262,25 @@ def procedure_seconds(per_run: dict[str, dict[str, float]], extra_runs: pd.DataF
     return {"mean_s": float(np.average(totals, weights=extra_runs["share"])), "p90_s": p90}
 
 
+def price(per_run_s: dict[str, float], n_seeds: int, procedure: Procedure | None,
+          extra_runs: pd.DataFrame | None) -> dict[str, float]:
+    """What `./reproduce.sh all` runs, at `per_run_s` per run (one seed of each run ID; 1 each counts the runs):
+    "paper", the paper's run IDs on `n_seeds` seeds; with a procedure, "most", every run its looks can ask
+    for (the claims' run IDs on the last look's seeds, the others' on the paper's), and, where uh oc's
+    faithful re-runs are given (`extra_runs`, procedure_seconds), the whole procedure's "mean" and "p90"."""
+    from uniform_herding.verdict.claims import CLAIMS
+
+    out = {"paper": sum(per_run_s[r] for r in PAPER_RUNS) * n_seeds}
+    if procedure is None:
+        return out
+    claims = {r for claim in CLAIMS if not claim.finding for r in claim.runs}
+    out["most"] = sum(per_run_s[r] * (procedure.looks[-1] if r in claims else len(SEEDS)) for r in PAPER_RUNS)
+    if extra_runs is not None:
+        whole = procedure_seconds({r: {"total_s": s} for r, s in per_run_s.items()}, extra_runs)
+        out |= {"mean": whole["mean_s"], "p90": whole["p90_s"]}
+    return out
+
+
 def launch_seconds() -> float:
     """Seconds a fresh process takes to import what a job of `uh run --jobs` imports (the run, Lightning,
     submitit): what each job pays before its run, which the runs' wall_s leave out."""
@@ -334,8 +361,8 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     import torch
 
-    from uniform_herding.method.train import compile_mode
-    from uniform_herding.method.train import precision as run_precision
+    from uniform_herding.method.engine import compile_mode
+    from uniform_herding.method.engine import precision as run_precision
     from uniform_herding.runs.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
     from uniform_herding.runs.results import write_json_atomic
 
@@ -417,3 +444,67 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     click.echo(f"uh doctor: {verdict} (report: {json_path})")
     if failed:
         click.get_current_context().exit(1)
+
+
+@click.command("price")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
+@click.option("--results-dir", type=click.Path(path_type=Path), envvar="UH_RESULTS_DIR", default="results",
+              show_default=True, help="Where `uh doctor` wrote its timing, doctor.json. Env: UH_RESULTS_DIR.")
+@click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
+              help="Seeds of your own (repeatable): `all` runs the paper's run IDs on them, without the procedure. "
+                   "Default: 1993 2023 42.")
+@click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE", help="As `uh run --device`. Env: UH_DEVICE.")
+@click.option("--executor", type=click.Choice(["local", "slurm"]), envvar="UH_EXECUTOR",
+              help="slurm: the nodes' device counts, not this machine's. Env: UH_EXECUTOR.")
+def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], device: str | None,
+                  executor: str | None) -> None:
+    """What `./reproduce.sh all` costs, before it runs: the paper's runs and the whole procedure (mean, 90th
+    percentile, most), in runs and hours, on this machine where `uh doctor` timed it, else on the paper's
+    Tesla T4. Refused in one line where this machine cannot train the profile, as each `uh run` would be."""
+    from uniform_herding.report.load import doctor_estimates
+    from uniform_herding.runs.devices import DeviceError, select
+    from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
+    from uniform_herding.verdict.oc import paper_seconds
+
+    if executor != "slurm":
+        try:
+            select(device, profile)
+        except DeviceError as e:
+            raise click.ClickException(f"{e}; to try the whole pipeline at a tiny size on this machine: "
+                                       "./reproduce.sh smoke") from None  # fmt: skip
+    try:
+        directory = expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+        expected = load_expected(directory) if (directory / "tolerances.toml").is_file() else None
+    except ExpectedError as e:
+        raise click.ClickException(str(e)) from None
+    procedure = None if seeds or expected is None else expected.procedure
+    runs_csv = _procedure_runs_csv() if profile == "paper" and procedure else None
+    extra_runs = None if runs_csv is None else pd.read_csv(runs_csv)
+
+    timed = results_dir / "doctor.json"
+    seconds, where = doctor_estimates(timed, profile), f"this machine, as uh doctor timed it ({timed})"
+    if not seconds and profile == "paper" and expected is not None:
+        seconds = paper_seconds(expected)
+        where = "the paper's Tesla T4 (expected_results/paper_compute.csv; uh doctor times this machine)"
+    elif not seconds:
+        where = f"this machine (hours: once `uh doctor --profile {profile}` has timed it)"
+    runs = price(dict.fromkeys(PAPER_RUNS, 1.0), len(seeds or SEEDS), procedure, extra_runs)
+    cost = price(seconds, len(seeds or SEEDS), procedure, extra_runs) if seconds else {}
+
+    def both(key: str) -> str:
+        n = f"{runs[key]:.0f}" if runs[key] == round(runs[key]) else f"{runs[key]:.1f}"
+        return f"{n} runs" + (f", {duration(cost[key])}" if cost else "")
+
+    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {where}:")
+    click.echo(f"  the paper's {len(PAPER_RUNS)} run IDs on seeds {' '.join(map(str, seeds or SEEDS))}: "
+               f"{both('paper')}")
+    if seeds:
+        click.echo("  then no procedure: it takes the registered seeds only (./reproduce.sh next)")
+    elif procedure is None:
+        click.echo(f"  then nothing more: {directory} registers no [procedure]")
+    else:
+        if extra_runs is not None:
+            click.echo(f"  the whole procedure, to a decided verdict (as in uh oc's faithful re-runs, {runs_csv.name}):"
+                       f" mean {both('mean')}; 90th percentile {both('p90')}")  # fmt: skip
+        click.echo(f"  at most, every look run (claims C1-C5's run IDs on {procedure.looks[-1]} seeds, the others' on "
+                   f"{len(SEEDS)}): {both('most')}")  # fmt: skip
