@@ -47,7 +47,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
 
 from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
-from uniform_herding.method import train
+from uniform_herding.method import engine, train
 from uniform_herding.method.config import Config, resolve
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
@@ -124,15 +124,15 @@ def conventional(loader: DataLoader, device: torch.device, steps: int) -> Iterat
 
 
 def make_step(
-    cfg: Config, learner: Learner, teacher: Learner, device: torch.device, gpu_path: bool
+    cfg: Config, learner: Learner, teacher: Learner, device: torch.device, fp16: bool
 ) -> Callable[[Tensor, Tensor], None]:
     """The TaskModule's step outside Lightning: loss with KD, backward, unscale, clip, SGD; on the GPU
     path (16-mixed) fp16 autocast, loss scaling and fused SGD."""
-    opt = train.sgd(cfg, learner.parameters(), fused=gpu_path)
-    scaler = torch.amp.GradScaler(device.type, enabled=gpu_path)
+    opt = engine.sgd(cfg, learner.parameters(), fused=fp16)
+    scaler = torch.amp.GradScaler(device.type, enabled=fp16)
 
     def step(x: Tensor, y: Tensor) -> None:
-        with torch.autocast(device.type, torch.float16, enabled=gpu_path):
+        with torch.autocast(device.type, torch.float16, enabled=fp16):
             logits = learner(x)[1]
             with torch.no_grad():
                 teacher_logits = teacher(x)[1][:, : cfg.classes_per_task]
@@ -224,7 +224,7 @@ def step_flops(learner: Learner, device: torch.device) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=train.PRECISIONS,
+    parser.add_argument("--precision", choices=engine.PRECISIONS,
                         help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU")
     parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
     parser.add_argument("--steps", type=int, help="training steps per repetition (default 108 GPU, 6 CPU)")
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     device = select("cuda", "paper") if args.device == "cuda" else torch.device("cpu")  # the runs' GPU settings
     gpu = device.type == "cuda"
-    precision = train.precision(device, args.precision)
+    precision = engine.precision(device, args.precision)
     width, steps = args.width or (64 if gpu else 16), args.steps or (108 if gpu else 6)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
 
     learner = Learner(width, cfg.head, cfg.cos_scale).to(device)
     learner.head.grow(2 * cfg.classes_per_task)
-    train.channels_last(learner, precision == "16-mixed")
+    engine.channels_last(learner, precision == "16-mixed")
     teacher = train.freeze(learner)
     # one epoch per fit; replay draws from the task's own items: only their count matters for speed
     module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen, precision)
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         f"ratio {data_ours / data_conv:6.1f}x"
     )
 
-    step = make_step(cfg, learner, teacher, device, module.gpu_path)
+    step = make_step(cfg, learner, teacher, device, module.fp16)
 
     def run_steps(batches: Iterator[tuple]) -> int:
         n = 0
@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
-    if not gpu and not module.gpu_path:  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
-        module.gpu_path = True
+    if not gpu and not module.fp16:  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
+        module.fp16 = True
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         print(f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
               f"synchronisations and {ops:g} operator dispatches per training step (run here on the CPU)")
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
         module.__class__ = train.TaskModule
         print(f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
               f"reads found_inf before each step) and {ops:g} operator dispatches per training step")
-        module.gpu_path = False
+        module.fp16 = False
         learner.to(memory_format=torch.contiguous_format)
         teacher.to(memory_format=torch.contiguous_format)
     run_steps_paper = cfg.epochs * cfg.n_tasks * len(train.Batches(items, cfg.batch_size, gen))  # cfg: paper B3

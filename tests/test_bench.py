@@ -32,7 +32,7 @@ def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_d
 
     seen = []
     fit_task = train.fit_task
-    monkeypatch.setattr(train, "fit_task", lambda module, *a: (seen.append(module.gpu_path), fit_task(module, *a))[1])
+    monkeypatch.setattr(train, "fit_task", lambda module, *a: (seen.append(module.fp16), fit_task(module, *a))[1])
     bench.main(["--device", "cpu", "--precision", precision, "--width", "8", "--steps", "2", "--data-steps", "2",
                 "--repeats", "1", "--workers", "0", "--data-dir", str(data_dir)])  # fmt: skip
     out = capsys.readouterr().out

@@ -103,11 +103,11 @@ def test_each_compile_mode_is_bounded_by_the_budget_and_recorded_at_once(accepta
 
 
 def test_a_host_that_cannot_build_kernels_skips_the_compile_modes_saying_why(acceptance, tmp_path, monkeypatch):
-    from uniform_herding.method import train
+    from uniform_herding.method import engine
 
     a = acceptance.Acceptance(tmp_path, False, 3600)
     a.resume("NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(train, "compiler_missing", lambda: "a C compiler (gcc or clang, or CC)")
+    monkeypatch.setattr(engine, "compiler_missing", lambda: "a C compiler (gcc or clang, or CC)")
     monkeypatch.setattr(acceptance, "task0", lambda *args, **kwargs: pytest.fail("no mode can run here"))
     acceptance.compiled(a)
     step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
@@ -138,7 +138,7 @@ def test_the_compiled_two_task_run_fails_on_a_recompile_limit_hit_or_a_skipped_c
 
     monkeypatch.setattr(a, "call", call)
     monkeypatch.setattr(acceptance, "ensure_archive", lambda a: None)
-    monkeypatch.setattr("uniform_herding.method.train.compiler_missing", lambda: None)
+    monkeypatch.setattr("uniform_herding.method.engine.compiler_missing", lambda: None)
     figures = acceptance.two_tasks_compiled(a, "reduce-overhead")
     assert seen["env"] == {"UH_COMPILE": "reduce-overhead", "TORCH_LOGS": "recompiles,cudagraphs,perf_hints"}
     assert seen["until"].search(TWO_TASKS) and not seen["until"].search(TWO_TASKS.splitlines()[0])

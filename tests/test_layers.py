@@ -65,3 +65,18 @@ def test_the_method_importing_the_variants_layer_breaks_the_contract(tmp_path: P
     result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import variants  # noqa: F401\n")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "uniform_herding.method.metrics -> uniform_herding.variants" in result.stdout, result.stdout
+
+
+def test_no_function_of_the_method_is_over_40_lines() -> None:
+    """method/ reads like the paper's Section 3: small functions, each readable at once (a reader follows one task in
+    task.py and the functions it names). A function over 40 lines, decorators and docstring included, fails here."""
+    import ast
+
+    long = []
+    for path in sorted((PACKAGE / "method").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if node.end_lineno - first + 1 > 40:
+                    long.append(f"{path.name}: {node.name} ({node.end_lineno - first + 1} lines)")
+    assert long == []

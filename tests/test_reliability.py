@@ -29,6 +29,7 @@ from click.testing import CliRunner, Result
 
 from uniform_herding.cli import main
 from uniform_herding.data.archive import write_synthetic_archive
+from uniform_herding.method import task
 from uniform_herding.method.config import CONFIG_VERSION, resolve
 from uniform_herding.runs import durability, run
 from uniform_herding.runs.results import write_bytes_atomic
@@ -248,7 +249,7 @@ def test_a_full_disk_or_sigterm_costs_no_finished_task(reference, data, tmp_path
     assert sorted(p.name for p in checkpoint.parent.iterdir()) == [".lock", "checkpoint.pt"]  # no temp files
 
     with monkeypatch.context() as m:  # SIGTERM (pre-emption) while task 2 trains
-        m.setattr(run, "fit_task", signalling(signal.SIGTERM, run.fit_task))
+        m.setattr(task, "fit_task", signalling(signal.SIGTERM, task.fit_task))
         result = smoke_run(data, tmp_path)
     assert result.exit_code == 128 + signal.SIGTERM
     assert f"stopped by SIGTERM; {checkpoint} holds tasks 1-1 of" in one_error_line(result)
@@ -491,7 +492,7 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_red
             yield
 
     monkeypatch.setattr(run, "run_lock", lock_after_another_finished)
-    monkeypatch.setattr(run, "fit_task", lambda *args: pytest.fail("trained a finished run again"))
+    monkeypatch.setattr(run, "learn_task", lambda *args: pytest.fail("trained a finished run again"))
     result = smoke_run(data, tmp_path)
     assert result.exit_code == 0 and "done already" in result.output, result.output
     assert json.loads(out.read_text()) == finished()

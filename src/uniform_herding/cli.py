@@ -191,23 +191,14 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported; the
     device is chosen (or refused) before any run starts, on the machine that runs them (Slurm: the nodes)."""
     from uniform_herding.runs.durability import Interrupted, RunError
-    from uniform_herding.runs.results import ResultError, StaleResult, check_dir_profile, is_finished, result_path
+    from uniform_herding.runs.results import ResultError, check_dir_profile, done_already, result_path
 
     ids = list(run_ids)  # canonical run and variant IDs, checked (run_names)
     configs = [resolve(run_id, profile) for run_id in ids]
-    pairs = []
     try:
         check_dir_profile(results_dir, profile)  # a results dir holds one profile
-        for run_id, seed in ((run_id, seed) for run_id in ids for seed in seeds or SEEDS):
-            out = result_path(results_dir, run_id, seed)
-            try:
-                if not force and is_finished(out, run_id, seed, profile):
-                    click.echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
-                    continue
-            except StaleResult:
-                if not force:
-                    raise
-            pairs.append((run_id, seed))
+        pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS
+                 if not done_already(result_path(results_dir, run_id, seed), run_id, seed, profile, force, click.echo)]
     except ResultError as e:
         raise click.ClickException(str(e)) from None
     if not pairs:

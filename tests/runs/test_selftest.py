@@ -23,10 +23,10 @@ def test_paper_size_gpu_path_equals_lightnings_stock_path(gpu_like_fp16_conv, un
 @pytest.mark.trains
 def test_the_comparison_catches_a_path_that_diverges(gpu_like_fp16_conv, uninitialised_memory_is_nan, monkeypatch):
     """With torch's fused SGD as it is (no zero-filled buffers) the self-test fails: it can fail."""
-    from uniform_herding.method import train
+    from uniform_herding.method import engine
 
     cfg = selftest.step_config(8)
-    monkeypatch.setattr(train, "sgd", lambda cfg_, params, fused: torch.optim.SGD(
+    monkeypatch.setattr(engine, "sgd", lambda cfg_, params, fused: torch.optim.SGD(
         params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None))
     c = selftest.compare(torch.device("cpu"), width=8, steps=4)
     assert "weights not finite (ours False, reference True)" in c.failures()
@@ -45,15 +45,15 @@ def test_under_uh_compile_both_paths_are_compiled_alike_and_agree(gpu_like_fp16_
     """UH_COMPILE compiles our path's models in fit_task; the reference's are compiled alike (same mode), so the
     self-test compares the two step implementations on the same kernels, with the same scale sequence and
     tolerance, instead of inductor's rounding against eager's."""
-    from uniform_herding.method import train
+    from uniform_herding.method import engine
 
-    if need := train.compiler_missing():
+    if need := engine.compiler_missing():
         pytest.skip(f"torch.compile needs {need} on this host")
     monkeypatch.setenv("UH_COMPILE", "default")
     compiled = []
-    compile_backbone = train.compile_backbone
-    monkeypatch.setattr(train, "compile_backbone", lambda m: (compiled.append(m), compile_backbone(m))[1])
-    monkeypatch.setattr(selftest, "compile_backbone", train.compile_backbone)
+    compile_backbone = engine.compile_backbone
+    monkeypatch.setattr(engine, "compile_backbone", lambda m: (compiled.append(m), compile_backbone(m))[1])
+    monkeypatch.setattr(selftest, "compile_backbone", engine.compile_backbone)
     c = selftest.compare(torch.device("cpu"), width=8, steps=4)
     assert len(compiled) == 4 and all(m.backbone._compiled_call_impl is not None for m in compiled)  # both paths
     assert c.failures() == [] and {1, 2} <= set(c.ours.skipped)

@@ -56,7 +56,9 @@ class Component:
 
 @dataclass(frozen=True, kw_only=True)
 class Policy(Component):
-    """A memory policy: its class in memory.py, built as cls(M, generator, **the settings it reads but M and b)."""
+    """A memory policy: its class in memory.py, built as cls(M, generator, **the settings it reads but M and b).
+    A policy that stores exemplars declares b: its run replays them, b per step (train.draw_replay reads b, not the
+    class)."""
 
     cls: str
     per_class: bool  # keeps an exemplar of every seen class whenever M >= the classes seen (NME needs one)

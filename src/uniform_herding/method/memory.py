@@ -199,8 +199,10 @@ class Reservoir(Memory):
 def make_memory(cfg: Config, generator: torch.Generator) -> Memory:
     """The run's memory policy (components.POLICIES[cfg.memory]), drawing its random choices from `generator`.
 
-    Built with the settings its entry declares and nothing else: M (the profile's budget) and its own.
+    Built with the settings its entry declares and nothing else: M (the profile's budget) and its own. A policy
+    that stores exemplars also declares b, which its run reads where the replay draws from what it stores
+    (train.draw_replay, b per step), not in its class.
     """
     policy = POLICIES[cfg.memory]
-    own = {key: getattr(cfg, key) for key in policy.reads if key not in ("M", "b")}  # b: replay reads it
+    own = {key: getattr(cfg, key) for key in policy.reads if key not in ("M", "b")}
     return globals()[policy.cls](cfg.budget, generator, **own)

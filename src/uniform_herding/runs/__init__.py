@@ -2,6 +2,6 @@
 disks (durability.py), the result files (results.py), the device (devices.py), many runs as jobs (executor.py),
 their status (status.py), and the fp16 self-test (selftest.py).
 
-May import method/ and data/. Imported by verdict/, report/ and the top-level cli.py, sweep.py and doctor.py.
-The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
+May import variants.py, method/ and data/. Imported by verdict/, report/ and the top-level cli.py, sweep.py and
+doctor.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

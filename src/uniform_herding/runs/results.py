@@ -11,6 +11,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,21 @@ def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
     except ResultError as e:
         raise StaleResult(f"{e}: a stale copy of this run; rerun with --force to replace it") from None
     return True
+
+
+def done_already(out: Path, run_id: str, seed: int, profile: str, force: bool, echo: Callable[[str], None]) -> bool:
+    """Whether `uh run` skips the run, saying so with `echo`: its valid result is at `out` and --force is not given.
+    The one test, for uh run's pairs before any job starts and for the run itself under its lock. Anything else at
+    `out` is refused (is_finished); --force replaces a stale copy of this very run, nothing else."""
+    try:
+        done = is_finished(out, run_id, seed, profile) and not force
+    except StaleResult:
+        if not force:
+            raise
+        done = False
+    if done:
+        echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+    return done
 
 
 # --- a results dir belongs to one profile ------------------------------------------------------

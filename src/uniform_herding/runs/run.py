@@ -1,8 +1,8 @@
-"""One run ID and seed, end to end: the visible task loop and its record.
+"""One run ID and seed, end to end: the task loop, made durable, and its record.
 
-For t = 0..T-1: snapshot the teacher, grow the head (imprint new rows from t = 1), fit the task with
-Lightning, refresh memory in the new representation, evaluate every seen task, checkpoint. The run
-resumes from its last checkpoint by itself, and writes results/<RUN>/seed-<S>/result.json last.
+For t = 0..T-1: one task of the method (method/task.py's learn_task, in the order of the paper's Section 3), then
+the task's record and a checkpoint. This module adds nothing to the method: it holds the run's lock, resumes from
+its last checkpoint by itself, and writes results/<RUN>/seed-<S>/result.json last.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from uniform_herding import variants
 from uniform_herding.data.archive import (
@@ -30,16 +29,16 @@ from uniform_herding.data.archive import (
     read_archive,
     write_synthetic_archive,
 )
-from uniform_herding.method import components, evaluate, metrics
+from uniform_herding.method import components, engine, metrics
 from uniform_herding.method.config import CONFIG_VERSION, Config
+from uniform_herding.method.evaluate import ReadoutError
 from uniform_herding.method.memory import make_memory, quotas
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.method.train import TaskModule, channels_last, compile_mode, fit_task, freeze
-from uniform_herding.method.train import precision as train_precision
+from uniform_herding.method.task import Diverged, learn_task
 from uniform_herding.runs.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
-from uniform_herding.runs.results import StaleResult, check_dir_profile, claim_dir, is_finished, result_path
+from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path
 
 
 def synthetic_sizes(cfg: Config) -> tuple[int, int]:
@@ -108,7 +107,7 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
         "device": device.type,
         "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
         "precision": precision,
-        "compile": compile_mode() or "off",
+        "compile": engine.compile_mode() or "off",
         "deterministic": deterministic,
     }
 
@@ -154,26 +153,6 @@ def manifest(cfg: Config, stream: TaskStream) -> dict:
     return {**record, "open_choices": components.open_choices(cfg)}
 
 
-def imprint(learner: Learner, stream: TaskStream, t: int, batch: int) -> None:
-    """New head rows := normalised mean of the normalised features of each new class (Sec. 3.1)."""
-    classes = stream.classes(t)
-    means = [
-        F.normalize(evaluate.features(learner, stream, stream.train_x[stream.class_items[c]], batch), dim=1).mean(0)
-        for c in classes
-    ]
-    learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
-
-
-def done_already(out: Path, run_id: str, seed: int, profile: str, force: bool) -> bool:
-    """Whether to skip the run: its valid result exists and --force is not given (results.is_finished)."""
-    try:
-        return is_finished(out, run_id, seed, profile) and not force
-    except StaleResult:
-        if force:  # --force replaces a stale copy of this run, nothing else
-            return False
-        raise
-
-
 def run_seed(
     run_id: str,
     seed: int,
@@ -188,23 +167,21 @@ def run_seed(
     device: str | None = None,
     deterministic: bool = False,
 ) -> Path:
-    """Train, refresh and evaluate all tasks of `run_id` for `seed`; returns the result.json path.
+    """Every task of `run_id` for `seed` (method/task.py's learn_task), each checkpointed; the result.json path.
 
-    Every input is checked before anything is written under results/; a checkpoint left by an
-    interrupted run is resumed after its last task. `device` (--device; None: UH_DEVICE, else auto)
-    picks the training device (devices.select), `precision` (None: the device's default) the fp16 GPU
-    path or fp32 (train.precision), `deterministic` torch's deterministic algorithms. A task that
-    diverges stops the run before its checkpoint: the last good checkpoint stays and no result is written.
+    Every input is checked before anything is written under results/; whether the run is done already is decided
+    under its lock (results.done_already), and a checkpoint left by an interrupted run is resumed after its last
+    task. `device` (--device; None: UH_DEVICE, else auto) picks the training device (devices.select), `precision`
+    (None: the device's default) the fp16 path or fp32 (engine.precision), `deterministic` torch's deterministic
+    algorithms. A task that diverges, or that the readout cannot evaluate, stops the run before its checkpoint: the
+    last good checkpoint stays and no result is written.
     """
     cfg = variants.resolve(run_id, profile)
-    compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
+    engine.compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
-    if done_already(out, run_id, seed, profile, force):
-        echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
-        return out
     device = select(device, profile)
-    precision = train_precision(device, precision)
+    precision = engine.precision(device, precision)
     deterministic_algorithms(deterministic)
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
@@ -212,42 +189,29 @@ def run_seed(
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
     claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
-        if done_already(out, run_id, seed, profile, force):  # another process finished it meanwhile
-            echo(f"{run_id} seed {seed}: done already ({out}); --force reruns it")
+        if done_already(out, run_id, seed, profile, force, echo):  # under the lock: no other process finishes it
             return out
         if force:
             checkpoint.path.unlink(missing_ok=True)
         L.seed_everything(seed, verbose=False)
         learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
-        channels_last(learner, precision == "16-mixed")  # before the checkpoint's weights are loaded into it
+        engine.channels_last(learner, precision == "16-mixed")  # before the checkpoint's weights are loaded into it
         data_gen = torch.Generator(device=device).manual_seed(seed)  # shuffles, replay draws, augmentation
         memory_gen = torch.Generator().manual_seed(seed)  # the memory policies' random choices
         memory = make_memory(cfg, memory_gen)
         record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or {"rows": [], "tasks": []}
         if checkpoint.task >= 0:
             echo(f"{run_id} seed {seed}: resuming after task {checkpoint.task + 1}/{cfg.n_tasks} ({checkpoint.path})")
-
-        def embed(items: torch.Tensor) -> torch.Tensor:
-            return evaluate.features(learner, stream, stream.train_x[items], cfg.eval_batch_size)
-
-        uses_teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
         trained_on = device_name(device)
         try:
             for t in range(checkpoint.task + 1, cfg.n_tasks):
                 tic = time.perf_counter()
-                teacher = freeze(learner) if t > 0 and uses_teacher else None
-                learner.head.grow(cfg.classes_per_task)
-                if cfg.imprint and t > 0:
-                    imprint(learner, stream, t, cfg.eval_batch_size)
-                module = TaskModule(cfg, learner, teacher, stream, memory.replay_items(), data_gen, precision)
-                stats = fit_task(module, stream.train_items(t), device, progress)
-                if problem := stats.divergence():  # before the checkpoint: the last good one stays
-                    raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({problem}); no result written, "
-                                   f"{checkpoint.kept()}")
-                memory.refresh({c: stream.class_items[c] for c in stream.classes(t)}, embed)
                 try:
-                    row = evaluate.accuracy_row(learner, stream, t, cfg.readout, memory.active, cfg.eval_batch_size)
-                except evaluate.ReadoutError as e:  # before the checkpoint, as a divergence
+                    row, stats = learn_task(t, cfg, learner, memory, stream, data_gen, precision, progress)
+                except Diverged as e:  # before the checkpoint: the last good one stays
+                    raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({e}); no result written, "
+                                   f"{checkpoint.kept()}") from None  # fmt: skip
+                except ReadoutError as e:  # before the checkpoint, as a divergence
                     raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
                 record["rows"].append(row)
                 record["tasks"].append(

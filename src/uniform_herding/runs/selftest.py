@@ -32,9 +32,10 @@ from torch import Tensor
 
 from uniform_herding.data.archive import RawData
 from uniform_herding.method.config import Config, resolve
+from uniform_herding.method.engine import compile_backbone, quiet_lightning
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.method.train import Batches, TaskModule, compile_backbone, fit_task, freeze, quiet_lightning
+from uniform_herding.method.train import Batches, TaskModule, fit_task, freeze
 
 INIT_SCALE = 2.0**16  # torch's and Lightning's default, and where every task of a run starts
 

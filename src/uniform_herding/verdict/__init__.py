@@ -3,6 +3,6 @@ on plain numbers (decide.py), the expected set and its verification (expected.py
 the paper's claims under the procedure (claims.py), the one verdict and its exit code (judge.py), the printed
 words (words.py), `uh check`'s rendering (check.py), and the verdict's error rates (oc.py).
 
-May import runs/, method/ and data/. Imported by report/ and the top-level cli.py and doctor.py. The layers are
-checked by import-linter (pyproject.toml, [tool.importlinter]).
+May import runs/, variants.py, method/ and data/. Imported by report/ and the top-level cli.py and doctor.py. The
+layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

@@ -1,0 +1,187 @@
+"""The engine under a task's training: what makes it fast and quiet on torch and Lightning, none of it the paper's
+method (train.py holds the losses and the LightningModule, task.py the order of a task's steps).
+
+- precision: the paper's "16-mixed" on a GPU (fp16 autocast, dynamic loss scaling), fp32 on a CPU (`precision`,
+  `precision_plugins`); the fp16 path also runs on a CPU, in the tests and with `--precision 16-mixed`;
+- the optimiser: a fresh SGD per task, fused on the fp16 path, its momentum zero-filled (`sgd`), and the unscale
+  Lightning leaves to a fused optimiser (`unscale`);
+- torch.compile of the backbone (UH_COMPILE: `compile_mode`, `compile_backbone`; experimental, a speed setting
+  recorded in result.json, not part of Config) and the CUDA graphs some of its modes replay;
+- the memory format: channels_last on the fp16 path (`channels_last`);
+- Lightning's Trainer for one task (`trainer`) and its quiet settings (`quiet_lightning`).
+
+Every workaround of a torch or Lightning behaviour is marked where it is made, with its reason in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sysconfig
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.plugins import MixedPrecision
+from lightning.pytorch.plugins.environments import LightningEnvironment
+from torch import Tensor
+
+from uniform_herding.method.config import Config
+from uniform_herding.method.model import Learner
+
+PRECISIONS = ("16-mixed", "32-true")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def precision(device: torch.device, requested: str | None = None) -> str:
+    """`requested` (--precision, env UH_PRECISION), else the paper's "16-mixed" on GPU and fp32 on CPU
+    (docs/design.md, "Training"), which keeps CPU reruns bit-identical."""
+    if requested:
+        if requested not in PRECISIONS:
+            raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(PRECISIONS)}")
+        return requested
+    return "16-mixed" if device.type == "cuda" else "32-true"
+
+
+def precision_plugins(fp16: bool, device: torch.device) -> list[MixedPrecision]:
+    """The paper's "16-mixed" (fp16 autocast, dynamic loss scaling) on the fp16 path; none (fp32) otherwise."""
+    if not fp16:
+        return []
+    # Built by hand: Lightning turns precision="16-mixed" into bf16 on a CPU, where the tests run the fp16 path.
+    return [MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type))]
+
+
+def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
+    """A task's fresh SGD. Fused (the fp16 path): momentum buffers zero-filled before the first step.
+
+    torch 2.11's fused SGD creates them with `empty_like` on its first step and lets the kernel fill
+    them; when the grad scaler finds an inf on that step the kernel returns early, the buffers stay
+    uninitialised, and the next finite step reads that memory (weights NaN or exploding). With zeros,
+    the first step computes buf = momentum * 0 + grad = grad, bitwise what the first step would, and
+    a skipped step leaves them as a fresh optimizer has them. Chosen over unfused SGD, which makes
+    the scaler read `found_inf` on the host every step (benchmarks/RESULTS.md).
+    """
+    optimizer = torch.optim.SGD(
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None
+    )
+    if fused and cfg.momentum:
+        for p in optimizer.param_groups[0]["params"]:
+            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
+    return optimizer
+
+
+def unscale(trainer: L.Trainer, optimizer: torch.optim.Optimizer) -> Tensor | int:
+    """Unscale the fp16 path's gradients before the clip; 1 (on the device) where the step will be skipped, else 0.
+
+    `unscale_` records `found_inf` on the device and the fused step skips itself on it: no host synchronisation.
+    """
+    # Lightning unscales before clipping only for unfused optimizers, and refuses to clip fused ones: we do it here.
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    if scaler is None:
+        return 0
+    scaler.unscale_(optimizer)
+    return sum(scaler._found_inf_per_device(optimizer).values())
+
+
+def loss_scale(trainer: L.Trainer) -> float | None:
+    """The fp16 path's loss scale now (a host read), or None without a grad scaler (fp32)."""
+    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    return scaler.get_scale() if scaler is not None else None
+
+
+def quiet_lightning() -> None:
+    """Drop Lightning's per-fit banners (devices, tips, "max_epochs reached"): a run fits once per task.
+
+    They are INFO records of the `lightning.pytorch` loggers, among them the tip to call
+    `torch.set_float32_matmul_precision` on a GPU with tensor cores, which is not followed: it would
+    change the fp32 numerics (TF32 matmuls). Lightning's warnings go through `warnings`
+    and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11, and
+    its hint to launch with `srun` wherever srun is on the PATH (every fit asks SLURMEnvironment.detect()
+    whatever the environment plugin): a run is one process by design (`trainer`'s LightningEnvironment).
+    """
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used")
+
+
+def trainer(cfg: Config, device: torch.device, fp16: bool, progress: bool) -> L.Trainer:
+    """One task's Trainer: cfg.epochs epochs on one device, the run's precision and gradient-norm clip, nothing
+    written (no logger, no checkpoint: the run keeps its own, runs/durability.py)."""
+    return L.Trainer(
+        accelerator=device.type,
+        devices=1,
+        max_epochs=cfg.epochs,
+        # One plain process: inside a Slurm job Lightning would otherwise pick SLURMEnvironment, warn about
+        # srun and install its own requeue handler, which fights submitit's (docs/cluster.md).
+        plugins=[*precision_plugins(fp16, device), LightningEnvironment()],
+        gradient_clip_val=cfg.grad_clip,
+        gradient_clip_algorithm="norm",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=progress,
+        num_sanity_val_steps=0,
+    )
+
+
+def compile_mode() -> str | None:
+    """The torch.compile mode asked for by UH_COMPILE, or None for eager (the default).
+
+    UH_COMPILE=1 compiles with the default mode; `reduce-overhead` also replays the compiled graphs
+    as CUDA graphs (one launch per graph instead of one per kernel: pays when the host, not the GPU,
+    limits a step); `max-autotune` also searches kernel configurations, and replays CUDA graphs too.
+    All change speed only. torch.compile builds C code (Triton's launcher on a GPU, inductor's kernels
+    on a CPU), so a host without a C compiler or Python's headers is refused here, before any work.
+    """
+    value = os.environ.get("UH_COMPILE", "")
+    if value in ("", "0"):
+        return None
+    mode = "default" if value == "1" else value
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"UH_COMPILE={value!r} is not a setting; use 0, 1, {', '.join(COMPILE_MODES[1:])}")
+    if need := compiler_missing():
+        raise ValueError(f"UH_COMPILE={value!r} needs {need} to build torch.compile's kernels; install it "
+                         "(Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE")  # fmt: skip
+    return mode
+
+
+def compiler_missing() -> str | None:
+    """What torch.compile lacks on this host to build its kernels (a C compiler, Python's headers), or None."""
+    if not (shutil.which(os.environ.get("CC") or "gcc") or shutil.which("clang")):
+        return "a C compiler (gcc or clang, or CC)"
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    return None if headers.exists() else f"Python's headers ({headers})"
+
+
+def replays_cuda_graphs(mode: str | None) -> bool:
+    """Whether torch.compile's `mode` replays CUDA graphs (then every training step marks a new iteration)."""
+    from torch._inductor import list_mode_options  # the modes' own settings, as torch.compile applies them
+
+    return mode is not None and bool(list_mode_options(mode).get("triton.cudagraphs"))
+
+
+def compile_backbone(learner: Learner) -> None:
+    """Compile the backbone in place once (UH_COMPILE); the head grows per task and stays eager."""
+    mode = compile_mode()
+    if mode and learner.backbone._compiled_call_impl is None:
+        learner.backbone.compile(mode=mode)
+
+
+def channels_last(model: Learner, fp16: bool) -> None:
+    """The fp16 path's layout, NHWC: it suits fp16 tensor cores, and augment() already returns NHWC images.
+
+    A run's learner gets it when made, before a checkpoint is loaded into it (loading copies into the
+    parameters and keeps their layout): a resumed run's first forward, the next task's imprint, then runs
+    the convolution kernels an uninterrupted run's does, which round alike.
+    """
+    if fp16:
+        model.to(memory_format=torch.channels_last)
+
+
+def prepare(model: Learner, fp16: bool) -> None:
+    """A model as the task trains it: channels_last on the fp16 path, its backbone compiled under UH_COMPILE."""
+    channels_last(model, fp16)
+    compile_backbone(model)
