@@ -215,7 +215,8 @@ def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, tear
     import lightning as L
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
-    from uniform_herding.method.train import Batches, quiet_lightning
+    from uniform_herding.method.engine import quiet_lightning
+    from uniform_herding.method.train import Batches
 
     quiet_lightning()
     module, items = small_task(tiny_stream, "32-true")

@@ -32,10 +32,11 @@ from uniform_herding.data.archive import (
 from uniform_herding.method import components, engine, metrics
 from uniform_herding.method.config import CONFIG_VERSION, Config
 from uniform_herding.method.evaluate import ReadoutError
-from uniform_herding.method.memory import make_memory, quotas
+from uniform_herding.method.memory import Memory, make_memory, quotas
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.method.task import Diverged, learn_task
+from uniform_herding.method.train import TaskStats
 from uniform_herding.runs.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path
@@ -214,16 +215,7 @@ def run_seed(
                 except ReadoutError as e:  # before the checkpoint, as a divergence
                     raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
                 record["rows"].append(row)
-                record["tasks"].append(
-                    {
-                        "task": t,
-                        "device": trained_on,  # a resumed run may go on elsewhere: each task says where it ran
-                        "wall_s": round(time.perf_counter() - tic, 3),
-                        "active_size": sum(len(a) for a in memory.active.values()),
-                        "pool_size": memory.pool_size(),
-                        **stats.record(),
-                    }
-                )
+                record["tasks"].append(task_record(t, trained_on, time.perf_counter() - tic, memory, stats))
                 checkpoint.save(t, learner, memory, [data_gen, memory_gen], record)
                 echo(
                     f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
@@ -236,6 +228,14 @@ def run_seed(
     m = result["metrics"]
     echo(f"{run_id} seed {seed}: ACC {m['acc']:.2f}  F {m['forgetting']:.2f}  BWT {m['bwt']:.2f} -> {out}")
     return out
+
+
+def task_record(t: int, device: str, seconds: float, memory: Memory, stats: TaskStats) -> dict:
+    """result.json's record of task t: where it ran (a resumed run may go on elsewhere: each task says so), its
+    seconds, the memory's sizes after the refresh, and its training record (TaskStats)."""
+    return {"task": t, "device": device, "wall_s": round(seconds, 3),
+            "active_size": sum(len(a) for a in memory.active.values()), "pool_size": memory.pool_size(),
+            **stats.record()}  # fmt: skip
 
 
 def assemble(
