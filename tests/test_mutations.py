@@ -38,8 +38,8 @@ class Bug:
 BUGS = {
     "replay drawn without replacement": Bug(
         "method/train.py",
-        "torch.randint(len(self.replay), (self.cfg.retrieval,), device=items.device, generator=self.generator)",
-        "torch.randperm(len(self.replay), device=items.device, generator=self.generator)[: self.cfg.retrieval]",
+        "replay[torch.randint(len(replay), (b,), device=replay.device, generator=generator)]",
+        "replay[torch.randperm(len(replay), device=replay.device, generator=generator)[:b]]",
         ("tests/method/test_train.py::test_replay_draws_b_items_uniformly_with_replacement_from_the_stored_items",),
     ),
     "NME prototypes from all of a class's images": Bug(
