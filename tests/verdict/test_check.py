@@ -890,3 +890,72 @@ def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, pa
     later = next_look(higher, waiting, list(load_expected(EXPECTED).procedure.seeds[3:]), lead=0.0)
     res, report = check(tmp_path, later)
     assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (B3 acc NOT REPLICATED"), res.output
+
+
+# --- the procedure's state: interruptions and seeds no look asked for ---------------------------------------------
+
+
+def shifted(paper: pd.DataFrame, runs: list[str], pp: float) -> pd.DataFrame:
+    return paper.assign(acc=paper["acc"] + pp * paper["run_id"].isin(runs))
+
+
+def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_miss(
+        tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
+    """B1, B2, B3 and a4 at +5 pp ACC: look 2 asks seeds 1, 2, 3 of them and of s1-s4 (C5 reads B3). Stopped before
+    a4's seed 3, B3's miss still waits for the look (C3 may yet ask B3 for more): INCOMPLETE (exit 3), naming a4 seed
+    3. It once read NOT REPLICATED with an empty next_step, as a miss waited only while its run ID was in the
+    earliest pending look's next_step. The completed look decides every claim, and B3's and a4's misses, on the
+    six seeds they end with, are final."""
+    higher = shifted(paper, ["B1", "B2", "B3", "a4"], 5.0)
+    waiting = ["B1", "B2", "B3", "a4", "s1", "s2", "s3", "s4"]
+    look2 = next_look(higher, waiting, [1, 2, 3], lead=0.0)
+    res, report = check(tmp_path, look2[~((look2["run_id"] == "a4") & (look2["seed"] == 3))])
+    assert res.exit_code == 3, res.output
+    assert report["verdict"].startswith("INCOMPLETE (look 2 of 4 interrupted: seeds 3 missing for a4")
+    assert report["next_step"] == {"run_ids": ["a4"], "seeds": [3]}
+    res, report = check(tmp_path, look2)
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B3 acc NOT REPLICATED; a4 acc NOT REPLICATED)"
+
+
+def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """B1, B2, B3 and a4 at +5 pp ACC, and s4's three runs missing (a run that failed during `all`): C5 cannot be
+    checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
+    res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
+    assert res.exit_code == 3, res.output
+    assert report["verdict"].startswith("INCOMPLETE (seeds 1993, 2023, 42 missing for s4; B3 acc outside its "
+                                        "tolerance on 3 seeds, decided on the next look's seeds (1, 2, 3)")
+    assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
+
+
+@pytest.mark.parametrize("run_id", ["a2", "a3"])
+@pytest.mark.parametrize("source", ["--per-seed", "--results-dir"])
+def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(tmp_path: Path, decided: pd.DataFrame, run_id: str,
+                                                                  source: str) -> None:  # fmt: skip
+    """a2's (C2 is decided at look 1) or a3's (in no claim) ACC 6 pp low on the paper's seeds: NOT REPLICATED. Seeds
+    1 and 2 of it at the paper's mean, which no look asked for, are listed as not counted and change nothing (they
+    once made it RESULTS REPLICATED: the registered seeds in order, as far as run, allowed shopping for seeds)."""
+    low = decided.assign(acc=decided["acc"] - 6.0 * (decided["run_id"] == run_id))
+    mean = decided[decided["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
+    extra = pd.DataFrame([{"run_id": run_id, "seed": s, **mean} for s in (1, 2)])
+    for table, listed in ((low, False), (pd.concat([low, extra], ignore_index=True), True)):
+        if source == "--per-seed":
+            res, report = check(tmp_path, table)
+        else:
+            results = tmp_path / f"results-{listed}"
+            write_results(results, table, "paper")
+            out = tmp_path / "report.json"
+            res = CliRunner().invoke(main, ["check", "--results-dir", str(results), "--json-out", str(out)])
+            report = json.loads(out.read_text())
+        assert res.exit_code == 1 and report["verdict"] == f"NOT REPLICATED ({run_id} acc NOT REPLICATED)", res.output
+        uncounted = f"not counted (not asked for by the procedure): {run_id} seed 1, {run_id} seed 2"
+        assert (uncounted in res.output) is listed
+
+
+def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """C2 contradicted at look 1 (a2 at B3's ACC + 0.5) while B3's ACC, 5 pp high, waits for C1's and C3's next
+    look: NOT REPLICATED names both, the claim and the waiting miss."""
+    table = set_from(shifted(paper, ["B3", "B1", "B2", "a4"], 5.0), "a2", "B3", "acc", +0.5)
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 1, res.output
+    assert report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside "
+                                        "its tolerance on 3 seeds")

@@ -47,11 +47,11 @@ def wide(per_seed: pd.DataFrame) -> pd.DataFrame:
     return per_seed.pivot(index="seed", columns="run_id", values=list(METRICS)).reindex(per_seed["seed"].unique())
 
 
-def contrast(table: pd.DataFrame, weights: tuple[tuple[str, int], ...], metric: str) -> pd.Series:
-    """Per seed, the sum of weight x `metric` over run IDs of a `wide` table (a paired delta: ((run, 1), (other,
-    -1))); NaN on a seed some run lacks. The one place per-seed deltas are taken, for claims, variants and the
-    report."""
-    return sum((w * table[metric, r] for r, w in weights), start=pd.Series(0.0, index=table.index)).rename(metric)
+def contrast(table: Any, weights: tuple[tuple[str, int], ...], metric: str) -> Any:
+    """Per seed, the sum of weight x `metric` over run IDs (a paired delta: ((run, 1), (other, -1))), from anything
+    indexed by (metric, run ID): a `wide` table (a Series by seed) or procedure.replay's arrays over the registered
+    seeds; NaN on a seed some run lacks. The one place per-seed deltas are taken: claims, variants, the report."""
+    return sum(w * table[metric, r] for r, w in weights)
 
 
 def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> pd.Series:
@@ -59,7 +59,7 @@ def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> 
     table = wide(per_seed[per_seed["run_id"].isin([run_id, reference])])
     if {run_id, reference} - set(table.columns.get_level_values("run_id")):
         return pd.Series(dtype=float, name=metric).rename_axis("seed")
-    return contrast(table, ((run_id, 1), (reference, -1)), metric).dropna()
+    return contrast(table, ((run_id, 1), (reference, -1)), metric).dropna().rename(metric)
 
 
 def paired_deltas(per_seed: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:

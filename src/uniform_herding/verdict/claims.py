@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import permutations
+from typing import Any
 
 import pandas as pd
 
@@ -35,8 +36,8 @@ class Comparison:
     def runs(self) -> tuple[str, ...]:
         return tuple(r for r, _ in self.weights)
 
-    def deltas(self, table: pd.DataFrame) -> pd.Series:
-        """Its per-seed values on a `wide` table (NaN where a run lacks the seed)."""
+    def deltas(self, table: Any) -> Any:
+        """Its per-seed values on a `wide` table, or on procedure.replay's arrays (NaN where a run lacks the seed)."""
         return contrast(table, self.weights, self.metric)
 
 

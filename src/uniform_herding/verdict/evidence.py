@@ -8,7 +8,9 @@ base run ID, never judged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import pandas as pd
@@ -114,18 +116,10 @@ def _leaning_text(tests: tuple[decide.PairedTest, ...], needed: int | None) -> s
     return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {_ways(tests)}"
 
 
-def _shared(claim: Claim, table: pd.DataFrame) -> tuple[str | None, pd.DataFrame]:
-    """A claim's runs of a `wide` table on the seeds they all have; or why they cannot be compared (NOT CHECKED's
-    detail)."""
-    have = set(table.columns.get_level_values("run_id"))
-    missing = [r for r in claim.runs if r not in have]
-    if missing:
-        return f"missing: {', '.join(missing)}", pd.DataFrame()
+def _shared(claim: Claim, table: pd.DataFrame) -> pd.DataFrame:
+    """A claim's runs of a `wide` table, on the seeds they all have."""
     table = table[[(m, r) for m in METRICS for r in claim.runs]]
-    table = table[table.notna().to_numpy().all(axis=1)]
-    if table.empty:
-        return f"no seed shared by {', '.join(claim.runs)}", table
-    return None, table
+    return table[table.notna().to_numpy().all(axis=1)]
 
 
 def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
@@ -151,8 +145,8 @@ def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCh
     return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, claim.finding, needed, claim.runs)
 
 
-def _under_procedure(state: State, claim_id: str, table: pd.DataFrame, registered: bool, explain: bool,
-                     paper: dict[str, float]) -> ClaimCheck:  # fmt: skip
+def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFrame], registered: bool,
+                     explain: bool, paper: dict[str, float]) -> ClaimCheck:  # fmt: skip
     """A claim of the paper read off its state: where a set registers a procedure, the look that decided it (or
     left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds."""
     s, procedure = state.claims[claim_id], state.procedure
@@ -169,7 +163,7 @@ def _under_procedure(state: State, claim_id: str, table: pd.DataFrame, registere
     below = tuple(c.label for c, t in zip(claim.comparisons, tests, strict=True)
                   if last and c.label in paper and _excludes(t, alpha, paper[c.label]))  # fmt: skip
     against = decide.against(alpha, len(tests))
-    evidence = [_evidence_line(c, c.deltas(table).reindex(list(seeds)), t, True, alpha, against,
+    evidence = [_evidence_line(c, c.deltas(table()).reindex(list(seeds)), t, True, alpha, against,
                                paper.get(c.label) if last else None)
                 for c, t in zip(claim.comparisons, tests, strict=True)] if explain else []  # fmt: skip
     uncounted = sorted(shared - set(seeds))
@@ -205,19 +199,23 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
     `state` (`registered`: whether the set registers the procedure, or has one look of its own seeds; `paper`: the
     paper's effects, printed beside the interval where the last look leaves a claim undecided); without a state (no
     expected set), and for findings, on every seed their runs share. A claim whose runs are missing, or that shares
-    no seed, is NOT CHECKED. `explain=False` leaves the procedure's evidence text out
-    (uh oc judges thousands of re-runs; the verdicts are the same)."""
+    no seed, is NOT CHECKED. `explain=False` leaves the procedure's evidence text out (uh oc judges thousands of
+    re-runs; the verdicts are the same)."""
+    have: dict[str, set[int]] = {}
+    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
+        have.setdefault(str(run_id), set()).add(int(seed))
+    table = cache(lambda: wide(observed))  # pandas only where text is written or a finding decided
     checks = []
-    table = wide(observed)
     for claim in CLAIMS:
-        why, shared = _shared(claim, table)
-        if why is not None:
+        missing = [r for r in claim.runs if r not in have]
+        if missing or not set.intersection(*(have[r] for r in claim.runs)):
+            why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
             checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
                                      runs=claim.runs))  # fmt: skip
         elif state is not None and claim.claim_id in state.claims:
             checks.append(_under_procedure(state, claim.claim_id, table, registered, explain, paper or {}))
         else:
-            checks.append(_on_shared_seeds(claim, shared, profile))
+            checks.append(_on_shared_seeds(claim, _shared(claim, table()), profile))
     return checks
 
 

@@ -25,8 +25,9 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.method.config import RUNS
+from uniform_herding.runs.results import METRICS
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.claims import Claim, wide
+from uniform_herding.verdict.claims import Claim
 
 
 @dataclass(frozen=True)
@@ -150,18 +151,31 @@ def single_look(seeds: tuple[int, ...]) -> decide.Procedure:
     return decide.Procedure(seeds, (len(seeds),), (decide.ALPHA,))
 
 
-def claim_state(claim: Claim, table: pd.DataFrame, procedure: decide.Procedure) -> ClaimState:
-    """A claim on a `wide` table: its tests at every look whose seeds all its runs have, each on exactly that look's
-    seeds; decided by decide.sequential_outcome, and kept up to the look that decided it."""
-    present = set(claim.runs) <= set(table.columns.get_level_values("run_id"))
-    deltas = [c.deltas(table) for c in claim.comparisons] if present else []
+Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the registered seeds, NaN where absent
+
+
+def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
+    """The per-seed table as one array per (metric, run ID) over `seeds`, in their order."""
+    column = {s: i for i, s in enumerate(seeds)}
+    out: Grid = {}
+    for run_id, seed, *values in observed[["run_id", "seed", *METRICS]].itertuples(index=False):
+        if int(seed) in column:
+            for metric, value in zip(METRICS, values, strict=True):
+                out.setdefault((metric, str(run_id)), np.full(len(seeds), np.nan))[column[int(seed)]] = value
+    return out
+
+
+def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> ClaimState:
+    """A claim on the registered seeds' values: its tests at every look whose seeds all its runs have, each on
+    exactly that look's seeds; decided by decide.sequential_outcome, and kept up to the look that decided it."""
+    present = all(("acc", r) in values for r in claim.runs)
+    deltas = [c.deltas(values) for c in claim.comparisons] if present else []
     looks = []
-    for k in range(len(procedure.looks) if present else 0):
-        values = [d.reindex(list(procedure.seeds_at(k))).to_numpy(float) for d in deltas]
-        if any(np.isnan(v).any() for v in values):
+    for n in procedure.looks if present else ():
+        if any(np.isnan(d[:n]).any() for d in deltas):
             break
-        looks.append(tuple(decide.PairedTest(tuple(v), c.sign) for v, c in zip(values, claim.comparisons,
-                                                                                strict=True)))  # fmt: skip
+        looks.append(tuple(decide.PairedTest(tuple(d[:n]), c.sign) for d, c in zip(deltas, claim.comparisons,
+                                                                                    strict=True)))  # fmt: skip
     decision, look = decide.sequential_outcome(looks, procedure)
     return ClaimState(claim, tuple(looks[: look + 1]), decision, len(procedure.looks))
 
@@ -171,13 +185,16 @@ def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[
     """The procedure's state on a per-seed table: `claims` (the paper's, where they are evidence) replayed look by
     look; look 1 asks `set_runs` and the claims' run IDs, and where `gating`, each claim that waits asks its
     run IDs for its next look's seeds. Only the set of (run ID, seed) pairs matters, never their order."""
-    have = {str(r): frozenset(int(s) for s in g) for r, g in observed.groupby("run_id")["seed"]}
-    table = wide(observed[observed["seed"].isin(procedure.seeds)])
-    states = {c.claim_id: claim_state(c, table, procedure) for c in claims}
+    have: dict[str, set[int]] = {}
+    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
+        have.setdefault(str(run_id), set()).add(int(seed))
+    values = grid(observed, procedure.seeds)
+    states = {c.claim_id: claim_state(c, values, procedure) for c in claims}
     look_of = dict.fromkeys(set_runs, 0)
     for state in states.values():
         for run_id in state.claim.runs:
             look_of[run_id] = max(look_of.get(run_id, 0), state.asks if gating else 0)
     order = [r for r in RUNS if r in look_of] + sorted(r for r in look_of if r not in RUNS)
     asked = {r: procedure.seeds_at(look_of[r]) for r in order}
-    return State(procedure, states, tuple(states) if gating else (), asked, have)
+    return State(procedure, states, tuple(states) if gating else (), asked,
+                 {r: frozenset(seeds) for r, seeds in have.items()})
