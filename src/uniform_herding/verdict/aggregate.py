@@ -43,8 +43,10 @@ def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
 
 
 def wide(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """The per-seed table as seed x (metric, run ID), seeds in the table's order: what paired deltas read."""
-    return per_seed.pivot(index="seed", columns="run_id", values=list(METRICS)).reindex(per_seed["seed"].unique())
+    """The per-seed table as seed x (metric, run ID), what paired deltas read; seeds in the paper's order (SEEDS),
+    then the others rising, whatever the order of the rows."""
+    seeds = sorted(set(per_seed["seed"]), key=lambda s: (SEEDS.index(s) if s in SEEDS else len(SEEDS), s))
+    return per_seed.pivot(index="seed", columns="run_id", values=list(METRICS)).reindex(seeds)
 
 
 def contrast(table: Any, weights: tuple[tuple[str, int], ...], metric: str) -> Any:
