@@ -80,9 +80,9 @@ BUGS = {
         ("tests/verdict/test_check.py::test_a_shift_of_exactly_the_tolerance_passes_either_way",),
     ),
     "a metric's miss final at every look (the family's alpha spent once per look)": Bug(
-        "verdict/judge.py",
-        'pending = [m for m in misses if m.run_id in step.get("run_ids", ())]',
-        "pending = []",
+        "verdict/procedure.py",
+        "return not self.missing(run_id) and not self.waiting_on(run_id)",
+        "return True",
         ("tests/verdict/test_check.py::test_a_metric_miss_waits_for_the_seeds_the_next_look_adds",),
     ),
     "a claim contradicted at alpha / m, not alpha / 2m": Bug(

@@ -21,8 +21,9 @@ from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.variants import resolve
+from uniform_herding.verdict import judge
 from uniform_herding.verdict.check import format_metrics
-from uniform_herding.verdict.compare import MetricCheck, compare
+from uniform_herding.verdict.compare import MetricCheck
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -30,7 +31,7 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
-from uniform_herding.verdict.words import NO_PAPER_VALUE
+from uniform_herding.verdict.words import Metric
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
@@ -329,7 +330,9 @@ def set_from(table: pd.DataFrame, run_id: str, source: str, metric: str, offset:
         (lambda t: set_from(t, "a2", "B3", "acc", +0.5), "C2"),
         (lambda t: set_from(t, "a4", "B3", "acc", +0.3), "C3"),
         (lambda t: set_from(t, "a1", "B3", "forgetting", -0.1), "C4"),
-        (lambda t: set_from(set_from(t, "s1", "B3", "acc"), "s3", "B3", "acc", -8.0), "C5"),
+        # no budget rise (s2 = s1 = B3) beside a retrieval step of 8 pp: (s2 - s1) - (B3 - s3) = -8 on every seed
+        (lambda t: set_from(set_from(set_from(t, "s1", "B3", "acc"), "s2", "B3", "acc"), "s3", "B3", "acc", -8.0),
+         "C5"),
     ],
 )
 def test_a_claim_the_rerun_contradicts_is_not_supported(
@@ -377,7 +380,7 @@ def test_a_difference_of_exactly_the_tolerance_is_replicated(observed: float, ve
                         "acc": [44.0, 46.0, 48.0], "forgetting": [20.0] * 3, "bwt": [-20.0] * 3}),
                         {"acc": 5.0, "forgetting": 7.5, "bwt": 7.5}, gate_claims=False)  # fmt: skip
     rerun = expected.per_seed.assign(acc=observed)
-    (acc, *_) = compare(expected, rerun)
+    (acc, *_) = judge.check(expected, rerun).metrics
     assert (acc.metric, abs(acc.difference), acc.verdict) == ("acc", abs(observed - 46.0), verdict)
 
 
@@ -392,7 +395,7 @@ def test_the_smoke_tolerances_are_the_spread_measured_between_cpu_kinds() -> Non
     spread = pd.concat([(a - b).abs() for i, a in enumerate(means) for b in means[i + 1 :]]).max()
     assert smoke.tolerance == {m: math.ceil(2 * spread[m]) / 2 for m in ("acc", "forgetting", "bwt")}, spread
     for kind in kinds[1:]:
-        assert {c.verdict for c in compare(smoke, kind)} == {"REPLICATED"}
+        assert {c.verdict for c in judge.check(smoke, kind).metrics} == {"REPLICATED"}
 
 
 # --- results dirs, profiles, locating expected_results -----------------------------------------
@@ -644,8 +647,8 @@ def test_r_runs_get_no_replicated_line_under_the_paper_profile(tmp_path: Path, p
     table = with_refresh_runs(paper[paper["run_id"] == "B1"], acc={"r3": [1.0, 2.0, 3.0]}, forgetting={"r3": [1, 1, 1]})
     res, report = check(tmp_path, table)
     assert res.exit_code == 3, res.output  # INCOMPLETE: 11 paper run IDs missing
-    assert {v for (r, _), v in verdicts(report).items() if r == "r3"} == {NO_PAPER_VALUE}
-    assert NO_PAPER_VALUE == "NOT CHECKED (no paper value: beyond the paper)"
+    assert {v for (r, _), v in verdicts(report).items() if r == "r3"} == {Metric.NO_PAPER_VALUE.value}
+    assert Metric.NO_PAPER_VALUE.value == "NOT CHECKED (no paper value: beyond the paper)"
     assert not any(line.startswith("r3") and " REPLICATED" in line for line in res.output.splitlines())
     # a re-run of r-runs alone is checked (findings), not refused for lacking paper values
     res, report = check(tmp_path, table[table["run_id"] == "r3"])
@@ -670,15 +673,16 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     tmp_path: Path, decided: pd.DataFrame
 ) -> None:
     """B3 - a4 ACC of -1, +2, +2 (mean +1, sd sqrt 3): the sign of the mean never makes C3 SUPPORTED. The first look
-    leaves it undecided; next_step names a4 alone on the second look's seeds (B3 already has them)."""
+    leaves it undecided; next_step names a4 alone on the second look's seeds (B3 already has them, run for C1, so
+    the second look has begun: INCOMPLETE, naming what it misses)."""
     b3 = decided.loc[(decided["run_id"] == "B3") & decided["seed"].isin([1993, 2023, 42]), "acc"].to_numpy()
     table = decided[~((decided["run_id"] == "a4") & decided["seed"].isin([1, 2, 3]))].copy()
     table.loc[table["run_id"] == "a4", "acc"] = b3 - np.array([-1.0, 2.0, 2.0])
     res, report = check(tmp_path, table)
     assert claims(report)["C3"] == ("UNDECIDED (look 1 of 4, 3 seeds, one-sided alpha 0.005: the next look adds "
                                     "seeds 1, 2, 3 for B3, a4; its undecided comparisons point for the claim)")
-    assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2, 3]} and res.exit_code == 4
-    assert report["verdict"].startswith("UNDECIDED (C3 UNDECIDED at look 1 of 4; next: seeds 1, 2, 3 of a4")
+    assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2, 3]} and res.exit_code == 3
+    assert report["verdict"] == "INCOMPLETE (look 2 of 4 interrupted: seeds 1, 2, 3 missing for a4)"
 
 
 def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
@@ -789,25 +793,36 @@ def test_the_sets_csv_is_hashed_and_parsed_from_the_same_bytes(tmp_path: Path, m
     assert not (expected.shipped and float(b3.iloc[0]) != 43.64)
 
 
-def test_every_registered_seed_counts_for_a_metric(tmp_path: Path, paper: pd.DataFrame) -> None:
-    """Seeds 1-17 of every run ID 30 pp below the paper, the paired deltas kept: the metrics count them (the
-    registered seeds in order, as far as run), so the re-run is NOT REPLICATED, not a badge."""
+def test_every_seed_the_procedure_asked_for_counts_and_no_other(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Seeds 1-17 of every run ID 30 pp below the paper, the paired deltas kept. C1 and C3 wait after look 1; C3
+    is decided at look 2 and C1 at look 3. So B1, B2, B3 count the 10 seeds of look 3 and a4 the 6 of look 2, and
+    those misses (diluted by nothing) are NOT REPLICATED; a2, whose claim look 1 decided, counts the paper's 3
+    seeds, and its 17 others are shown, never counted (they would have failed it too: counting them would be
+    shopping in the other direction)."""
     low = pd.concat([paper[paper["seed"] == (1993, 2023, 42)[s % 3]].assign(seed=s) for s in range(1, 18)],
                     ignore_index=True)  # fmt: skip
     low = low.assign(acc=(low["acc"] - 30).clip(lower=0))  # B0 has 7.9 to lose
     res, report = check(tmp_path, pd.concat([paper, low], ignore_index=True))
     assert res.exit_code == 1, res.output
-    b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
-    assert b3["n_observed"] == 20 and b3["verdict"] == "NOT REPLICATED" and b3["uncounted_seeds"] == []
+    assert report["verdict"] == ("NOT REPLICATED (B1 acc NOT REPLICATED; B2 acc NOT REPLICATED; B3 acc NOT REPLICATED; "
+                                 "a4 acc NOT REPLICATED)")
+    metric = {(m["run_id"], m["metric"]): m for m in report["metrics"]}
+    assert metric["B3", "acc"]["n_observed"] == 10 and metric["B3", "acc"]["uncounted_seeds"] == list(range(8, 18))
+    assert metric["a4", "acc"]["n_observed"] == 6
+    assert metric["a2", "acc"]["n_observed"] == 3 and metric["a2", "acc"]["verdict"] == "REPLICATED"
+    assert metric["a2", "acc"]["uncounted_seeds"] == list(range(1, 18))
+    assert "not counted (not asked for by the procedure): B0 seed 1, B0 seed 2" in res.output
 
 
-def test_a_gap_in_the_registered_seeds_ends_what_a_metric_counts(tmp_path: Path, decided: pd.DataFrame) -> None:
-    """Seeds are counted in the registered order as far as run without a gap: B3 on seeds 1 and 3 but not 2 counts
-    4 seeds (1993, 2023, 42, 1); seed 3 is shown, never counted."""
+def test_a_look_missing_one_run_is_incomplete_and_names_it(tmp_path: Path, decided: pd.DataFrame) -> None:
+    """B3 on seeds 1 and 3 of the second look but not 2: that look is interrupted. B3 counts the five seeds asked of
+    it that ran (none is shopped: only asked seeds count), nothing is final, and next_step names B3 seed 2."""
     table = decided[~((decided["run_id"] == "B3") & (decided["seed"] == 2))]
-    _, report = check(tmp_path, table)
+    res, report = check(tmp_path, table)
     b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
-    assert b3["n_observed"] == 4 and b3["uncounted_seeds"] == [3]
+    assert b3["n_observed"] == 5 and b3["uncounted_seeds"] == [] and not b3["final"]
+    assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["B3"], "seeds": [2]}
+    assert report["verdict"] == "INCOMPLETE (look 2 of 4 interrupted: seeds 2 missing for B3)"
 
 
 def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -856,19 +871,91 @@ def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_e
 
 def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, paper: pd.DataFrame) -> None:
     """B1, B2, B3 and a4 each 5 pp higher in ACC on the paper's seeds: C1's and C3's deltas are the paper's, so
-    both wait for look 2, which adds seeds to those four. B3's ACC is outside its tolerance (4.25 pp at 3
-    seeds), and the next look decides it: UNDECIDED, saying so. With a2 5 pp higher too (C2 is decided at look
-    1, so a2's seeds are final) the miss is NOT REPLICATED at once; and once the registered seeds are run with
-    B3 still 5 pp higher, B3's miss is final."""
-    waiting = ["B1", "B2", "B3", "a4"]
-    higher = paper.assign(acc=paper["acc"] + 5.0 * paper["run_id"].isin(waiting))
+    both wait for look 2, which adds seeds to those four; B3 is in the retrieval sweep, so C5 waits too. B3's ACC
+    is outside its tolerance (4.25 pp at 3 seeds), and the next look decides it: UNDECIDED, saying so. With a2 5
+    pp higher too (C2 is decided at look 1, so a2's seeds are final) the miss is NOT REPLICATED at once, and the
+    verdict names the miss that waits beside it; and once the registered seeds are run with B3 still 5 pp
+    higher, B3's miss is final."""
+    waiting = ["B1", "B2", "B3", "a4", "s1", "s2", "s3", "s4"]
+    higher = paper.assign(acc=paper["acc"] + 5.0 * paper["run_id"].isin(waiting[:4]))
     res, report = check(tmp_path, higher)
     assert res.exit_code == 4, res.output
     assert verdicts(report)[("B3", "acc")] == "NOT REPLICATED"
-    assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds" in report["verdict"]
+    assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds (1, 2, 3)" in report["verdict"]
+    assert "NOT REPLICATED (not final: waits)" in res.output
     assert report["next_step"] == {"run_ids": waiting, "seeds": [1, 2, 3]}
     res, report = check(tmp_path, higher.assign(acc=higher["acc"] + 5.0 * (higher["run_id"] == "a2")))
-    assert res.exit_code == 1 and "a2 acc NOT REPLICATED" in report["verdict"], res.output
+    assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; B3 acc "
+                                                               "outside its tolerance on 3 seeds"), res.output
     later = next_look(higher, waiting, list(load_expected(EXPECTED).procedure.seeds[3:]), lead=0.0)
     res, report = check(tmp_path, later)
     assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (B3 acc NOT REPLICATED"), res.output
+
+
+# --- the procedure's state: interruptions and seeds no look asked for ---------------------------------------------
+
+
+def shifted(paper: pd.DataFrame, runs: list[str], pp: float) -> pd.DataFrame:
+    return paper.assign(acc=paper["acc"] + pp * paper["run_id"].isin(runs))
+
+
+def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_miss(
+        tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
+    """B1, B2, B3 and a4 at +5 pp ACC: look 2 asks seeds 1, 2, 3 of them and of s1-s4 (C5 reads B3). Stopped before
+    a4's seed 3, B3's miss still waits for the look (C3 may yet ask B3 for more): INCOMPLETE (exit 3), naming a4 seed
+    3. It once read NOT REPLICATED with an empty next_step, as a miss waited only while its run ID was in the
+    earliest pending look's next_step. The completed look decides every claim, and B3's and a4's misses, on the
+    six seeds they end with, are final."""
+    higher = shifted(paper, ["B1", "B2", "B3", "a4"], 5.0)
+    waiting = ["B1", "B2", "B3", "a4", "s1", "s2", "s3", "s4"]
+    look2 = next_look(higher, waiting, [1, 2, 3], lead=0.0)
+    res, report = check(tmp_path, look2[~((look2["run_id"] == "a4") & (look2["seed"] == 3))])
+    assert res.exit_code == 3, res.output
+    assert report["verdict"].startswith("INCOMPLETE (look 2 of 4 interrupted: seeds 3 missing for a4")
+    assert report["next_step"] == {"run_ids": ["a4"], "seeds": [3]}
+    res, report = check(tmp_path, look2)
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B3 acc NOT REPLICATED; a4 acc NOT REPLICATED)"
+
+
+def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """B1, B2, B3 and a4 at +5 pp ACC, and s4's three runs missing (a run that failed during `all`): C5 cannot be
+    checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
+    res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
+    assert res.exit_code == 3, res.output
+    assert report["verdict"].startswith("INCOMPLETE (seeds 1993, 2023, 42 missing for s4; B3 acc outside its "
+                                        "tolerance on 3 seeds, decided on the next look's seeds (1, 2, 3)")
+    assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
+
+
+@pytest.mark.parametrize("run_id", ["a2", "a3"])
+@pytest.mark.parametrize("source", ["--per-seed", "--results-dir"])
+def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(tmp_path: Path, decided: pd.DataFrame, run_id: str,
+                                                                  source: str) -> None:  # fmt: skip
+    """a2's (C2 is decided at look 1) or a3's (in no claim) ACC 6 pp low on the paper's seeds: NOT REPLICATED. Seeds
+    1 and 2 of it at the paper's mean, which no look asked for, are listed as not counted and change nothing (they
+    once made it RESULTS REPLICATED: the registered seeds in order, as far as run, allowed shopping for seeds)."""
+    low = decided.assign(acc=decided["acc"] - 6.0 * (decided["run_id"] == run_id))
+    mean = decided[decided["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
+    extra = pd.DataFrame([{"run_id": run_id, "seed": s, **mean} for s in (1, 2)])
+    for table, listed in ((low, False), (pd.concat([low, extra], ignore_index=True), True)):
+        if source == "--per-seed":
+            res, report = check(tmp_path, table)
+        else:
+            results = tmp_path / f"results-{listed}"
+            write_results(results, table, "paper")
+            out = tmp_path / "report.json"
+            res = CliRunner().invoke(main, ["check", "--results-dir", str(results), "--json-out", str(out)])
+            report = json.loads(out.read_text())
+        assert res.exit_code == 1 and report["verdict"] == f"NOT REPLICATED ({run_id} acc NOT REPLICATED)", res.output
+        uncounted = f"not counted (not asked for by the procedure): {run_id} seed 1, {run_id} seed 2"
+        assert (uncounted in res.output) is listed
+
+
+def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """C2 contradicted at look 1 (a2 at B3's ACC + 0.5) while B3's ACC, 5 pp high, waits for C1's and C3's next
+    look: NOT REPLICATED names both, the claim and the waiting miss."""
+    table = set_from(shifted(paper, ["B3", "B1", "B2", "a4"], 5.0), "a2", "B3", "acc", +0.5)
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 1, res.output
+    assert report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside "
+                                        "its tolerance on 3 seeds")

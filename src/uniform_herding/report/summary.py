@@ -41,10 +41,10 @@ from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_t
 from uniform_herding.variants import is_variant, run_name, sort_key
 from uniform_herding.verdict.aggregate import InputError, summarize
 from uniform_herding.verdict.check import tally
-from uniform_herding.verdict.claims import ClaimCheck, check_claims, check_variants
-from uniform_herding.verdict.compare import MetricCheck, compare
+from uniform_herding.verdict.compare import MetricCheck
+from uniform_herding.verdict.evidence import ClaimCheck, check_claims, check_variants
 from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
-from uniform_herding.verdict.judge import judge
+from uniform_herding.verdict.judge import check
 
 
 def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:
@@ -71,7 +71,7 @@ class Verdicts:
     metrics: list[MetricCheck] | None
     source: str  # the expected set used, or why the metrics are not checked
     claims: list[ClaimCheck]
-    variants: list[ClaimCheck]  # each variant against its base (claims.check_variants)
+    variants: list[ClaimCheck]  # each variant against its base (evidence.check_variants)
     overall: str | None = None  # judge's one verdict line (Verdict.line)
 
     def of(self, run_id: str, metric: str) -> MetricCheck | None:
@@ -92,15 +92,15 @@ def verdicts(runs: Runs) -> Verdicts:
     if expected.profile != runs.profile:
         return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}",
                         check_claims(runs.per_seed, runs.profile), variants)  # fmt: skip
-    metrics = compare(expected, runs.per_seed)
-    claims = check_claims(runs.per_seed, runs.profile, expected.procedure)
-    line = judge(expected, runs.per_seed, metrics, claims).line
-    return Verdicts(metrics, f"checked against {expected.describe()}", claims, variants, overall=line)
+    checked = check(expected, runs.per_seed)
+    return Verdicts(checked.metrics, f"checked against {expected.describe()}", checked.claims, variants,
+                    overall=checked.verdict.line)
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
     """Re-run mean, expected mean and verdict of one metric; 'missing' without a result. The mean is over the seeds
-    uh check counts; where it counts none (compare.counted_seeds: the registered seeds in order), over every seed."""
+    uh check counts; where it counts none (procedure.State.counted: the seeds the procedure asked for), over every
+    seed."""
     observed = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
     if observed.empty:
         return "missing"
@@ -145,9 +145,9 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ("p", f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
               f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
               f"{', '.join(missing) or 'none'}. Metrics {v.source}."),
-        ("p", f"At a glance: metrics {tally(m.verdict for m in v.metrics or [])}; claims "
-              f"{tally(c.verdict for c in claims_of[False])}; findings beyond the paper "
-              f"{tally(c.verdict for c in claims_of[True])}."),
+        ("p", f"At a glance: metrics {tally(m.kind for m in v.metrics or [])}; claims "
+              f"{tally(c.kind for c in claims_of[False])}; findings beyond the paper "
+              f"{tally(c.kind for c in claims_of[True])}."),
         ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-tests, 5% in all)"),
         ("table", ("Claim", "Verdict", "Statement",
                    "Evidence (per-seed deltas; mean; t-interval at the test's level: 90% for a one-sided 5%)"),

@@ -41,12 +41,26 @@ def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
     return table.reindex(sorted(table.index, key=sort_key)).rename_axis("run_id")
 
 
+def wide(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """The per-seed table as seed x (metric, run ID), what paired deltas read; seeds in the paper's order (SEEDS),
+    then the others rising, whatever the order of the rows."""
+    seeds = sorted(set(per_seed["seed"]), key=lambda s: (SEEDS.index(s) if s in SEEDS else len(SEEDS), s))
+    return per_seed.pivot(index="seed", columns="run_id", values=list(METRICS)).reindex(seeds)
+
+
+def contrast(table: Any, weights: tuple[tuple[str, int], ...], metric: str) -> Any:
+    """Per seed, the sum of weight x `metric` over run IDs (a paired delta: ((run, 1), (other, -1))), from anything
+    indexed by (metric, run ID): a `wide` table (a Series by seed) or procedure.replay's arrays over the registered
+    seeds; NaN on a seed some run lacks. The one place per-seed deltas are taken: claims, variants, the report."""
+    return sum(w * table[metric, r] for r, w in weights)
+
+
 def paired(per_seed: pd.DataFrame, run_id: str, reference: str, metric: str) -> pd.Series:
     """Per-seed `run_id - reference` of `metric`, over the seeds both have (indexed by seed)."""
-    a = per_seed[per_seed["run_id"] == run_id].set_index("seed")[metric]
-    b = per_seed[per_seed["run_id"] == reference].set_index("seed")[metric]
-    common = [s for s in a.index if s in b.index]
-    return (a[common] - b[common]).rename(metric)
+    table = wide(per_seed[per_seed["run_id"].isin([run_id, reference])])
+    if {run_id, reference} - set(table.columns.get_level_values("run_id")):
+        return pd.Series(dtype=float, name=metric).rename_axis("seed")
+    return contrast(table, ((run_id, 1), (reference, -1)), metric).dropna().rename(metric)
 
 
 def paired_deltas(per_seed: pd.DataFrame) -> pd.DataFrame:

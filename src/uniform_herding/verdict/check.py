@@ -34,11 +34,11 @@ from uniform_herding.method.config import PROFILES
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
-from uniform_herding.verdict.claims import ClaimCheck, check_claims, check_variants, paper_effects
-from uniform_herding.verdict.compare import MetricCheck, compare
+from uniform_herding.verdict.compare import MetricCheck
+from uniform_herding.verdict.evidence import ClaimCheck, check_variants
 from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
-from uniform_herding.verdict.judge import judge
-from uniform_herding.verdict.words import EXIT_INCOMPLETE, EXIT_POLICY, INCOMPLETE, MEASURED, NO_EXPECTATION
+from uniform_herding.verdict.judge import check
+from uniform_herding.verdict.words import EXIT_POLICY, Claim, Metric, Verdict, headword
 
 
 class UnwritableReport(click.ClickException):
@@ -67,6 +67,8 @@ def _beside(difference: float | None, tolerance: float) -> tuple[str, str]:
 
 def format_metrics(checks: list[MetricCheck]) -> list[str]:
     verdicts = [c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)" for c in checks]
+    verdicts = [f"{v} (not final: waits)" if c.kind is Metric.NOT_REPLICATED and not c.final else v
+                for c, v in zip(checks, verdicts, strict=True)]  # fmt: skip
     width = max([27, *map(len, verdicts)])  # a long NOT CHECKED (...) widens the column, not the row
     lines = [
         f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':{width}} "
@@ -82,7 +84,7 @@ def format_metrics(checks: list[MetricCheck]) -> list[str]:
         )
     uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
     if uncounted:
-        lines.append("not counted (not among the expected set's seeds): "
+        lines.append("not counted (not asked for by the procedure): "
                      + ", ".join(f"{r} seed {s}" for r, s in uncounted))  # fmt: skip
     return lines
 
@@ -112,9 +114,9 @@ def format_claims(checks: list[ClaimCheck]) -> list[str]:
     return lines
 
 
-def tally(verdicts: Iterable[str]) -> str:
-    """'35 REPLICATED, 1 NOT REPLICATED': each printed word with its count, in first-seen order."""
-    counts = Counter(v.split(" (")[0] for v in verdicts)
+def tally(kinds: Iterable[Metric | Claim]) -> str:
+    """'35 REPLICATED, 1 NOT REPLICATED': each kind's word with its count, in first-seen order."""
+    counts = Counter(map(headword, kinds))
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
 
 
@@ -159,36 +161,36 @@ def check_command(
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
             expected_dir = expected_dir_for(profile, root)
             if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
-                line = (f"{INCOMPLETE} (no expected set for profile {profile}: {expected_dir / 'tolerances.toml'} "
-                        "does not exist; uh aggregate and uh report show the numbers)")  # fmt: skip
-                click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {EXIT_INCOMPLETE}")
-                _write_report(json_out, {"source": source, "profile": profile, "verdict": line,
-                                         "exit_code": EXIT_INCOMPLETE}, EXIT_INCOMPLETE)  # fmt: skip
-                click.get_current_context().exit(EXIT_INCOMPLETE)
+                line = (f"{Verdict.INCOMPLETE.value} (no expected set for profile {profile}: "
+                        f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
+                        "numbers)")  # fmt: skip
+                code = Verdict.INCOMPLETE.code
+                click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {code}")
+                _write_report(json_out, {"source": source, "profile": profile, "verdict": line, "exit_code": code},
+                              code)  # fmt: skip
+                click.get_current_context().exit(code)
         expected = load_expected(expected_dir)
     except (ExpectedError, ResultError) as e:
         raise InputError(str(e)) from None
     if given and given != expected.profile:
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
-    metrics = compare(expected, observed)
-    if metrics and all(m.verdict == NO_EXPECTATION for m in metrics):
+    checked = check(expected, observed)
+    metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
+    if metrics and all(m.kind is Metric.NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
-    claims = check_claims(observed, expected.profile, expected.procedure,
-                          paper=paper_effects(expected.per_seed) if expected.profile == "paper" else None)
     variants = check_variants(observed)
-    verdict = judge(expected, observed, metrics, claims)
 
     paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
     click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
     gating = ", ".join(expected.gate)
     click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), *format_variants(variants), ""]))
     click.echo(
-        f"metrics: {tally(m.verdict for m in metrics)} ({gating} gate); "
-        f"claims: {tally(c.verdict for c in paper_claims)} "
+        f"metrics: {tally(m.kind for m in metrics)} ({gating} gate); "
+        f"claims: {tally(c.kind for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
-        f"findings beyond the paper: {tally(c.verdict for c in findings)} (never gate)"
-        + (f"; variants: {sum(c.verdict == MEASURED for c in variants)} measured, "
-           f"{sum(c.verdict != MEASURED for c in variants)} not checked (never gate)" if variants else "")
+        f"findings beyond the paper: {tally(c.kind for c in findings)} (never gate)"
+        + (f"; variants: {sum(c.kind is Claim.MEASURED for c in variants)} measured, "
+           f"{sum(c.kind is not Claim.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
     click.echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
@@ -204,9 +206,10 @@ def check_command(
         "procedure": None if expected.procedure is None else asdict(expected.procedure),
         "verdict": verdict.line,
         "next_step": verdict.next_step,
+        "state": checked.state.to_dict(),
         "metrics": [m.to_dict() for m in metrics],
-        "claims": [asdict(c) for c in claims],
-        "variants": [asdict(c) for c in variants],
+        "claims": [c.to_dict() for c in claims],
+        "variants": [c.to_dict() for c in variants],
         "exit_code": verdict.code,
     }
     _write_report(json_out, report, verdict.code)

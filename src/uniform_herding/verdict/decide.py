@@ -59,7 +59,7 @@ MIN_SEEDS = 3
 MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as not reachable
 DECIMALS = 9  # float noise of sums of values given to 2 decimals lies far below this, real differences above
 
-Outcome = Literal["supports", "contradicts", "undecided"]
+Decision = Literal["supports", "contradicts", "undecided"]  # one test, a claim, or a claim under a procedure
 
 
 def replicated(difference: float, tolerance: float) -> bool:
@@ -179,7 +179,7 @@ class PairedTest:
         t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
         return float(stats.t.sf(sign * t, self.n - 1))
 
-    def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Outcome:
+    def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Decision:
         """The one-sided test in the claimed direction at `alpha`, and the same test the other way at
         `against` (default `alpha`; a claim's comparisons pass decide.against(alpha, m))."""
         if not self.decidable:
@@ -213,7 +213,7 @@ def against(alpha: float, m: int) -> float:
     return alpha / (2 * m)
 
 
-def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Outcome:
+def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Decision:
     """A claim of m comparisons: supported when all support it at `alpha`, contradicted when any contradicts it
     at against(alpha, m)."""
     outcomes = [t.outcome(alpha, against(alpha, len(tests))) for t in tests]
@@ -231,7 +231,8 @@ def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:
 @dataclass(frozen=True)
 class Procedure:
     """A sequential design fixed before any re-run: the seeds in the order they are taken (the expected
-    set's first), the looks (seeds in all at each) and the one-sided alpha of each look (summing to ALPHA)."""
+    set's first), the looks (seeds in all at each) and the one-sided alpha of each look (summing to ALPHA). One
+    look of fewer than MIN_SEEDS seeds (a set's own, registering no procedure) decides no claim."""
 
     seeds: tuple[int, ...]
     looks: tuple[int, ...]
@@ -239,7 +240,8 @@ class Procedure:
 
     def __post_init__(self) -> None:
         if not (self.looks and len(self.alpha) == len(self.looks) and list(self.looks) == sorted(set(self.looks))
-                and self.looks[0] >= MIN_SEEDS and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))):
+                and (self.looks[0] >= MIN_SEEDS or len(self.looks) == 1)
+                and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))):
             raise ValueError("looks must rise from 3 seeds to at most the registered seeds (distinct), one alpha each")
         if not all(a > 0 for a in self.alpha) or round(sum(self.alpha), DECIMALS) > ALPHA:
             raise ValueError(f"the looks' alphas must be > 0 and sum to at most {ALPHA}")
@@ -249,9 +251,10 @@ class Procedure:
         return self.seeds[: self.looks[look]]
 
 
-def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedure) -> tuple[Outcome, int]:
+def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedure) -> tuple[Decision, int]:
     """A claim under `procedure`, given its tests at the looks reached so far (in order): the first look that
-    decides it, each at its own alpha, else undecided at the last look given. Returns (outcome, look)."""
+    decides it, each at its own alpha, else undecided at the last look given (-1: none given). Returns (decision,
+    look)."""
     for look, tests in enumerate(looks):
         outcome = claim_outcome(tests, procedure.alpha[look])
         if outcome != "undecided":

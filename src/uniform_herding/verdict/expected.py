@@ -19,7 +19,8 @@ from typing import Any
 import pandas as pd
 
 from uniform_herding.method.config import PROFILES
-from uniform_herding.runs.results import METRICS, read_per_seed_csv
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.runs.results import read_per_seed_csv
 from uniform_herding.verdict import decide
 
 # The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated

@@ -1,6 +1,7 @@
 """`uh oc`: the operating characteristic of `uh check`. How often a faithful re-run is called RESULTS
 REPLICATED, and how often a real miss or a claim with no true effect is, by simulating whole re-runs under
-stated models and judging each with uh check's own functions (compare, check_claims, judge), following the
+stated models and judging each with uh check's own function (judge.check: the procedure's state replayed, the
+metrics, the claims and the verdict), following the
 pre-registered procedure look by look (next_step's run IDs and seeds, then a check again).
 
 The models, in percentage points (pp), from the paper's own per-seed table (tab:app-seeds). Three faithful
@@ -41,9 +42,9 @@ import pandas as pd
 from scipy import stats
 
 from uniform_herding.method.config import PAPER_RUNS
-from uniform_herding.runs.results import METRICS, ResultError, read_per_seed_csv, write_text_atomic
-from uniform_herding.verdict.claims import CLAIMS, check_claims, wide
-from uniform_herding.verdict.compare import compare
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
+from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.decide import replicated
 from uniform_herding.verdict.expected import (
     Expected,
@@ -52,15 +53,9 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
-from uniform_herding.verdict.judge import judge
-from uniform_herding.verdict.words import (
-    EXIT_UNDECIDED,
-    INCONCLUSIVE,
-    NOT_SUPPORTED,
-    RESULTS_NOT_REPLICATED,
-    RESULTS_REPLICATED,
-    SUPPORTED,
-)
+from uniform_herding.verdict.judge import check
+from uniform_herding.verdict.procedure import replay
+from uniform_herding.verdict.words import Verdict
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side: decide.against's alpha / 2m, Bonferroni over looks
@@ -173,16 +168,10 @@ def redrawn(expected: Expected, world: World, paper: np.ndarray) -> Expected:
 
 
 def pairs(expected: Expected) -> list[tuple[str, str, str, str, int]]:
-    """The paired comparisons of claims C1-C4: (claim, run ID, other, metric, claimed sign). C5's comparison
-    is of ranges, not of two run IDs."""
-    out = []
-    for claim in (c for c in CLAIMS if not c.finding and c.claim_id != "C5"):
-        table = expected.per_seed[expected.per_seed["run_id"].isin(claim.runs)]
-        for comparison in claim.comparisons(wide(table)):
-            run_id, rest = comparison.label.split("-", 1)
-            other, metric = rest.split(" ")
-            out.append((claim.claim_id, run_id, other, metric, comparison.sign))
-    return out
+    """The paired comparisons of claims C1-C4: (claim, run ID, other, metric, claimed sign). C5's comparisons are
+    contrasts of four run IDs, not of two."""
+    return [(claim.claim_id, c.weights[0][0], c.weights[1][0], c.metric, c.sign) for claim in PAPER_CLAIMS
+            if claim.claim_id != "C5" for c in claim.comparisons]  # fmt: skip
 
 
 def models(expected: Expected) -> list[Model]:
@@ -207,28 +196,28 @@ def _table(world: World, values: np.ndarray, seeds: tuple[int, ...], have: set[t
 
 
 @dataclass
-class Outcome:
-    """One simulated re-run at the end of the procedure: its verdict word, why, and what it ran beyond look 1."""
+class ReRun:
+    """One simulated re-run at the end of the procedure: its verdict, what kept it from passing, and what it ran
+    beyond look 1."""
 
-    word: str
-    why: tuple[str, ...]
+    kind: Verdict
+    causes: tuple[str, ...]
     undecided_at_first_look: bool
     extra_runs: list[str] = field(default_factory=list)
 
 
-def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> Outcome:
-    """Check the paper's seeds; while the verdict is UNDECIDED, run its next_step and check again."""
+def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> ReRun:
+    """Check the paper's seeds; while the verdict names a next_step (UNDECIDED, or INCOMPLETE), run it and check
+    again."""
     seeds = expected.registered
     have = {(r, s) for r in world.runs for s in expected.seeds}
     extra: list[str] = []
     first = None
     while True:
-        table = _table(world, values, seeds, have)
-        claims = check_claims(table, expected.profile, expected.procedure, explain=False)
-        verdict = judge(expected, table, compare(expected, table), claims)
-        first = verdict.code == EXIT_UNDECIDED if first is None else first
-        if verdict.code != EXIT_UNDECIDED:
-            return Outcome(verdict.word, verdict.why, first, extra)
+        verdict = check(expected, _table(world, values, seeds, have), explain=False).verdict
+        first = verdict.kind is Verdict.UNDECIDED if first is None else first
+        if verdict.kind.final or not verdict.next_step:
+            return ReRun(verdict.kind, verdict.causes, first, extra)
         for run_id in verdict.next_step["run_ids"]:
             for seed in verdict.next_step["seeds"]:
                 if (run_id, seed) not in have:
@@ -283,12 +272,11 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
     for _ in range(n):
         judged_by, values = model.draw(expected, world, rng)
         outcomes.append(follow_procedure(judged_by, world, values))
-    causes = Counter(reason.split(" (")[0] for o in outcomes if o.word != RESULTS_REPLICATED
-                     for reason in o.why if not reason.startswith("no badge"))  # fmt: skip
+    causes = Counter(cause for o in outcomes for cause in o.causes)
     hours = np.array([base + sum(seconds.get(r, 0.0) for r in o.extra_runs) for o in outcomes]) / 3600
-    return Summary(model, n, share(sum(o.word == RESULTS_REPLICATED for o in outcomes), n),
-                   share(sum(o.word == RESULTS_NOT_REPLICATED for o in outcomes), n),
-                   share(sum(o.word == INCONCLUSIVE for o in outcomes), n),
+    return Summary(model, n, share(sum(o.kind is Verdict.RESULTS_REPLICATED for o in outcomes), n),
+                   share(sum(o.kind is Verdict.NOT_REPLICATED for o in outcomes), n),
+                   share(sum(o.kind is Verdict.INCONCLUSIVE for o in outcomes), n),
                    sum(o.undecided_at_first_look for o in outcomes) / n,
                    float(np.mean([len(o.extra_runs) for o in outcomes])),
                    (float(hours.mean()), float(np.quantile(hours, 0.9, method="inverted_cdf"))),
@@ -302,14 +290,14 @@ def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Genera
     world, (rho, tau) = World.of(expected), CENTER
     nulls = tuple((other, run_id, metric) for claim, run_id, other, metric, _ in pairs(expected) if claim == claim_id)
     model = Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, nulls=nulls, null_c5=claim_id == "C5")
-    claim = next(c for c in CLAIMS if c.claim_id == claim_id)
-    seeds, words = expected.registered, Counter()
+    claim = next(c for c in PAPER_CLAIMS if c.claim_id == claim_id)
+    seeds, decisions = expected.registered, Counter()
     for _ in range(n):
         _, values = model.draw(expected, world, rng)
         table = _table(world, values, seeds, {(r, s) for r in claim.runs for s in seeds})
-        checks = check_claims(table, "paper", expected.procedure, explain=False)
-        words[next(c.verdict.split(" (")[0] for c in checks if c.claim_id == claim_id)] += 1
-    return share(words[NOT_SUPPORTED], n), share(words[SUPPORTED], n)
+        state = replay(table, expected.procedure, claim.runs, (claim,), gating=True)
+        decisions[state.claims[claim_id].decision] += 1
+    return share(decisions["contradicts"], n), share(decisions["supports"], n)
 
 
 def detectable_miss(expected: Expected, run_id: str, metric: str, n: int, rng: np.random.Generator) -> float:
@@ -505,7 +493,7 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
                             s.passed[0] <= center.passed[0]))  # fmt: skip
         click.echo(f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
                    f"{CENTER[0]:g}, tau {CENTER[1]:g}, {grid_draws} draws), judged by its procedure alone")  # fmt: skip
-        for claim in (c for c in CLAIMS if not c.finding):
+        for claim in PAPER_CLAIMS:
             against, wrongly = contradicts(expected, claim.claim_id, grid_draws, rng)
             click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}%")
             met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_AGAINST:.1%} ({pct(against)})",

@@ -1,30 +1,67 @@
-"""The words `uh check` prints and its exit codes, one per state (EXIT_POLICY, `uh check --help`'s epilog).
+"""The verdicts as types, the words `uh check` prints for them and its exit codes (EXIT_POLICY).
 
-Grep for them; expected_results/README.md maps each to its rule and to ACM's terms. Imported by every other module
-of the check (expected.py excepted), by oc.py and by report/.
+Every decision reads a kind (an Enum below) and the data beside it; only this module turns them into words, so
+rewording a message can never change a verdict or an exit code. Grep for the words; expected_results/README.md
+maps each to its rule and to ACM's terms.
 """
 
 from __future__ import annotations
 
-# The printed words (grep for them; expected_results/README.md maps each to its rule and to ACM's terms).
-REPLICATED, NOT_REPLICATED = "REPLICATED", "NOT REPLICATED"
-NO_EXPECTATION = "NOT CHECKED (no expected values)"
-NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
-MEASURED = "MEASURED (no paper value)"
-SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE"
-NOT_EVIDENCE = "NOT EVIDENCE"
-RESULTS_REPLICATED, RESULTS_NOT_REPLICATED = "RESULTS REPLICATED", "NOT REPLICATED"
-# UNDECIDED: a look left a claim undecided, with looks to come (the verdict's word, and the claim's);
-# INCONCLUSIVE: the procedure's last look left it undecided.
-INCOMPLETE, UNDECIDED = "INCOMPLETE", "UNDECIDED"
-SET_MATCHED = "EXPECTED SET MATCHED"  # every rule passed against a set other than the shipped paper set: no badge
-PIPELINE_PASSED, PIPELINE_FAILED = "PIPELINE CHECK PASSED", "PIPELINE CHECK FAILED"
-OUTCOME_VERDICT = {"supports": SUPPORTED, "contradicts": NOT_SUPPORTED, "undecided": INCONCLUSIVE}
-NOT_CHECKED = "NOT CHECKED"
+from enum import Enum
 
-# The exit codes, one per state, so that a script can tell them apart.
+
+class Metric(Enum):
+    """One run ID's metric against its expected mean."""
+
+    REPLICATED = "REPLICATED"
+    NOT_REPLICATED = "NOT REPLICATED"
+    NOT_CHECKED = "NOT CHECKED"  # fewer than decide.MIN_SEEDS counted seeds
+    NO_EXPECTATION = "NOT CHECKED (no expected values)"
+    NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
+
+
+class Claim(Enum):
+    """A claim of the paper, a finding beyond it, or a variant against its base."""
+
+    SUPPORTED = "SUPPORTED"
+    NOT_SUPPORTED = "NOT SUPPORTED"
+    UNDECIDED = "UNDECIDED"  # a look left it undecided, with looks to come
+    INCONCLUSIVE = "INCONCLUSIVE"  # undecided after the procedure's last look (or the one look of a finding)
+    NOT_CHECKED = "NOT CHECKED"  # its runs or seeds are missing
+    NOT_EVIDENCE = "NOT EVIDENCE"  # not about the paper's protocol at this profile
+    MEASURED = "MEASURED (no paper value)"  # a variant: measured, never judged
+
+
+class Verdict(Enum):
+    """The one verdict of `uh check`; its value is the word printed, `code` the exit code."""
+
+    RESULTS_REPLICATED = "RESULTS REPLICATED"
+    NOT_REPLICATED = "NOT REPLICATED"
+    INCOMPLETE = "INCOMPLETE"
+    UNDECIDED = "UNDECIDED"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    SET_MATCHED = "EXPECTED SET MATCHED"  # every rule passed against a set other than the shipped paper set
+    PIPELINE_PASSED = "PIPELINE CHECK PASSED"
+    PIPELINE_FAILED = "PIPELINE CHECK FAILED"
+
+    @property
+    def code(self) -> int:
+        return EXIT_CODES[self]
+
+    @property
+    def final(self) -> bool:
+        """Whether more runs could change it: INCOMPLETE and UNDECIDED name the runs that would."""
+        return self not in (Verdict.INCOMPLETE, Verdict.UNDECIDED)
+
+
 EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_UNDECIDED, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4, 5
 EXIT_MATCHED = 6
+EXIT_CODES = {
+    Verdict.RESULTS_REPLICATED: EXIT_PASSED, Verdict.PIPELINE_PASSED: EXIT_PASSED,
+    Verdict.NOT_REPLICATED: EXIT_FAILED, Verdict.PIPELINE_FAILED: EXIT_FAILED,
+    Verdict.INCOMPLETE: EXIT_INCOMPLETE, Verdict.UNDECIDED: EXIT_UNDECIDED,
+    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE, Verdict.SET_MATCHED: EXIT_MATCHED,
+}  # fmt: skip
 EXIT_POLICY = (
     "Exit code: 0 RESULTS REPLICATED (the shipped paper set only) or PIPELINE CHECK PASSED (other "
     "profiles); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
@@ -36,3 +73,17 @@ EXIT_POLICY = (
     "paper that is not the shipped one: no badge). Findings C6-C8 (beyond the paper) and variants (uh run "
     "--set, uh sweep) never change it."
 )
+
+
+def word(kind: Metric | Claim | Verdict, detail: str = "") -> str:
+    """A kind as printed: its word, then its detail in parentheses where there is one."""
+    return f"{kind.value} ({detail})" if detail else kind.value
+
+
+def headword(kind: Metric | Claim | Verdict) -> str:
+    """A kind's word without its standing detail: NOT CHECKED for NOT CHECKED (no expected values)."""
+    return kind.value.split(" (")[0]
+
+
+def seeds_text(seeds: tuple[int, ...] | list[int]) -> str:
+    return ", ".join(map(str, seeds))

@@ -1,0 +1,247 @@
+"""Each claim's verdict with the per-seed evidence it was decided on (ClaimCheck), and each variant against its base.
+
+The paper's claims C1-C5 are read off the procedure's state (procedure.py): decided by paired one-sided t-tests
+(decide.py) look by look, only at the paper's protocol (elsewhere they are NOT EVIDENCE). Findings C6-C8 are
+decided at 5% on every seed their runs share; each variant (`uh run --set`, `uh sweep`) is measured against its
+base run ID, never judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import pandas as pd
+
+from uniform_herding.method.config import RUNS
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.variants import base_of, describe, sort_key
+from uniform_herding.verdict import decide
+from uniform_herding.verdict.aggregate import paired, wide
+from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
+from uniform_herding.verdict.procedure import State
+from uniform_herding.verdict.words import Claim as Kind
+from uniform_herding.verdict.words import seeds_text, word
+
+DECIDED = {"supports": Kind.SUPPORTED, "contradicts": Kind.NOT_SUPPORTED, "undecided": Kind.INCONCLUSIVE}
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """A claim's kind and its detail, with the per-seed evidence it was decided on. Under a procedure: `look`
+    (1-based) of `looks`, and `next_seeds`, the registered seeds of the next look where this one left it
+    UNDECIDED. `seeds_needed` (in all): where a finding is INCONCLUSIVE, the seeds that would decide it if its
+    mean and spread stayed as they are (information). `below_paper`: after the last look, the comparisons whose
+    interval excludes the paper's effect."""
+
+    claim_id: str
+    statement: str
+    kind: Kind
+    detail: str
+    evidence: list[str]
+    finding: bool = False
+    seeds_needed: int | None = None
+    runs: tuple[str, ...] = ()
+    look: int | None = None
+    looks: int | None = None
+    next_seeds: tuple[int, ...] = ()
+    below_paper: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        return word(self.kind, self.detail)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"claim_id": self.claim_id, "statement": self.statement, "verdict": self.verdict,
+                "evidence": self.evidence, "finding": self.finding, "seeds_needed": self.seeds_needed,
+                "runs": list(self.runs), "look": self.look, "looks": self.looks, "next_seeds": list(self.next_seeds),
+                "below_paper": list(self.below_paper)}  # fmt: skip
+
+
+def _seeds(values: pd.Series, fmt: str) -> str:
+    return ", ".join(f"{seed} {value:{fmt}}" for seed, value in values.items())
+
+
+def _n_seeds(n: int) -> str:
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
+def _level(alpha: float) -> str:
+    """The two-sided level whose interval excludes 0 exactly when a one-sided test at `alpha` decides."""
+    return f"{100 * (1 - 2 * alpha):.4g}%"
+
+
+def _interval_text(test: decide.PairedTest, alpha: float = decide.ALPHA) -> str:
+    ci = test.interval(alpha)
+    if ci is None:
+        return f"no interval ({_n_seeds(test.n)} shared; a claim needs {decide.MIN_SEEDS})"
+    return (f"{_level(alpha)} t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({test.n - 1} df), "
+            f"one-sided {decide.p_text(test.p_value(test.sign))}")  # type: ignore[arg-type]
+
+
+def _excludes(test: decide.PairedTest, alpha: float, value: float) -> bool:
+    ci = test.interval(alpha)
+    return ci is not None and not ci[0] <= value <= ci[1]
+
+
+def _evidence_line(c: Comparison, deltas: pd.Series, test: decide.PairedTest, decided: bool,
+                   alpha: float = decide.ALPHA, against: float | None = None, paper: float | None = None
+                   ) -> str:  # fmt: skip
+    """One comparison: its deltas, mean, interval at the look's level and decision (contradicting at `against`);
+    where `paper` (the paper's own mean) is given, whether the interval holds it."""
+    line = (f"{c.label}: {_seeds(deltas, '+.2f')}; mean {test.mean:+.2f} (claimed {'>' if c.sign > 0 else '<'} 0); "
+            f"{_interval_text(test, alpha)}")  # fmt: skip
+    if not (decided and test.decidable):
+        return line
+    line = f"{line}: {test.outcome(alpha, against)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
+    if paper is not None:
+        line += f"; the paper's effect {paper:+.2f} is {'outside' if _excludes(test, alpha, paper) else 'inside'} it"
+    return line
+
+
+def _ways(tests: tuple[decide.PairedTest, ...], alpha: float = decide.ALPHA) -> str:
+    """Which way a claim's undecided comparisons point: for it, against it, or some each way."""
+    ways = {t.leaning for t in tests if t.outcome(alpha, decide.against(alpha, len(tests))) == "undecided"}
+    return ways.pop() if len(ways) == 1 else "some for the claim and some against"
+
+
+def _leaning_text(tests: tuple[decide.PairedTest, ...], needed: int | None) -> str:
+    """Where more seeds would take an undecided claim if its means and spreads stayed (`needed` in all, from
+    decide.claim_seeds_needed): and which way."""
+    if needed is None:
+        return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
+    more = needed - tests[0].n
+    return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {_ways(tests)}"
+
+
+def _shared(claim: Claim, table: pd.DataFrame) -> pd.DataFrame:
+    """A claim's runs of a `wide` table, on the seeds they all have."""
+    table = table[[(m, r) for m in METRICS for r in claim.runs]]
+    return table[table.notna().to_numpy().all(axis=1)]
+
+
+def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCheck:
+    """A claim on every seed its runs share, at 5%: findings, and the paper's claims where they are not evidence
+    (shown, never decided)."""
+    why_not = not_evidence(profile, claim.finding)
+    deltas = [c.deltas(table) for c in claim.comparisons]
+    tests = tuple(decide.PairedTest(tuple(d.astype(float)), c.sign) for d, c in zip(deltas, claim.comparisons,
+                                                                                     strict=True))  # fmt: skip
+    against = decide.against(decide.ALPHA, len(tests))
+    evidence = [_evidence_line(c, d, t, why_not is None, against=against)
+                for c, d, t in zip(claim.comparisons, deltas, tests, strict=True)]  # fmt: skip
+    needed = None
+    if why_not:
+        kind, detail = Kind.NOT_EVIDENCE, why_not
+    elif tests[0].n < decide.MIN_SEEDS:
+        kind, detail = Kind.NOT_CHECKED, f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}"
+    else:
+        kind, detail = DECIDED[decide.claim_outcome(tests)], ""
+        if kind is Kind.INCONCLUSIVE:
+            needed = decide.claim_seeds_needed(tests)
+            detail = _leaning_text(tests, needed)
+    return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, claim.finding, needed, claim.runs)
+
+
+def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFrame], registered: bool,
+                     explain: bool, paper: dict[str, float]) -> ClaimCheck:  # fmt: skip
+    """A claim of the paper read off its state: where a set registers a procedure, the look that decided it (or
+    left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds."""
+    s, procedure = state.claims[claim_id], state.procedure
+    claim, total = s.claim, len(procedure.looks)
+    shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
+    if not s.reached:
+        missing = [seed for seed in procedure.seeds_at(0) if seed not in shared]
+        return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+                          f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}", [], runs=claim.runs,
+                          looks=total if registered else None)  # fmt: skip
+    look, tests = s.reached - 1, s.looks[-1]
+    seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
+    last = s.decision == "undecided" and look + 1 == total
+    below = tuple(c.label for c, t in zip(claim.comparisons, tests, strict=True)
+                  if last and c.label in paper and _excludes(t, alpha, paper[c.label]))  # fmt: skip
+    against = decide.against(alpha, len(tests))
+    evidence = [_evidence_line(c, c.deltas(table()).reindex(list(seeds)), t, True, alpha, against,
+                               paper.get(c.label) if last else None)
+                for c, t in zip(claim.comparisons, tests, strict=True)] if explain else []  # fmt: skip
+    uncounted = sorted(shared - set(seeds))
+    if uncounted and explain:
+        evidence.append(f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
+                        f"(the procedure counts the seeds each look asks for)")  # fmt: skip
+    if not registered:
+        if not tests[0].decidable:  # a set of fewer seeds than a claim needs
+            return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+                              f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}", evidence, False,
+                              runs=claim.runs)  # fmt: skip
+        kind = DECIDED[s.decision]
+        needed = decide.claim_seeds_needed(tests) if kind is Kind.INCONCLUSIVE else None
+        detail = _leaning_text(tests, needed) if kind is Kind.INCONCLUSIVE else ""
+        return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, False, needed, claim.runs)
+    where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
+    kind, next_seeds = DECIDED[s.decision], ()
+    if not s.settled:
+        kind, next_seeds = Kind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
+        where += (f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(claim.runs)}; "
+                  f"its undecided comparisons point {_ways(tests, alpha)}")
+    elif last:
+        where = f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
+            f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect" if below else
+            (f"; every {_level(alpha)} interval holds the paper's effect" if paper else ""))  # fmt: skip
+    return ClaimCheck(claim.claim_id, claim.statement, kind, where, evidence, False, None, claim.runs, look + 1, total,
+                      next_seeds, below)  # fmt: skip
+
+
+def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | None = None, registered: bool = True,
+                 explain: bool = True, paper: dict[str, float] | None = None) -> list[ClaimCheck]:  # fmt: skip
+    """Every claim from the re-run alone, as evidence where `profile` allows: the paper's claims off the procedure's
+    `state` (`registered`: whether the set registers the procedure, or has one look of its own seeds; `paper`: the
+    paper's effects, printed beside the interval where the last look leaves a claim undecided); without a state (no
+    expected set), and for findings, on every seed their runs share. A claim whose runs are missing, or that shares
+    no seed, is NOT CHECKED. `explain=False` leaves the procedure's evidence text out (uh oc judges thousands of
+    re-runs; the verdicts are the same)."""
+    have: dict[str, set[int]] = {}
+    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
+        have.setdefault(str(run_id), set()).add(int(seed))
+    table = cache(lambda: wide(observed))  # pandas only where text is written or a finding decided
+    checks = []
+    for claim in CLAIMS:
+        missing = [r for r in claim.runs if r not in have]
+        if missing or not set.intersection(*(have[r] for r in claim.runs)):
+            why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
+            checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
+                                     runs=claim.runs))  # fmt: skip
+        elif state is not None and claim.claim_id in state.claims:
+            checks.append(_under_procedure(state, claim.claim_id, table, registered, explain, paper or {}))
+        else:
+            checks.append(_on_shared_seeds(claim, _shared(claim, table()), profile))
+    return checks
+
+
+def _t_interval_text(deltas: pd.Series) -> str:
+    ci = decide.t_interval(tuple(deltas))
+    if ci is None:
+        return "95% t-interval undefined (fewer than 2 seeds)"
+    return f"95% t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({len(deltas) - 1} df)"
+
+
+def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
+    """Each variant of the re-run (uh run --set, uh sweep) as a finding against its base: per-seed paired deltas of
+    ACC and F, their mean and 95% t-interval. Measured, not judged: there is no paper value."""
+    checks = []
+    for run_id in sorted(set(observed["run_id"]) - set(RUNS), key=sort_key):
+        base = base_of(run_id)
+        evidence = []
+        for metric in ("acc", "forgetting"):
+            deltas = paired(observed, run_id, base, metric)
+            if deltas.empty:
+                break
+            evidence.append(f"{run_id} - {base} {metric}: {_seeds(deltas, '+.2f')}; mean {deltas.mean():+.2f}; "
+                            f"{_t_interval_text(deltas)}")  # fmt: skip
+        why = None if evidence else (f"missing: {base}" if base not in set(observed["run_id"])
+                                     else f"no seed shared by {run_id}, {base}")  # fmt: skip
+        kind = Kind.MEASURED if why is None else Kind.NOT_CHECKED
+        checks.append(ClaimCheck(run_id, f"{run_id} against {base} ({describe(run_id)})", kind, "" if why is None
+                                 else why, evidence, finding=True))  # fmt: skip
+    return checks

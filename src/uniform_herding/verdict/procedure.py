@@ -1,0 +1,200 @@
+"""The procedure's state, replayed look by look from the results alone (`replay`): check, judge, next_step and
+uh oc all read it, and nothing of it is stored, so no interruption, file order or extra seed can change it.
+
+The pre-registered procedure (tolerances.toml's [procedure]) takes the registered seeds in order and looks at
+fixed counts of them, each look at its own alpha. Look 1 asks every run ID of the expected set (and every run ID
+of a gating claim) for the set's seeds. A claim is decided at the first look that decides it; a claim a look
+leaves undecided asks each of its run IDs for the seeds of the next look. So what each look asks follows from
+the looks before it:
+  - a run ID's counted seeds are exactly the seeds asked of it, up to the last look that asked for it; fewer is a
+    look still to run or interrupted (next_step names the rest), more are shown and never counted;
+  - a run ID's seeds are final when it has every seed asked of it and no gating claim that includes it can
+    still ask for more; a metric's miss is final only then (so each metric is judged once, on the seeds it ends
+    with, and the family's alpha holds over the whole procedure);
+  - next_step: the missing runs of the earliest look that misses any.
+A set that registers no procedure has one look: its own seeds, at decide.ALPHA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from uniform_herding.method.config import RUNS
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.verdict import decide
+from uniform_herding.verdict.claims import Claim
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    """One claim replayed: its comparisons' tests at each look it reached, in order, and its decision at the last
+    of them ("undecided" where it reached none). `total`: the procedure's looks."""
+
+    claim: Claim
+    looks: tuple[tuple[decide.PairedTest, ...], ...]
+    decision: decide.Decision
+    total: int
+
+    @property
+    def reached(self) -> int:
+        return len(self.looks)
+
+    @property
+    def settled(self) -> bool:
+        """Decided, or undecided after the last look: it asks for nothing more."""
+        return self.decision != "undecided" or self.reached == self.total
+
+    @property
+    def asks(self) -> int:
+        """The (0-based) look whose seeds it asks of its run IDs: the look it was decided at, the last one, or
+        the next one while it waits."""
+        return self.reached - 1 if self.settled else self.reached
+
+
+@dataclass(frozen=True)
+class State:
+    """The procedure replayed on a re-run's (run ID, seed) pairs: each claim's state, and per run ID the seeds
+    asked of it, in the registered order. `gating`: the claims whose undecided looks ask for seeds."""
+
+    procedure: decide.Procedure
+    claims: dict[str, ClaimState]
+    gating: tuple[str, ...]
+    asked: dict[str, tuple[int, ...]]
+    have: dict[str, frozenset[int]]
+
+    def asked_of(self, run_id: str) -> tuple[int, ...]:
+        """The seeds asked of a run ID: look 1's for one no look asked (a run beyond the set: shown, not judged)."""
+        return self.asked.get(run_id, self.procedure.seeds_at(0))
+
+    def counted(self, run_id: str) -> tuple[int, ...]:
+        """The seeds a run ID's metrics count: those asked of it that it has, in the registered order."""
+        have = self.have.get(run_id, frozenset())
+        return tuple(s for s in self.asked_of(run_id) if s in have)
+
+    def uncounted(self, run_id: str) -> tuple[int, ...]:
+        """Its seeds that no look asked for: shown, never counted."""
+        return tuple(sorted(self.have.get(run_id, frozenset()) - set(self.asked_of(run_id))))
+
+    def missing(self, run_id: str) -> tuple[int, ...]:
+        have = self.have.get(run_id, frozenset())
+        return tuple(s for s in self.asked.get(run_id, ()) if s not in have)
+
+    def waiting_on(self, run_id: str) -> tuple[str, ...]:
+        """The gating claims that include a run ID and can still ask for seeds."""
+        return tuple(c for c in self.gating if run_id in self.claims[c].claim.runs and not self.claims[c].settled)
+
+    def final(self, run_id: str) -> bool:
+        """Whether a run ID's counted seeds can still change: no (final) once it has every seed asked of it and no
+        gating claim that includes it waits for a look."""
+        return not self.missing(run_id) and not self.waiting_on(run_id)
+
+    def look_of(self, seed: int) -> int:
+        """The (0-based) look that first counts a registered seed."""
+        position = self.procedure.seeds.index(seed)
+        return next(k for k, n in enumerate(self.procedure.looks) if position < n)
+
+    @cached_property
+    def pending_look(self) -> int | None:
+        """The earliest look some asked run misses: the one next_step runs. None when nothing asked is missing."""
+        looks = [self.look_of(s) for r in self.asked for s in self.missing(r)]
+        return min(looks) if looks else None
+
+    @property
+    def next_step(self) -> dict[str, list[Any]]:
+        """The runs of the pending look that are missing, as run IDs x seeds (each pair asked; uh run skips the pairs
+        it has): {"run_ids": [...], "seeds": [...]}, or {} when nothing asked is missing."""
+        look = self.pending_look
+        if look is None:
+            return {}
+        missing = {r: [s for s in self.missing(r) if self.look_of(s) == look] for r in self.asked}
+        runs = [r for r in self.asked if missing[r]]
+        seeds = [s for s in self.procedure.seeds if any(s in missing[r] for r in runs)]
+        return {"run_ids": runs, "seeds": seeds}
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the pending look has begun (look 1 always has): some of the runs it asks anew are there."""
+        look = self.pending_look
+        if look is None:
+            return False
+        if look == 0:
+            return True
+        new = self.procedure.seeds_at(look)[self.procedure.looks[look - 1]:]
+        return any(s in self.have.get(r, ()) for r in self.asked if set(new) <= set(self.asked[r]) for s in new)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What uh check's JSON records of the state: per look, its seeds and alpha, the claims it decided, the run
+        IDs it asks for and those it misses."""
+        looks = []
+        for k, n in enumerate(self.procedure.looks):
+            asks = [r for r, seeds in self.asked.items() if len(seeds) >= n]
+            if not asks:
+                break
+            seeds = self.procedure.seeds_at(k)
+            looks.append({
+                "look": k + 1, "seeds": list(seeds), "alpha": self.procedure.alpha[k], "run_ids": asks,
+                "decided": {c: s.decision for c, s in self.claims.items() if s.reached == k + 1 and s.decision
+                            != "undecided"},
+                "missing": {r: [s for s in seeds if s in self.missing(r)] for r in asks
+                            if any(s in self.missing(r) for s in seeds)},
+            })  # fmt: skip
+        return {"looks": looks, "gating_claims": list(self.gating)}
+
+
+def single_look(seeds: tuple[int, ...]) -> decide.Procedure:
+    """The procedure of a set that registers none: one look at its own seeds, at decide.ALPHA."""
+    return decide.Procedure(seeds, (len(seeds),), (decide.ALPHA,))
+
+
+Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the registered seeds, NaN where absent
+
+
+def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
+    """The per-seed table as one array per (metric, run ID) over `seeds`, in their order."""
+    column = {s: i for i, s in enumerate(seeds)}
+    out: Grid = {}
+    for run_id, seed, *values in observed[["run_id", "seed", *METRICS]].itertuples(index=False):
+        if int(seed) in column:
+            for metric, value in zip(METRICS, values, strict=True):
+                out.setdefault((metric, str(run_id)), np.full(len(seeds), np.nan))[column[int(seed)]] = value
+    return out
+
+
+def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> ClaimState:
+    """A claim on the registered seeds' values: its tests at every look whose seeds all its runs have, each on
+    exactly that look's seeds; decided by decide.sequential_outcome, and kept up to the look that decided it."""
+    present = all(("acc", r) in values for r in claim.runs)
+    deltas = [c.deltas(values) for c in claim.comparisons] if present else []
+    looks = []
+    for n in procedure.looks if present else ():
+        if any(np.isnan(d[:n]).any() for d in deltas):
+            break
+        looks.append(tuple(decide.PairedTest(tuple(d[:n]), c.sign) for d, c in zip(deltas, claim.comparisons,
+                                                                                    strict=True)))  # fmt: skip
+    decision, look = decide.sequential_outcome(looks, procedure)
+    return ClaimState(claim, tuple(looks[: look + 1]), decision, len(procedure.looks))
+
+
+def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[str, ...],
+           claims: tuple[Claim, ...], gating: bool) -> State:  # fmt: skip
+    """The procedure's state on a per-seed table: `claims` (the paper's, where they are evidence) replayed look by
+    look; look 1 asks `set_runs` and the claims' run IDs, and where `gating`, each claim that waits asks its
+    run IDs for its next look's seeds. Only the set of (run ID, seed) pairs matters, never their order."""
+    have: dict[str, set[int]] = {}
+    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
+        have.setdefault(str(run_id), set()).add(int(seed))
+    values = grid(observed, procedure.seeds)
+    states = {c.claim_id: claim_state(c, values, procedure) for c in claims}
+    look_of = dict.fromkeys(set_runs, 0)
+    for state in states.values():
+        for run_id in state.claim.runs:
+            look_of[run_id] = max(look_of.get(run_id, 0), state.asks if gating else 0)
+    order = [r for r in RUNS if r in look_of] + sorted(r for r in look_of if r not in RUNS)
+    asked = {r: procedure.seeds_at(look_of[r]) for r in order}
+    return State(procedure, states, tuple(states) if gating else (), asked,
+                 {r: frozenset(seeds) for r, seeds in have.items()})

@@ -1,0 +1,176 @@
+"""procedure.py: the procedure's state, replayed from the results. Property-based (hypothesis): over simulated
+re-runs of the paper (faithful, real misses, claims without their effect, noisier seeds), no interruption inside a
+look, no seed that no look asked for and no order of rows changes a verdict or an exit code.
+
+The re-runs are uh oc's models (model (b): the expected set is the shipped one), each drawn from a seed hypothesis
+chooses; a procedure is followed as ./reproduce.sh next follows it: check, run next_step, check again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.runs.results import read_per_seed_csv
+from uniform_herding.verdict import oc
+from uniform_herding.verdict.expected import load_expected
+from uniform_herding.verdict.judge import Verdict, check
+from uniform_herding.verdict.words import Verdict as Kind
+
+EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
+WORLD = oc.World.of(EXPECTED)
+SEEDS = EXPECTED.registered
+RHO, TAU = oc.CENTER
+MODELS = (
+    oc.Model("faithful", faithful="b", rho=RHO, tau=TAU),
+    oc.Model("faithful, the paper's sampling error", faithful="a", rho=RHO, tau=TAU),
+    oc.Model("noisier", faithful="b", rho=RHO, tau=TAU, noise_scale=2.0),
+    *(oc.Model(f"{r} {m} {d:+g}", faithful="b", rho=RHO, tau=TAU, shift=(r, m, d))
+      for r in ("B3", "a2", "a4", "B1", "s1", "B0") for m in ("acc", "forgetting") for d in (-6.0, 5.0)),
+    *(oc.Model(f"null {c}", faithful="b", rho=RHO, tau=TAU, nulls=((r, o, m),))
+      for c, r, o, m, _ in oc.pairs(EXPECTED)),
+    oc.Model("null C5", faithful="b", rho=RHO, tau=TAU, null_c5=True),
+)  # fmt: skip
+PROPERTY = settings(max_examples=int(os.environ.get("UH_PROPERTY_EXAMPLES", 500)), deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+
+Pairs = frozenset[tuple[str, int]]
+
+
+GROUPS = (("B3",), ("a2",), ("B1", "B2", "B3", "a4"), ("B3", "s1", "s2", "s3", "s4"), ("a3",))
+
+
+@st.composite
+def reruns(draw: st.DrawFn) -> np.ndarray:
+    """[run ID, registered seed, metric] values of one simulated re-run: one of the models, and possibly a group of
+    run IDs moved together in ACC (B1, B2, B3 and a4 together keep C1's and C3's deltas: misses that wait)."""
+    model = draw(st.sampled_from(MODELS))
+    values = model.draw(EXPECTED, WORLD, np.random.default_rng(draw(st.integers(0, 2**32 - 1))))[1]
+    group, pp = draw(st.sampled_from(GROUPS)), draw(st.sampled_from([0.0, 0.0, 4.0, 5.0, -5.0]))
+    for run_id in group:
+        values[WORLD.index(run_id), :, METRICS.index("acc")] += pp
+    return values
+
+
+def table(values: np.ndarray, have: Pairs, extra: dict[tuple[str, int], tuple[float, ...]] | None = None
+          ) -> pd.DataFrame:  # fmt: skip
+    """The per-seed table of the runs in `have` (and `extra`'s rows, values given), in a fixed order; BWT at least
+    -F, as every R gives (the simulation draws them apart)."""
+    rows = [(r, s, *values[WORLD.index(r), SEEDS.index(s)]) for r, s in sorted(have)]
+    rows += [(r, s, *v) for (r, s), v in sorted((extra or {}).items())]
+    out = pd.DataFrame(rows, columns=["run_id", "seed", *METRICS])
+    return out.assign(bwt=np.maximum(out["bwt"], -out["forgetting"]))
+
+
+def verdict(values: np.ndarray, have: Pairs) -> Verdict:
+    return check(EXPECTED, table(values, have), explain=False).verdict
+
+
+def step(v: Verdict) -> Pairs:
+    return frozenset((r, s) for r in v.next_step.get("run_ids", ()) for s in v.next_step.get("seeds", ()))
+
+
+def follow(values: np.ndarray, have: Pairs) -> tuple[list[tuple[Pairs, Pairs]], Verdict]:
+    """The procedure from `have` on: each state reached and the runs its next_step asked for, and the verdict it
+    ends with (at most one step per look and one more: a step it already ran is a bug)."""
+    states: list[tuple[Pairs, Pairs]] = []
+    for _ in range(len(EXPECTED.procedure.looks) + 1):
+        v = verdict(values, have)
+        asked = step(v) - have
+        if v.kind.final or not asked:
+            return states, v
+        states.append((have, asked))
+        have = have | asked
+    raise AssertionError(f"the procedure did not end within {len(EXPECTED.procedure.looks) + 1} steps")
+
+
+def test_the_papers_own_table_repeated_needs_one_more_look_then_passes() -> None:
+    """The helpers above on the paper's own per-seed values, repeated seed after seed: look 1 leaves C1 and C3
+    undecided; look 2 decides C3 and look 3 (B1, B2, B3 on seeds 4 to 7) C1."""
+    paper = EXPECTED.per_seed.set_index(["run_id", "seed"])
+    values = np.stack([[paper.loc[(r, EXPECTED.seeds[k % 3]), list(METRICS)].to_numpy(float) for k in range(len(SEEDS))]
+                       for r in WORLD.runs])  # fmt: skip
+    states, final = follow(values, frozenset())
+    assert [asked for _, asked in states[1:]] == [{(r, s) for r in ("B1", "B2", "B3", "a4") for s in (1, 2, 3)},
+                                                  {(r, s) for r in ("B1", "B2", "B3") for s in (4, 5, 6, 7)}]
+    assert final.kind is Kind.RESULTS_REPLICATED
+
+
+@PROPERTY
+@given(reruns(), st.data())
+def test_an_interrupted_look_changes_nothing_that_the_completed_look_decides(values: np.ndarray, data: st.DataObject
+                                                                             ) -> None:  # fmt: skip
+    """Any subset of any look's runs (the paper's 36 included: a failed run during `all`): uh check never reads a
+    final verdict the completed look would not (no NOT REPLICATED from a miss that waits for that look), and
+    resuming from there (next_step, check, ...) ends where the uninterrupted procedure ends."""
+    states, final = follow(values, frozenset())
+    have, asked = data.draw(st.sampled_from(states), label="interrupted look")
+    ran = frozenset(data.draw(st.sets(st.sampled_from(sorted(asked)), max_size=len(asked) - 1), label="ran"))
+    interrupted, completed = verdict(values, have | ran), verdict(values, have | asked)
+    if interrupted.kind.final:
+        assert (interrupted.kind, interrupted.code) == (completed.kind, completed.code), interrupted.line
+    else:
+        assert step(interrupted) - have - ran and step(interrupted) - have - ran <= asked - ran, interrupted.line
+    resumed = follow(values, have | ran)[1]
+    assert (resumed.kind, resumed.code) == (final.kind, final.code), (resumed.line, final.line)
+
+
+@PROPERTY
+@given(reruns(), st.data())
+def test_seeds_no_look_asked_for_change_nothing(values: np.ndarray, data: st.DataObject) -> None:
+    """At any state of the procedure, runs no look has asked for (registered seeds beyond a run ID's look, seeds
+    outside the list), at the re-run's own values, at the paper's mean or 30 pp off, change no verdict: not the
+    one verdict, its exit code or next_step, nor any metric's or claim's kind or counted seeds."""
+    states, _ = follow(values, frozenset())
+    have = data.draw(st.sampled_from([*(h | a for h, a in states), *(h for h, _ in states[1:])]), label="state")
+    before = check(EXPECTED, table(values, have), explain=False)
+    asked = {(r, s) for r, seeds in before.state.asked.items() for s in seeds}
+    unasked = sorted({(r, s) for r in PAPER_RUNS for s in (*SEEDS, 7, 99)} - asked - have)
+    extra = data.draw(st.sets(st.sampled_from(unasked), min_size=1, max_size=12), label="unasked runs")
+    how = data.draw(st.sampled_from(["drawn", "paper mean", "30 pp off"]), label="values")
+    rows = {}
+    for r, s in extra:
+        own = values[WORLD.index(r), SEEDS.index(s)] if s in SEEDS else WORLD.mean[WORLD.index(r)]
+        rows[r, s] = tuple({"drawn": own, "paper mean": WORLD.mean[WORLD.index(r)], "30 pp off": own + 30.0}[how])
+    after = check(EXPECTED, table(values, have, rows), explain=False)
+    assert (after.verdict.kind, after.verdict.code, after.verdict.next_step) == (
+        before.verdict.kind, before.verdict.code, before.verdict.next_step), (before.verdict.line, after.verdict.line)
+    assert [(m.run_id, m.metric, m.verdict, m.n_observed) for m in after.metrics] == [
+        (m.run_id, m.metric, m.verdict, m.n_observed) for m in before.metrics]
+    assert [(c.claim_id, c.verdict) for c in after.claims] == [(c.claim_id, c.verdict) for c in before.claims]
+
+
+@PROPERTY
+@given(reruns(), st.data())
+def test_the_order_of_rows_never_matters(values: np.ndarray, data: st.DataObject) -> None:
+    """Any state of the procedure, its rows in any order, and through a per-seed CSV written in that order: the same
+    verdict, next_step, metrics (each seed's value in the same place) and claims, word for word (the evidence text
+    included). The order of folders and files is the order of rows: a results dir becomes this table."""
+    states, _ = follow(values, frozenset())
+    have = data.draw(st.sampled_from([h | a for h, a in states] or [frozenset()]), label="state")
+    ordered = table(values, have)
+    findings = [ordered[ordered["run_id"] == base].assign(run_id=r, acc=lambda t, d=d: t["acc"] + d)
+                for r, base, d in (("r1", "B1", 0.0), ("r2", "B3", -1.0), ("r3", "B1", 0.5))]
+    ordered = pd.concat([ordered, *findings], ignore_index=True)  # C6-C8 too, decided on the seeds they share
+    order = data.draw(st.permutations(range(len(ordered))), label="row order")
+    shuffled = ordered.iloc[list(order)].reset_index(drop=True)
+    csv = io.BytesIO()
+    shuffled.to_csv(csv, index=False)
+    a = check(EXPECTED, ordered)
+    for rows in (shuffled, read_per_seed_csv(Path("shuffled.csv"), csv.getvalue())):
+        b = check(EXPECTED, rows)
+        assert (a.verdict.line, a.verdict.next_step) == (b.verdict.line, b.verdict.next_step)
+        assert [(m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict, m.uncounted)
+                for m in a.metrics] == [(m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict,
+                                         m.uncounted) for m in b.metrics]  # the rest is computed from these
+        assert [(c.claim_id, c.verdict, c.evidence) for c in a.claims] == [(c.claim_id, c.verdict, c.evidence)
+                                                                           for c in b.claims]
+        assert a.state.to_dict() == b.state.to_dict()
