@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from conftest import matrix_with
 
+from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION, PROFILES, RUNS
 from uniform_herding.method.metrics import PAPER, REPORTED, Metric
 from uniform_herding.runs.results import (
@@ -148,6 +150,17 @@ def test_load_results_rejects_a_file_in_the_wrong_place(tmp_path: Path) -> None:
     write_json_atomic(path, result("B3", 1993))
     with pytest.raises(ResultError, match="holds B3 seed 1993, not B3/seed-42"):
         load_results(tmp_path)
+
+
+def test_a_folder_whose_name_holds_a_newline_gets_a_one_line_error(tmp_path: Path) -> None:
+    """`B3\nx/seed-1993/result.json`: the error names the folder with its newline escaped, on one line, through
+    `uh check` too (it once printed three lines, the last two looking like other paths)."""
+    write_json_atomic(tmp_path / "B3\nx" / "seed-1993" / "result.json", result("B3", 1993))
+    with pytest.raises(ResultError) as error:
+        load_results(tmp_path)
+    assert "\n" not in str(error.value) and "B3\\nx/seed-1993/result.json: holds B3 seed 1993" in str(error.value)
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path), "--json-out", str(tmp_path / "r.json")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
 
 
 def test_load_results_rejects_empty_and_missing_dirs(tmp_path: Path) -> None:

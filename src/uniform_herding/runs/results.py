@@ -27,8 +27,16 @@ PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 BOUND_ROUNDING = 0.01 + 1e-9  # 1e-9: the float error of the sum
 
 
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (a newline in a folder's name as \\n): an error stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class ResultError(ValueError):
-    """A result file or per-seed table that cannot be used; the message names the file."""
+    """A result file or per-seed table that cannot be used; the message names the file, on one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 class StaleResult(ResultError):

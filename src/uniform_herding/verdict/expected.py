@@ -20,7 +20,7 @@ import pandas as pd
 
 from uniform_herding.method.config import PROFILES
 from uniform_herding.method.metrics import METRICS
-from uniform_herding.runs.results import read_per_seed_csv
+from uniform_herding.runs.results import one_line, read_per_seed_csv
 from uniform_herding.verdict import decide
 
 # The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated
@@ -30,7 +30,11 @@ PAPER_SET_SHA256 = "7861f3d68266029f14a7e394e5c2f0790dae3cd32f0d5acf0358147f7c41
 
 
 class ExpectedError(ValueError):
-    """An expected set (tolerances.toml, its per-seed CSV) that cannot be used."""
+    """An expected set (tolerances.toml, its per-seed CSV) that cannot be used; the message names the file, on one
+    line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 @dataclass(frozen=True)
