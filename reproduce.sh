@@ -385,7 +385,11 @@ follow_procedure() {
     done
     status=0
     report_after "$rc" || status=$?
-    log "verdict $verdict (exit $status)"
+    if [[ $status -ne $rc ]]; then  # the check passed, the report failed: the exit is the report's, not the verdict's
+        log "verdict $verdict (uh check exit $rc); uh report failed (exit $status)"
+    else
+        log "verdict $verdict (exit $status)"
+    fi
     exit "$status"
 }
 

@@ -668,6 +668,18 @@ def test_next_follows_an_incomplete_verdicts_next_step_too(reproduce, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == "reproduce.sh: verdict EXPECTED SET MATCHED (look 2) (exit 6)"
 
 
+def test_next_says_when_report_failed_after_a_passing_check(reproduce, tmp_path):
+    """Issue 45.6: check passes, uh report fails: the last line names both, never "verdict RESULTS REPLICATED ...
+    (exit 1)" as if the verdict had exit 1."""
+    results = str(tmp_path / "r")
+    Path(results).mkdir()
+    result, _ = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})),
+                          FAKE_UH_FAIL_COMMAND="report", FAKE_UH_STATUS="1")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "reproduce.sh: verdict RESULTS REPLICATED (look 1) (uh check exit 0); uh report failed (exit 1)")
+
+
 def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, tmp_path):
     """A next_step that names exactly the runs just run (they did not change the verdict) stops the loop, exit 1,
     naming them, instead of running them for ever."""
