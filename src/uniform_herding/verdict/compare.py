@@ -19,7 +19,7 @@ from uniform_herding.method.config import RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import Expected
-from uniform_herding.verdict.procedure import State
+from uniform_herding.verdict.procedure import State, rows
 from uniform_herding.verdict.words import Metric, seeds_text, word
 
 
@@ -104,16 +104,15 @@ class MetricCheck:
 def compare(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
     """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on the seeds the procedure's
     `state` counts for it, in the registered order."""
-    rows = {(str(r), int(s)): row for r, s, *row in observed[["run_id", "seed", *METRICS]].itertuples(index=False)}
-    paper = {(str(r), int(s)): row for r, s, *row in expected.per_seed[["run_id", "seed", *METRICS]]
-             .itertuples(index=False)}  # fmt: skip
+    observed_rows = {(r, s): row for r, s, *row in rows(observed)}
+    paper = {(r, s): row for r, s, *row in rows(expected.per_seed)}
     checks = []
     for run_id in (r for r in RUNS if r in state.have):
         counted = state.counted(run_id)
         exp = [row for (r, _), row in paper.items() if r == run_id]
         for k, metric in enumerate(METRICS):
             checks.append(MetricCheck(run_id, metric, tuple(float(row[k]) for row in exp),
-                                      tuple(float(rows[run_id, s][k]) for s in counted),
+                                      tuple(observed_rows[run_id, s][k] for s in counted),
                                       expected.tolerance_for(run_id, metric, max(len(counted), 1)) if exp else 0.0,
                                       metric in expected.gate, state.uncounted(run_id), state.final(run_id)))
     return checks

@@ -175,9 +175,10 @@ class PairedTest:
             return None
         if np.ptp(self.deltas) == 0:  # no spread: the sign decides, exactly
             return 0.0 if sign * self.mean > 0 else 1.0
-        # scipy's ttest_1samp(alternative=...), its t distribution called directly (uh oc calls this often)
+        # scipy's ttest_1samp(alternative=...), its t distribution's survival function called as the ufunc
+        # (special.stdtr, what stats.t.sf computes, without its argument checks: uh oc calls this often)
         t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
-        return float(stats.t.sf(sign * t, self.n - 1))
+        return float(special.stdtr(self.n - 1, -sign * t))
 
     def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Decision:
         """The one-sided test in the claimed direction at `alpha`, and the same test the other way at
@@ -324,5 +325,5 @@ class Rule:
         return math.inf if noise == 0 else df * (noise + self.tau**2) ** 2 / noise**2
 
     def tolerance(self, sd: float, df: float, n: int, k: int) -> float:
-        t = float(stats.t.isf(self.alpha / 2, self.degrees_of_freedom(sd, df, n, k)))
+        t = -float(special.stdtrit(self.degrees_of_freedom(sd, df, n, k), self.alpha / 2))  # stats.t.isf, as ufunc
         return t * math.sqrt(sd**2 * (1 / n + 1 / k) + self.tau**2)

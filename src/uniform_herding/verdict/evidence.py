@@ -21,7 +21,7 @@ from uniform_herding.variants import base_of, describe, sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
-from uniform_herding.verdict.procedure import State
+from uniform_herding.verdict.procedure import State, rows
 from uniform_herding.verdict.words import Claim as Kind
 from uniform_herding.verdict.words import seeds_text, word
 
@@ -202,8 +202,8 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
     no seed, is NOT CHECKED. `explain=False` leaves the procedure's evidence text out (uh oc judges thousands of
     re-runs; the verdicts are the same)."""
     have: dict[str, set[int]] = {}
-    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
-        have.setdefault(str(run_id), set()).add(int(seed))
+    for run_id, seed, *_ in rows(observed):
+        have.setdefault(run_id, set()).add(seed)
     table = cache(lambda: wide(observed))  # pandas only where text is written or a finding decided
     checks = []
     for claim in CLAIMS:

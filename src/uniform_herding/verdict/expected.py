@@ -82,7 +82,7 @@ class Expected:
     def _derived(self) -> dict[tuple[str, str, int], float]:
         return {}
 
-    @property
+    @cached_property
     def seeds(self) -> tuple[int, ...]:
         """The expected set's seeds, in the procedure's order where it registers one, else the CSV's."""
         own = [int(s) for s in dict.fromkeys(self.per_seed["seed"])]

@@ -154,14 +154,22 @@ def single_look(seeds: tuple[int, ...]) -> decide.Procedure:
 Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the registered seeds, NaN where absent
 
 
+def rows(table: pd.DataFrame) -> list[tuple[str, int, float, float, float]]:
+    """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists: pandas' row
+    iterators cost more than the rules they feed)."""
+    columns = [table["run_id"].astype(str).tolist(), table["seed"].astype(int).tolist(),
+               *(table[m].astype(float).tolist() for m in METRICS)]  # fmt: skip
+    return list(zip(*columns, strict=True))
+
+
 def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
     """The per-seed table as one array per (metric, run ID) over `seeds`, in their order."""
     column = {s: i for i, s in enumerate(seeds)}
     out: Grid = {}
-    for run_id, seed, *values in observed[["run_id", "seed", *METRICS]].itertuples(index=False):
-        if int(seed) in column:
+    for run_id, seed, *values in rows(observed):
+        if seed in column:
             for metric, value in zip(METRICS, values, strict=True):
-                out.setdefault((metric, str(run_id)), np.full(len(seeds), np.nan))[column[int(seed)]] = value
+                out.setdefault((metric, run_id), np.full(len(seeds), np.nan))[column[seed]] = value
     return out
 
 
@@ -186,8 +194,8 @@ def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[
     look; look 1 asks `set_runs` and the claims' run IDs, and where `gating`, each claim that waits asks its
     run IDs for its next look's seeds. Only the set of (run ID, seed) pairs matters, never their order."""
     have: dict[str, set[int]] = {}
-    for run_id, seed in observed[["run_id", "seed"]].itertuples(index=False):
-        have.setdefault(str(run_id), set()).add(int(seed))
+    for run_id, seed, *_ in rows(observed):
+        have.setdefault(run_id, set()).add(seed)
     values = grid(observed, procedure.seeds)
     states = {c.claim_id: claim_state(c, values, procedure) for c in claims}
     look_of = dict.fromkeys(set_runs, 0)
