@@ -853,6 +853,19 @@ def test_a_check_of_one_claims_runs_says_which_runs_come_next(tmp_path: Path, pa
                                    "seeds": [1993, 2023, 42]}  # fmt: skip
 
 
+def test_one_claim_alone_gets_its_own_next_look_and_never_the_badge(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """`uh check --claim C1` on the paper's B1, B2, B3 rows: C1's verdict (UNDECIDED at look 1) and its own next look,
+    B1, B2, B3 on seeds 1, 2, 3, never the nine other run IDs; with that look run, C1 is SUPPORTED and the verdict
+    EXPECTED SET MATCHED (exit 6): one claim never earns the badge."""
+    c1 = paper[paper["run_id"].isin(["B1", "B2", "B3"])]
+    res, report = check(tmp_path, c1, "--claim", "C1")
+    assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B1", "B2", "B3"], "seeds": [1, 2, 3]}
+    assert report["verdict"].endswith("then check again (uh check --claim C1))") and list(claims(report)) == ["C1"]
+    res, report = check(tmp_path, next_look(c1, ["B1", "B2", "B3"], [1, 2, 3], lead=0.0), "--claim", "C1")
+    assert res.exit_code == 6 and claims(report)["C1"].startswith("SUPPORTED (look 2 of 4"), res.output
+    assert report["verdict"].startswith("EXPECTED SET MATCHED (C1 alone, on B3, B1, B2: no badge")
+
+
 def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_effect(
     tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
     """All 20 seeds, B3 - B1 ACC centred on zero: C1 is INCONCLUSIVE after the last look; its 92% interval excludes

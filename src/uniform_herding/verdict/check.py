@@ -34,6 +34,7 @@ from uniform_herding.method.config import PROFILES
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
+from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.compare import MetricCheck
 from uniform_herding.verdict.evidence import ClaimCheck, check_variants
 from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
@@ -138,12 +139,16 @@ def tally(kinds: Iterable[Metric | Claim]) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="JSON report [default: <results-dir>/check_report.json; ./check_report.json for --per-seed].",
 )
+@click.option("--claim", "claim_id", type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
+              help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
+                   "look (next_step never names the other run IDs). Never the badge: EXPECTED SET MATCHED at best.")
 def check_command(
     results_dir: Path | None,
     per_seed: Path | None,
     expected_dir: Path | None,
     profile: str | None,
     json_out: Path | None,
+    claim_id: str | None,
 ) -> None:
     """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
     and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
@@ -174,11 +179,12 @@ def check_command(
         raise InputError(str(e)) from None
     if given and given != expected.profile:
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
-    checked = check(expected, observed)
+    claim = next((c for c in PAPER_CLAIMS if c.claim_id == claim_id), None)
+    checked = check(expected, observed, claim=claim)
     metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
     if metrics and all(m.kind is Metric.NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
-    variants = check_variants(observed)
+    variants = [] if claim else check_variants(observed)
 
     paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
     click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
@@ -204,6 +210,7 @@ def check_command(
         "gate": list(expected.gate),
         "claims_gate_exit_code": expected.gate_claims,
         "procedure": None if expected.procedure is None else asdict(expected.procedure),
+        "claim": claim_id,
         "verdict": verdict.line,
         "next_step": verdict.next_step,
         "state": checked.state.to_dict(),

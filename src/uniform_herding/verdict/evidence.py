@@ -194,7 +194,8 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
 
 
 def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | None = None, registered: bool = True,
-                 explain: bool = True, paper: dict[str, float] | None = None) -> list[ClaimCheck]:  # fmt: skip
+                 explain: bool = True, paper: dict[str, float] | None = None,
+                 claims: tuple[Claim, ...] = CLAIMS) -> list[ClaimCheck]:  # fmt: skip
     """Every claim from the re-run alone, as evidence where `profile` allows: the paper's claims off the procedure's
     `state` (`registered`: whether the set registers the procedure, or has one look of its own seeds; `paper`: the
     paper's effects, printed beside the interval where the last look leaves a claim undecided); without a state (no
@@ -206,7 +207,7 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
         have.setdefault(run_id, set()).add(seed)
     table = cache(lambda: wide(observed))  # pandas only where text is written or a finding decided
     checks = []
-    for claim in CLAIMS:
+    for claim in claims:
         missing = [r for r in claim.runs if r not in have]
         if missing or not set.intersection(*(have[r] for r in claim.runs)):
             why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"

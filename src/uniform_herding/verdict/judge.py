@@ -16,12 +16,13 @@ import pandas as pd
 
 from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.claims import PAPER_CLAIMS, not_evidence, paper_effects
+from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
 from uniform_herding.verdict.compare import MetricCheck, compare
 from uniform_herding.verdict.evidence import ClaimCheck, check_claims
 from uniform_herding.verdict.expected import Expected
 from uniform_herding.verdict.procedure import State, replay, single_look
-from uniform_herding.verdict.words import Claim, Metric, seeds_text
+from uniform_herding.verdict.words import Claim as ClaimKind
+from uniform_herding.verdict.words import Metric, seeds_text
 from uniform_herding.verdict.words import Verdict as Kind
 
 
@@ -73,7 +74,7 @@ def _missing_text(state: State) -> str:
 def _pipeline(expected: Expected, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
     """Profiles other than the paper's: a check of the pipeline, never evidence about the paper."""
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
-    failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind is Claim.INCONCLUSIVE]
+    failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind is ClaimKind.INCONCLUSIVE]
     if failed:
         return Verdict(Kind.PIPELINE_FAILED, (f"profile {expected.profile}", *failed), {}, tuple(failed))
     if not any(m.gating and m.kind in (Metric.REPLICATED, Metric.NOT_REPLICATED) for m in metrics):
@@ -82,12 +83,13 @@ def _pipeline(expected: Expected, metrics: list[MetricCheck], claims: list[Claim
     return Verdict(Kind.PIPELINE_PASSED, (f"profile {expected.profile}: not evidence about the paper",), {})
 
 
-def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
+def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
+          alone: Claim | None = None) -> Verdict:  # fmt: skip
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its tolerance on
     seeds that are final, or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs the
     procedure asked for are missing (look 1's, or those of a look begun); else UNDECIDED while a claim awaits its
     next look; else INCONCLUSIVE where the last look left a claim undecided; else RESULTS REPLICATED, with the
-    shipped paper set only. Other profiles: a pipeline check.
+    shipped paper set only (never for one claim `alone`: EXPECTED SET MATCHED). Other profiles: a pipeline check.
 
     A metric's miss is final only when its run ID has every seed asked of it and no gating claim that includes it
     can still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
@@ -98,28 +100,31 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     misses = [m for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
     waits = [_waits(m, state) for m in misses if not m.final]
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m.final]
-    failed += [f"{c.claim_id} {c.kind.value}" for c in gating if c.kind is Claim.NOT_SUPPORTED]
+    failed += [f"{c.claim_id} {c.kind.value}" for c in gating if c.kind is ClaimKind.NOT_SUPPORTED]
     if failed:
         return Verdict(Kind.NOT_REPLICATED, (*failed, *waits), {}, tuple(failed))
     step = state.next_step
     if step and state.interrupted:
         return Verdict(Kind.INCOMPLETE, (_missing_text(state), *waits), step)
     if step:
-        undecided = [f"{c.claim_id} {Claim.UNDECIDED.value} at look {c.look} of {c.looks}" for c in gating
-                     if c.kind is Claim.UNDECIDED]  # fmt: skip
-        todo = (f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, "
-                "then check again (./reproduce.sh next)")  # fmt: skip
+        undecided = [f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}" for c in gating
+                     if c.kind is ClaimKind.UNDECIDED]  # fmt: skip
+        again = f"uh check --claim {alone.claim_id}" if alone else "./reproduce.sh next"
+        todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
         return Verdict(Kind.UNDECIDED, (*undecided, *waits, todo), step)
-    unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is Claim.NOT_CHECKED]
+    unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is ClaimKind.NOT_CHECKED]
     if unchecked:  # a set of fewer seeds than a claim needs
         return Verdict(Kind.INCOMPLETE, tuple(unchecked), {})
-    ended = [c for c in gating if c.kind is Claim.INCONCLUSIVE]
+    ended = [c for c in gating if c.kind is ClaimKind.INCONCLUSIVE]
     if ended:
         below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
         tail = (f"no badge; the re-run's effect is below the paper's on {', '.join(below)}" if below
                 else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide")  # fmt: skip
         causes = tuple(f"{c.claim_id} {c.kind.value}" for c in ended)
         return Verdict(Kind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
+    if alone is not None:
+        return Verdict(Kind.SET_MATCHED, (f"{alone.claim_id} alone, on {', '.join(alone.runs)}: no badge, which needs "
+                                          "every claim and run ID",), {})  # fmt: skip
     if not expected.shipped:
         return Verdict(Kind.SET_MATCHED, (f"against {expected.describe()}: no badge",), {})
     return Verdict(Kind.RESULTS_REPLICATED, ("ACM v1.1",), {})
@@ -136,15 +141,19 @@ class Checked:
     verdict: Verdict
 
 
-def check(expected: Expected, observed: pd.DataFrame, explain: bool = True) -> Checked:
+def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None) -> Checked:
     """The procedure's state replayed from `observed` (the set's [procedure], else one look at its own seeds), then
-    the metrics on the seeds it counts, the claims off it, and the verdict. `explain=False` leaves the claims'
+    the metrics on the seeds it counts, the claims off it, and the verdict. `claim`: one claim of the paper alone,
+    on its run IDs alone (its own looks, never the other run IDs; no badge). `explain=False` leaves the claims'
     evidence text out (uh oc judges thousands of re-runs; the verdicts are the same)."""
     plan = expected.procedure or single_look(expected.seeds)
     evidence = not_evidence(expected.profile, False) is None
-    state = replay(observed, plan, tuple(dict.fromkeys(expected.per_seed["run_id"])),
-                   PAPER_CLAIMS if evidence else (), gating=evidence and expected.gate_claims)  # fmt: skip
+    runs = claim.runs if claim else tuple(dict.fromkeys(expected.per_seed["run_id"]))
+    observed = observed[observed["run_id"].isin(claim.runs)] if claim else observed
+    claims = (claim,) if claim else PAPER_CLAIMS
+    state = replay(observed, plan, runs, claims if evidence else (), gating=evidence and expected.gate_claims)
     paper = paper_effects(expected.per_seed) if explain and evidence else None
-    claims = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper)
+    checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
+                          claims if claim else CLAIMS)  # fmt: skip
     metrics = compare(expected, observed, state)
-    return Checked(state, metrics, claims, judge(expected, state, metrics, claims))
+    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim))
