@@ -35,7 +35,7 @@ from uniform_herding.cli import main
 from uniform_herding.method import components, memory
 from uniform_herding.method.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
 from uniform_herding.variants import KEYS, resolve
-from uniform_herding.verdict.words import EXIT_INPUT, Verdict
+from uniform_herding.verdict.words import EXIT_INPUT, Claim, Metric, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -385,6 +385,20 @@ def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
     assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in Verdict}
     assert [code for code, m in rows if not m] == [EXIT_INPUT]
     assert sorted({code for code, _ in rows}) == list(range(7))
+
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+GLOSSARY_WORDS = {"### A metric's words": Metric, "### A claim's words": Claim, "### The verdict's words": Verdict}
+
+
+def test_the_glossary_defines_every_word_uh_check_prints() -> None:
+    """docs/glossary.md has a table per kind of words.py (Metric, Claim, Verdict): a row for each of its words, in
+    words.py's order, and a link to the rules in expected_results/README.md."""
+    for heading, kind in GLOSSARY_WORDS.items():
+        text = subsection(GLOSSARY, heading)
+        rows = rendered_tables(text)[0][1:]
+        assert [row[0] for row in rows] == [f"`{k.value}`" for k in kind], heading
+        assert "expected_results/README.md" in text, heading
 
 
 # A count of tests, as pytest prints it or in words: it drifts with every test added, so no document holds one.
