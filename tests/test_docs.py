@@ -307,13 +307,36 @@ def test_the_reproducing_guide_lists_every_profile() -> None:
 
 # GitHub's Markdown, as far as the documents use it: CommonMark and its tables.
 MARKDOWN = MarkdownIt("commonmark").enable("table")
+README_WORDS = 700  # one rendered page
 
 
-def test_the_readme_is_one_page_in_the_reviewers_order() -> None:
-    """What it is, the status (what never ran included), a CPU try-out, the GPU run, the verdicts, links;
-    at most 120 lines; and no table cell of the first pages a paragraph long."""
+def rendered_words(text: str) -> list[str]:
+    """The words a reader sees of `text` rendered: its prose, table cells, inline code and code blocks (code blocks
+    included: they fill the page too), split at white space; never a link's target, a comment or markup."""
+    words = []
+    for token in MARKDOWN.parse(text):
+        if token.type in ("fence", "code_block"):
+            words += token.content.split()
+        elif token.type == "inline":
+            parts = (" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or []
+                     if c.type in ("text", "code_inline", "softbreak", "hardbreak"))  # fmt: skip
+            words += "".join(parts).split()
+    return words
+
+
+def test_the_word_count_reads_the_rendered_page() -> None:
+    text = ("# Title\n\nTwo **bold** [words](https://example.org/a-long-target)<!-- no -->\n\n"
+            "| a | `b c` |\n|---|---|\n\n```bash\nuh check\n```\n")
+    assert rendered_words(text) == ["Title", "Two", "bold", "words", "a", "b", "c", "uh", "check"]
+
+
+def test_the_readme_is_one_rendered_page_in_the_reviewers_order() -> None:
+    """What it is, the status (what never ran included), a CPU try-out, the GPU run, the verdicts, links; at most
+    README_WORDS words rendered, code blocks included (rendered_words); and no table cell of the first pages a
+    paragraph long."""
     readme = ROOT / "README.md"
-    assert len(readme.read_text().splitlines()) <= 120
+    words = len(rendered_words(readme.read_text()))
+    assert words <= README_WORDS, f"the README renders {words} words, more than a page ({README_WORDS})"
     assert re.findall(r"^## (.+)$", readme.read_text(), re.M) == [
         "Status", README_SETUP, "The paper's runs, on a GPU", "The verdicts of `uh check`", "More",
     ]  # fmt: skip
@@ -385,6 +408,22 @@ def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
     assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in Verdict}
     assert [code for code, m in rows if not m] == [EXIT_INPUT]
     assert sorted({code for code, _ in rows}) == list(range(7))
+
+
+# A verdict word paired with an exit code (`INCOMPLETE` (exit 3), NOT REPLICATED (1)): a list of codes of its own.
+WORD_AND_CODE = re.compile(rf"\b(?:{'|'.join(re.escape(v.value) for v in Verdict)})`?,?\s*\(?(?:exit |exits )?\d\b")
+
+
+def test_the_readme_and_artifact_md_point_to_the_exit_code_table_and_list_no_codes() -> None:
+    for doc in (ROOT / "README.md", ROOT / "ARTIFACT.md"):
+        text = doc.read_text()
+        assert EXIT_ANCHOR in text, f"{doc.name} does not link {EXIT_ANCHOR}"
+        assert WORD_AND_CODE.findall(text) == [], doc.name
+
+
+def test_the_exit_code_check_finds_a_word_paired_with_a_code() -> None:
+    text = "`RESULTS REPLICATED` (exit 0), NOT REPLICATED (1), `INCOMPLETE`, exit 3; RESULTS REPLICATED (ACM v1.1)"
+    assert WORD_AND_CODE.findall(text) == ["RESULTS REPLICATED` (exit 0", "NOT REPLICATED (1", "INCOMPLETE`, exit 3"]
 
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
