@@ -40,7 +40,7 @@ LAZY_COMMANDS = {
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
     "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
-    "status": ("uniform_herding.runs.status:status_command", "One line per run ID and seed: done, running, failed."),
+    "status": ("uniform_herding.progress:status_command", "One line per run ID and seed: done, running, failed."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 

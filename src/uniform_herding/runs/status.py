@@ -13,8 +13,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from uniform_herding.runs.executor import process_alive, submitit_folder
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
@@ -169,19 +167,3 @@ def summary(lines: list[Line]) -> str:
     order = ["done", "running", "queued", "failed", "cancelled", "stopped", "unknown", "not started"]
     parts = [f"{counts[s]} {s}" for s in order if s in counts]
     return f"{len(lines)} runs: {', '.join(parts) if parts else 'none found'}"
-
-
-@click.command("status")
-@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), envvar="UH_RESULTS_DIR",
-              default="results", show_default=True, help="The results dir of the runs. Env: UH_RESULTS_DIR.")
-def status_command(results_dir: Path) -> None:
-    """One line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...
-
-    Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are.
-    """
-    if not results_dir.is_dir():
-        raise click.ClickException(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
-    lines = status_lines(results_dir)
-    for line in lines:
-        click.echo(str(line))
-    click.echo(summary(lines))
