@@ -21,7 +21,7 @@ from uniform_herding.variants import base_of, describe, sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
-from uniform_herding.verdict.procedure import State, rows
+from uniform_herding.verdict.procedure import State, seeds_by_run
 from uniform_herding.verdict.words import Claim as Kind
 from uniform_herding.verdict.words import seeds_text, word
 
@@ -202,14 +202,12 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
     expected set), and for findings, on every seed their runs share. A claim whose runs are missing, or that shares
     no seed, is NOT CHECKED. `explain=False` leaves the procedure's evidence text out (uh oc judges thousands of
     re-runs; the verdicts are the same)."""
-    have: dict[str, set[int]] = {}
-    for run_id, seed, *_ in rows(observed):
-        have.setdefault(run_id, set()).add(seed)
+    have = state.have if state is not None else seeds_by_run(observed)
     table = cache(lambda: wide(observed))  # pandas only where text is written or a finding decided
     checks = []
     for claim in claims:
         missing = [r for r in claim.runs if r not in have]
-        if missing or not set.intersection(*(have[r] for r in claim.runs)):
+        if missing or not frozenset.intersection(*(have[r] for r in claim.runs)):
             why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
             checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
                                      runs=claim.runs))  # fmt: skip

@@ -162,6 +162,14 @@ def rows(table: pd.DataFrame) -> list[tuple[str, int, float, float, float]]:
     return list(zip(*columns, strict=True))
 
 
+def seeds_by_run(table: pd.DataFrame) -> dict[str, frozenset[int]]:
+    """Each run ID of a per-seed table and the seeds it has."""
+    have: dict[str, set[int]] = {}
+    for run_id, seed, *_ in rows(table):
+        have.setdefault(run_id, set()).add(seed)
+    return {r: frozenset(seeds) for r, seeds in have.items()}
+
+
 def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
     """The per-seed table as one array per (metric, run ID) over `seeds`, in their order."""
     column = {s: i for i, s in enumerate(seeds)}
@@ -193,9 +201,7 @@ def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[
     """The procedure's state on a per-seed table: `claims` (the paper's, where they are evidence) replayed look by
     look; look 1 asks `set_runs` and the claims' run IDs, and where `gating`, each claim that waits asks its
     run IDs for its next look's seeds. Only the set of (run ID, seed) pairs matters, never their order."""
-    have: dict[str, set[int]] = {}
-    for run_id, seed, *_ in rows(observed):
-        have.setdefault(run_id, set()).add(seed)
+    have = seeds_by_run(observed)
     values = grid(observed, procedure.seeds)
     states = {c.claim_id: claim_state(c, values, procedure) for c in claims}
     look_of = dict.fromkeys(set_runs, 0)
@@ -204,5 +210,4 @@ def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[
             look_of[run_id] = max(look_of.get(run_id, 0), state.asks if gating else 0)
     order = [r for r in RUNS if r in look_of] + sorted(r for r in look_of if r not in RUNS)
     asked = {r: procedure.seeds_at(look_of[r]) for r in order}
-    return State(procedure, states, tuple(states) if gating else (), asked,
-                 {r: frozenset(seeds) for r, seeds in have.items()})
+    return State(procedure, states, tuple(states) if gating else (), asked, have)
