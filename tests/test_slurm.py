@@ -96,9 +96,13 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
     assert proc.returncode == 1, output  # one pair failed
 
     assert re.search(r"B0 seed 1993: resuming after task [1-4]/5", output), output
-    starts = subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", job["1993"]], env=slurm.env(),
-                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    assert starts == [job["1993"], "REQUEUED", job["1993"], "COMPLETED"], starts  # -D: one row per start
+
+    def starts() -> list[str]:  # -D: one row per start
+        return subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", job["1993"]], env=slurm.env(),
+                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+
+    wait_for(lambda: starts()[-1] not in ("RUNNING", "COMPLETING"), "slurmdbd to record the end", 120)  # it lags
+    assert (rows := starts()) == [job["1993"], "REQUEUED", job["1993"], "COMPLETED"], rows
     lines = status(slurm, results)
     assert lines["B0 seed 1993"] == "done" and lines["B0 seed 2023"] == "done"
     failed = lines["B0 seed 42"]
