@@ -29,11 +29,13 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from markdown_it import MarkdownIt
 
 from uniform_herding.cli import main
 from uniform_herding.method import components, memory
 from uniform_herding.method.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
 from uniform_herding.variants import KEYS, resolve
+from uniform_herding.verdict.words import EXIT_INPUT, Claim, Metric, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -303,11 +305,38 @@ def test_the_reproducing_guide_lists_every_profile() -> None:
     assert set(re.findall(r"^\| `([\w-]+)`", profiles, re.M)) == set(PROFILES)
 
 
-def test_the_readme_is_one_page_in_the_reviewers_order() -> None:
-    """What it is, the status (what never ran included), a CPU try-out, the GPU run, the verdicts, links;
-    at most 120 lines; and no table cell of the first pages a paragraph long."""
+# GitHub's Markdown, as far as the documents use it: CommonMark and its tables.
+MARKDOWN = MarkdownIt("commonmark").enable("table")
+README_WORDS = 700  # one rendered page
+
+
+def rendered_words(text: str) -> list[str]:
+    """The words a reader sees of `text` rendered: its prose, table cells, inline code and code blocks (code blocks
+    included: they fill the page too), split at white space; never a link's target, a comment or markup."""
+    words = []
+    for token in MARKDOWN.parse(text):
+        if token.type in ("fence", "code_block"):
+            words += token.content.split()
+        elif token.type == "inline":
+            parts = (" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or []
+                     if c.type in ("text", "code_inline", "softbreak", "hardbreak"))  # fmt: skip
+            words += "".join(parts).split()
+    return words
+
+
+def test_the_word_count_reads_the_rendered_page() -> None:
+    text = ("# Title\n\nTwo **bold** [words](https://example.org/a-long-target)<!-- no -->\n\n"
+            "| a | `b c` |\n|---|---|\n\n```bash\nuh check\n```\n")
+    assert rendered_words(text) == ["Title", "Two", "bold", "words", "a", "b", "c", "uh", "check"]
+
+
+def test_the_readme_is_one_rendered_page_in_the_reviewers_order() -> None:
+    """What it is, the status (what never ran included), a CPU try-out, the GPU run, the verdicts, links; at most
+    README_WORDS words rendered, code blocks included (rendered_words); and no table cell of the first pages a
+    paragraph long."""
     readme = ROOT / "README.md"
-    assert len(readme.read_text().splitlines()) <= 120
+    words = len(rendered_words(readme.read_text()))
+    assert words <= README_WORDS, f"the README renders {words} words, more than a page ({README_WORDS})"
     assert re.findall(r"^## (.+)$", readme.read_text(), re.M) == [
         "Status", README_SETUP, "The paper's runs, on a GPU", "The verdicts of `uh check`", "More",
     ]  # fmt: skip
@@ -316,6 +345,99 @@ def test_the_readme_is_one_page_in_the_reviewers_order() -> None:
     cells = [c.strip() for p in (readme, ROOT / "ARTIFACT.md") for line in p.read_text().splitlines()
              if line.startswith("|") for c in line.strip("|").split("|")]  # fmt: skip
     assert max(map(len, cells)) <= 250
+
+
+def tracked_docs() -> list[Path]:
+    """Every Markdown file git tracks (DOCS, where this is no git checkout)."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--", "*.md"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        return DOCS
+    return sorted(p for p in (ROOT / name for name in listed.stdout.split("\0") if name) if p.exists())
+
+
+def rows_outside_tables(text: str) -> list[str]:
+    """Lines that read as table rows (they start with `|`) but render outside every table and code block: a table
+    split by a blank line renders its header and the rows above the split, and the rest as a paragraph of pipes."""
+    inside: set[int] = set()
+    for token in MARKDOWN.parse(text):
+        if token.type in ("table_open", "fence", "code_block") and token.map:
+            inside.update(range(*token.map))
+    return [f"line {i + 1}: {line.strip()[:60]}" for i, line in enumerate(text.splitlines())
+            if line.lstrip().startswith("|") and i not in inside]  # fmt: skip
+
+
+@pytest.mark.parametrize("doc", tracked_docs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_table_renders_whole(doc: Path) -> None:
+    assert rows_outside_tables(doc.read_text()) == []
+
+
+def test_the_table_check_finds_rows_split_from_their_table() -> None:
+    text = "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |\n\n```text\n| in | code |\n```\n\n| no | delimiter |\n"
+    assert rows_outside_tables(text) == ["line 5: | 3 | 4 |", "line 11: | no | delimiter |"]
+
+
+def rendered_tables(text: str) -> list[list[list[str]]]:
+    """Each table of `text` as it renders: its rows (the header first), each a list of its cells' source text."""
+    tables: list[list[list[str]]] = []
+    for before, token in itertools.pairwise([None, *MARKDOWN.parse(text)]):
+        if token.type == "table_open":
+            tables.append([])
+        elif token.type == "tr_open":
+            tables[-1].append([])
+        elif token.type == "inline" and before and before.type in ("th_open", "td_open"):  # a cell's content
+            tables[-1][-1].append(token.content)
+    return tables
+
+
+EXPECTED_README = ROOT / "expected_results" / "README.md"
+EXIT_TABLE = "### The verdict and its exit code"
+EXIT_ANCHOR = "expected_results/README.md#" + anchors(None, EXIT_TABLE).pop()
+
+
+def subsection(path: Path, heading: str) -> str:
+    """The text under `heading` in the document at `path`, up to the next heading of any level."""
+    return path.read_text().split(f"\n{heading}\n")[1].split("\n#")[0]
+
+
+def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
+    """expected_results/README.md's exit-code table renders whole, with a row per verdict word and the code
+    words.EXIT_CODES gives it, and a row for EXIT_INPUT (2, unusable inputs): codes 0-6, each verdict once."""
+    table = rendered_tables(subsection(EXPECTED_README, EXIT_TABLE))[0]
+    assert table[0][:2] == ["exit", "word"]
+    rows = [(int(code), re.match(r"`([A-Z ]+?)(?: \(|`)", word)) for code, word, *_ in table[1:]]
+    assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in Verdict}
+    assert [code for code, m in rows if not m] == [EXIT_INPUT]
+    assert sorted({code for code, _ in rows}) == list(range(7))
+
+
+# A verdict word paired with an exit code (`INCOMPLETE` (exit 3), NOT REPLICATED (1)): a list of codes of its own.
+WORD_AND_CODE = re.compile(rf"\b(?:{'|'.join(re.escape(v.value) for v in Verdict)})`?,?\s*\(?(?:exit |exits )?\d\b")
+
+
+def test_the_readme_and_artifact_md_point_to_the_exit_code_table_and_list_no_codes() -> None:
+    for doc in (ROOT / "README.md", ROOT / "ARTIFACT.md"):
+        text = doc.read_text()
+        assert EXIT_ANCHOR in text, f"{doc.name} does not link {EXIT_ANCHOR}"
+        assert WORD_AND_CODE.findall(text) == [], doc.name
+
+
+def test_the_exit_code_check_finds_a_word_paired_with_a_code() -> None:
+    text = "`RESULTS REPLICATED` (exit 0), NOT REPLICATED (1), `INCOMPLETE`, exit 3; RESULTS REPLICATED (ACM v1.1)"
+    assert WORD_AND_CODE.findall(text) == ["RESULTS REPLICATED` (exit 0", "NOT REPLICATED (1", "INCOMPLETE`, exit 3"]
+
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+GLOSSARY_WORDS = {"### A metric's words": Metric, "### A claim's words": Claim, "### The verdict's words": Verdict}
+
+
+def test_the_glossary_defines_every_word_uh_check_prints() -> None:
+    """docs/glossary.md has a table per kind of words.py (Metric, Claim, Verdict): a row for each of its words, in
+    words.py's order, and a link to the rules in expected_results/README.md."""
+    for heading, kind in GLOSSARY_WORDS.items():
+        text = subsection(GLOSSARY, heading)
+        rows = rendered_tables(text)[0][1:]
+        assert [row[0] for row in rows] == [f"`{k.value}`" for k in kind], heading
+        assert "expected_results/README.md" in text, heading
 
 
 # A count of tests, as pytest prints it or in words: it drifts with every test added, so no document holds one.

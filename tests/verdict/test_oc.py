@@ -148,3 +148,19 @@ def test_share_is_scipys_wilson_interval() -> None:
     ci = stats.binomtest(7, 40).proportion_ci(0.95, method="wilson")
     assert oc.share(7, 40) == pytest.approx((7 / 40, ci.low, ci.high))
     assert decide.ALPHA == 0.05
+
+
+def test_one_claim_alone_is_priced_from_its_own_procedure() -> None:
+    """`uh oc --only claims`: each claim's look 1 is its run IDs on the paper's three seeds, priced from the paper's
+    T4 seconds; the whole of its own procedure costs at least that, and at most every look of every run ID."""
+    res = CliRunner().invoke(main, ["oc", "--only", "claims", "--grid-draws", "10", "--seed", "1", "--expected",
+                                    str(EXPECTED)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    rows = {line.split()[0]: line for line in res.output.splitlines() if line[:2] in ("C1", "C2", "C3", "C4", "C5")}
+    seconds = oc.paper_seconds(load_expected(EXPECTED))
+    for claim in oc.PAPER_CLAIMS:
+        cells = rows[claim.claim_id].split(", ")[-1].split()[1:]
+        runs, first, _, whole, _, most = (float(c) for c in cells[:6])
+        assert runs == 3 * len(claim.runs)
+        assert first == pytest.approx(sum(seconds[r] for r in claim.runs) * 3 / 3600, abs=0.05)
+        assert first <= whole <= most

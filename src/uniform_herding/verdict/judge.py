@@ -74,7 +74,8 @@ def _missing_text(state: State) -> str:
 def _pipeline(expected: Expected, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
     """Profiles other than the paper's: a check of the pipeline, never evidence about the paper."""
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
-    failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind is ClaimKind.INCONCLUSIVE]
+    failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED,
+                                                                           ClaimKind.INCONCLUSIVE)]
     if failed:
         return Verdict(Kind.PIPELINE_FAILED, (f"profile {expected.profile}", *failed), {}, tuple(failed))
     if not any(m.gating and m.kind in (Metric.REPLICATED, Metric.NOT_REPLICATED) for m in metrics):

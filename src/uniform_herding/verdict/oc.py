@@ -44,7 +44,7 @@ from scipy import stats
 from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
-from uniform_herding.verdict.claims import PAPER_CLAIMS
+from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim
 from uniform_herding.verdict.decide import replicated
 from uniform_herding.verdict.expected import (
     Expected,
@@ -206,15 +206,15 @@ class ReRun:
     extra_runs: list[str] = field(default_factory=list)
 
 
-def follow_procedure(expected: Expected, world: World, values: np.ndarray) -> ReRun:
-    """Check the paper's seeds; while the verdict names a next_step (UNDECIDED, or INCOMPLETE), run it and check
-    again."""
+def follow_procedure(expected: Expected, world: World, values: np.ndarray, claim: Claim | None = None) -> ReRun:
+    """Check the paper's seeds (of `claim`'s run IDs alone, as uh check --claim does, where given); while the verdict
+    names a next_step (UNDECIDED, or INCOMPLETE), run it and check again."""
     seeds = expected.registered
-    have = {(r, s) for r in world.runs for s in expected.seeds}
+    have = {(r, s) for r in (claim.runs if claim else world.runs) for s in expected.seeds}
     extra: list[str] = []
     first = None
     while True:
-        verdict = check(expected, _table(world, values, seeds, have), explain=False).verdict
+        verdict = check(expected, _table(world, values, seeds, have), explain=False, claim=claim).verdict
         first = verdict.kind is Verdict.UNDECIDED if first is None else first
         if verdict.kind.final or not verdict.next_step:
             return ReRun(verdict.kind, verdict.causes, first, extra)
@@ -282,6 +282,29 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
                    (float(hours.mean()), float(np.quantile(hours, 0.9, method="inverted_cdf"))),
                    [(c, k / n) for c, k in causes.most_common()],
                    Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
+
+
+def claim_costs(expected: Expected, n: int, rng: np.random.Generator, seconds: dict[str, float]) -> list[str]:
+    """What checking one claim alone (uh check --claim) costs on the paper's T4, under (a) at the grid's centre: its
+    run IDs on the paper's seeds (look 1), then the whole of its own procedure over n simulated re-runs: mean and
+    90th percentile (as uh doctor takes it), and the most (every look of every run ID)."""
+    world, (rho, tau) = World.of(expected), CENTER
+    model = Model(FAITHFUL["a"], faithful="a", rho=rho, tau=tau, kind="faithful")
+    lines = [f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} {'T4 h':>6} "
+             f"{'p90':>6} {'most':>6}  {'P(RR-like)':>10}"]  # fmt: skip
+    for claim in PAPER_CLAIMS:
+        first = sum(seconds.get(r, 0.0) for r in claim.runs) * len(expected.seeds) / 3600
+        reruns = []
+        for _ in range(n):
+            judged_by, values = model.draw(expected, world, rng)
+            reruns.append(follow_procedure(judged_by, world, values, claim))
+        hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
+        most = sum(seconds.get(r, 0.0) for r in claim.runs) * expected.procedure.looks[-1] / 3600
+        passed = np.mean([o.kind is Verdict.SET_MATCHED for o in reruns])
+        lines.append(f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
+                     f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
+                     f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
+    return lines
 
 
 def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple]:
@@ -431,7 +454,8 @@ def derive_text(expected: Expected) -> list[str]:
               help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
 @click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
               help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
-@click.option("--only", type=click.Choice(["faithful", "misses"]), help="Print one part only.")
+@click.option("--only", type=click.Choice(["faithful", "misses", "claims"]),
+              help="Print one part only (claims: what checking one claim alone costs, uh check --claim).")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
 @click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -459,7 +483,7 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
     click.echo(f"gating metrics: {', '.join(expected.gate)}; claims: {looks}")
     seconds, met = paper_seconds(expected), []
     summaries: dict[tuple[str, float, float], Summary] = {}
-    if only != "misses":
+    if only in (None, "faithful"):
         click.echo(f"\nfaithful re-runs, over rho x tau:\n{HEADER}")
         for faithful, label in FAITHFUL.items():
             for rho in rhos or RHOS:
@@ -476,7 +500,7 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
                    "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
                    "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
                    "and 90th percentile")
-    if only != "faithful":
+    if only in (None, "misses"):
         click.echo(f"\nmisses and nulls, under (c) at rho {CENTER[0]:g}, tau {CENTER[1]:g}:\n{HEADER}")
         center = None
         for model in models(expected):
@@ -505,6 +529,11 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
         for metric in expected.gate:
             cells = [f"{r} {detectable_miss(expected, r, metric, grid_draws, rng):.1f}" for r in runs]
             click.echo(f"  {metric:10} " + ", ".join(cells))
+    if only in (None, "claims"):
+        click.echo(f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "
+                   f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
+                   "claim SUPPORTED and its run IDs REPLICATED")  # fmt: skip
+        click.echo("\n".join(claim_costs(expected, grid_draws, rng, seconds)))
     click.echo("\ntargets:")
     for text, ok in met:
         click.echo(f"  {'met    ' if ok else 'NOT MET'}  {text}")

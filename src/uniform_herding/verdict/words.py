@@ -70,8 +70,8 @@ EXIT_POLICY = (
     "names the runs); 4 UNDECIDED (nothing failed, a claim needs the procedure's next look: run next_step, "
     "e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing failed, the procedure's last look "
     "left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every rule passed against a set of profile "
-    "paper that is not the shipped one: no badge). Findings C6-C8 (beyond the paper) and variants (uh run "
-    "--set, uh sweep) never change it."
+    "paper that is not the shipped one, or for one claim alone, uh check --claim: no badge). Findings C6-C8 "
+    "(beyond the paper) and variants (uh run --set, uh sweep) never change it."
 )
 
 
