@@ -22,9 +22,10 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     Bonferroni, at half the level, so a claim with no true effect is contradicted at most 2.5% of the time:
     NOT SUPPORTED is final, undecided asks for seeds), undecided otherwise.
   - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
-    look), the claim is decided at the first look that decides it, each look at its own alpha; the alphas
-    sum to 5% (a Bonferroni split), so the whole procedure, every look counted, errs at most 5% on the
-    supporting side and 2.5% on the contradicting side.
+    look), each comparison is decided at the first look that decides it, each look at its own alpha, and
+    extended no further (procedure.claim_state); the alphas sum to 5% (a Bonferroni split), so each
+    comparison, every look counted, errs at most 5% on the supporting side (and so the claim, all of whose
+    comparisons must support it) and the claim at most 2.5% on the contradicting side (alpha / 2m a look).
 Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
 every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing
@@ -250,17 +251,6 @@ class Procedure:
     def seeds_at(self, look: int) -> tuple[int, ...]:
         """The seeds counted at look `look` (0-based): the first looks[look] of the list."""
         return self.seeds[: self.looks[look]]
-
-
-def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedure) -> tuple[Decision, int]:
-    """A claim under `procedure`, given its tests at the looks reached so far (in order): the first look that
-    decides it, each at its own alpha, else undecided at the last look given (-1: none given). Returns (decision,
-    look)."""
-    for look, tests in enumerate(looks):
-        outcome = claim_outcome(tests, procedure.alpha[look])
-        if outcome != "undecided":
-            return outcome, look
-    return "undecided", len(looks) - 1
 
 
 # --- the metric's tolerance, from the expected set alone -------------------------------------------------------
