@@ -34,9 +34,9 @@ def test_status_says_where_the_procedure_stands(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[36] == "36 runs: 36 done"
-    assert lines[37] == ("procedure: 4 looks; claims decided: C2 (supports, look 1), C4 (supports, look 1), "
+    assert lines[37] == ("procedure: 5 looks; claims decided: C2 (supports, look 1), C4 (supports, look 1), "
                          "C5 (supports, look 1); waiting: C1 (look 2), C3 (look 2)")
-    assert lines[38] == "verdict now: UNDECIDED (exit 4); next: seeds 1, 2, 3 of B1, B3, a4"
+    assert lines[38] == "verdict now: UNDECIDED (exit 4); next: seeds 1, 2 of B1, B3, a4"
     write(tmp_path / "partial", paper[paper["run_id"] != "B3"])
     out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "partial")])
     assert out.output.splitlines()[-1] == "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3"

@@ -40,6 +40,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -157,9 +158,15 @@ class PairedTest:
     def n(self) -> int:
         return len(self.deltas)
 
-    @property
+    @cached_property  # read by every test and text of the comparison; uh oc reads it millions of times
     def mean(self) -> float:
         return float(np.mean(self.deltas))
+
+    @cached_property
+    def t(self) -> float | None:
+        """The paired t statistic; None where the deltas do not spread."""
+        spread = float(np.std(self.deltas, ddof=1)) if self.n > 1 else 0.0
+        return None if np.ptp(self.deltas) == 0 else self.mean / (spread / math.sqrt(self.n))
 
     @property
     def decidable(self) -> bool:
@@ -174,12 +181,11 @@ class PairedTest:
         """One-sided p-value of the paired t-test for `sign * mean delta > 0` (scipy)."""
         if not self.decidable:
             return None
-        if np.ptp(self.deltas) == 0:  # no spread: the sign decides, exactly
+        if self.t is None:  # no spread: the sign decides, exactly
             return 0.0 if sign * self.mean > 0 else 1.0
         # scipy's ttest_1samp(alternative=...), its t distribution's survival function called as the ufunc
         # (special.stdtr, what stats.t.sf computes, without its argument checks: uh oc calls this often)
-        t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
-        return float(special.stdtr(self.n - 1, -sign * t))
+        return float(special.stdtr(self.n - 1, -sign * self.t))
 
     def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Decision:
         """The one-sided test in the claimed direction at `alpha`, and the same test the other way at

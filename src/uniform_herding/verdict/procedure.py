@@ -59,7 +59,7 @@ class ClaimState:
     comparisons: tuple[ComparisonState, ...]
     total: int
 
-    @property
+    @cached_property  # read for every metric of every run ID the claim includes (State.final)
     def decision(self) -> decide.Decision:
         decisions = [c.decision for c in self.comparisons]
         if "contradicts" in decisions:
@@ -71,7 +71,7 @@ class ClaimState:
         """The looks it has used: its last comparison's."""
         return max((c.reached for c in self.comparisons), default=0)
 
-    @property
+    @cached_property
     def settled(self) -> bool:
         """Decided (a contradicted comparison settles it at once), or every comparison settled: it asks for nothing
         more."""
@@ -185,10 +185,10 @@ Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the 
 
 
 def rows(table: pd.DataFrame) -> list[tuple[str, int, float, float, float]]:
-    """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists: pandas' row
-    iterators cost more than the rules they feed)."""
-    columns = [table["run_id"].astype(str).tolist(), table["seed"].astype(int).tolist(),
-               *(table[m].astype(float).tolist() for m in METRICS)]  # fmt: skip
+    """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists, without astype's
+    copies: pandas' row iterators, and astype, cost more than the rules they feed)."""
+    columns = [list(map(str, table["run_id"].tolist())), table["seed"].to_numpy(dtype=int).tolist(),
+               *(table[m].to_numpy(dtype=float).tolist() for m in METRICS)]  # fmt: skip
     return list(zip(*columns, strict=True))
 
 
@@ -207,7 +207,9 @@ def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
     for run_id, seed, *values in rows(observed):
         if seed in column:
             for metric, value in zip(METRICS, values, strict=True):
-                out.setdefault((metric, run_id), np.full(len(seeds), np.nan))[column[seed]] = value
+                if (metric, run_id) not in out:  # not setdefault: it would build an array for every value
+                    out[metric, run_id] = np.full(len(seeds), np.nan)
+                out[metric, run_id][column[seed]] = value
     return out
 
 
