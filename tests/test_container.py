@@ -445,7 +445,7 @@ if args[:1] == ["check"] and scripted:
         sys.exit(99)
     code, step = verdicts[checks_before]
     word = {{0: "RESULTS REPLICATED", 1: "NOT REPLICATED", 3: "INCOMPLETE", 4: "UNDECIDED", 6: "EXPECTED SET MATCHED"}}
-    looks = json.loads(os.environ.get("FAKE_UH_LOOKS", "[3, 6, 10, 20]"))
+    looks = json.loads(os.environ.get("FAKE_UH_LOOKS", "[3, 5, 8, 12, 20]"))
     procedure = {{"seeds": list(range(looks[-1])), "looks": looks, "alpha": [0.05 / len(looks)] * len(looks)}}
     report = {{"verdict": f"{{word[code]}} (look {{checks_before + 1}})", "next_step": step, "exit_code": code,
               "procedure": procedure}}

@@ -128,9 +128,11 @@ def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
     expected = load_expected(Path(__file__).resolve().parents[1] / "expected_results")
     seconds = paper_seconds(expected)
     s = simulate(expected, Model("a", faithful="a", rho=CENTER[0], tau=CENTER[1], kind="faithful"), 40, seconds,
-                 np.random.default_rng(3))  # fmt: skip
+                 np.random.default_rng(9))  # fmt: skip
     write_extra_runs(tmp_path / "runs.csv", s)
-    assert s.hours[1] < 105.5  # these draws' p90 is 105.33 h; interpolated between neighbours (numpy's default), 105.69
+    # these draws' p90 is 80.27 h (36 of 40 at or below it); interpolated between neighbours (numpy's default),
+    # 80.99; and the shares' float sum missing 0.9 by 1e-16 once moved uh doctor's to the next total, 87.50
+    assert s.hours[1] < 80.5
     got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS}, pd.read_csv(tmp_path / "runs.csv"))
     assert got["mean_s"] / 3600 == pytest.approx(s.hours[0], rel=1e-4)
     assert got["p90_s"] / 3600 == pytest.approx(s.hours[1], rel=1e-9)
