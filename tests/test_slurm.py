@@ -196,6 +196,7 @@ def follow_chain(cluster: SlurmCluster, results: Path, cwd: Path, kill_controlle
         seen += [f"{k}: {v}" for k, v in lines.items() if k.startswith("chain ") and f"{k}: {v}" not in seen]
         if chain_state(results)["ended"]:
             return seen
+        assert "stalled" not in seen[-1], seen
         time.sleep(3)
     raise AssertionError(f"the chain did not end; uh status showed {seen}")
 
@@ -260,8 +261,8 @@ def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after
     assert again == (f"Error: the chain {chain_state(results)['id']} in {results} is active (Slurm jobs "
                      f"{' '.join(jobs)}): follow it with uh status --results-dir {results}; stop it with the same "
                      "command and --cancel\n")  # fmt: skip
-    log = results / "submitit" / "slurm" / f"{jobs[0]}_0_log.out"
-    wait_for(lambda: log.exists() and "task 1/5" in log.read_text(), "the first task")
+    logs = (results / "submitit" / "slurm").glob
+    wait_for(lambda: any("task 1/5" in log.read_text() for log in logs(f"{jobs[0]}_*_log.out")), "a first task")
     cancelled, _ = uh(slurm, *command, "--cancel", cwd=tmp_path).communicate(timeout=120)
     assert cancelled.startswith(f"Cancelled chain {chain_state(results)['id']} (Slurm jobs {' '.join(jobs)})")
     wait_for(lambda: not any(queued(slurm, j) for j in jobs), "the chain's jobs to leave the queue", 120)
