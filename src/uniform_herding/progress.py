@@ -57,9 +57,10 @@ def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float
     own: dict[str, list[float]] = {}
     for path in results_dir.glob("*/seed-*/result.json"):
         try:
-            own.setdefault(path.parent.parent.name, []).append(float(json.loads(path.read_text())["wall_s"]))
+            wall_s = float(json.loads(path.read_text())["wall_s"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        own.setdefault(path.parent.parent.name, []).append(wall_s)
     seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}
     try:
         doctor = json.loads((results_dir / "doctor.json").read_text())
