@@ -278,3 +278,27 @@ def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after
     array = chain_state(results)["steps"][0]["array"]
     logs = "".join(p.read_text() for p in (results / "submitit" / "slurm").glob(f"{array}_*_log.out"))
     assert re.search(r"B0 seed \d+: resuming after task [1-4]/5", logs), logs
+
+
+@pytest.mark.trains
+def test_a_run_that_fails_ends_the_chain_with_one_line_and_no_loop(slurm, tmp_path):
+    """Issue 48: B0 seed 42 fails at once (its checkpoint.pt is garbage): the controller ends the chain with that run's
+    uh status line, in its log and in uh status, and submits nothing more."""
+    b0_expected(tmp_path)
+    results = tmp_path / "results"
+    garbage = result_path(results, "B0", 42).with_name("checkpoint.pt")
+    garbage.parent.mkdir(parents=True)
+    garbage.write_bytes(b"not a checkpoint")
+    out, _ = uh(slurm, "run", "B0", "--seed", "42", "--procedure", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),
+                "--results-dir", str(results), cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    assert out.startswith("Submitted chain"), out
+    follow_chain(slurm, results, tmp_path)
+    state = chain_state(results)
+    reason = state["ended"]["reason"]
+    assert reason.startswith(f"a run of step 1 did not finish: B0 seed 42: failed [Slurm job "
+                             f"{state['steps'][0]['array']}] FAILED: Error: B0 seed 42: "), reason  # fmt: skip
+    assert "checkpoint.pt is damaged" in reason and len(state["steps"]) == 1
+    log = results / "submitit" / "slurm" / f"{state['steps'][0]['controller']}_0_log.out"
+    assert f"Error: chain {state['id']} ended: {reason}" in log.read_text()
+    assert status(slurm, results, tmp_path)[f"chain {state['id']}"] == f"ended: {reason}"
+    wait_for(lambda: not any(queued(slurm, j) for j in (state["steps"][0]["rescue"],)), "the rescue's cancel", 60)
