@@ -537,6 +537,36 @@ def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_termi
                          ["run", "B0", "--results-dir", results, "--device", "cpu"]]  # fmt: skip
 
 
+def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_run(tmp_path):
+    """Issue 46.3 on the smoke profile, whose set here registers a small procedure (looks at 3 and 5 seeds): the
+    real uh price prints the paper's 36 runs and the most its looks can ask (C1-C5's ten run IDs on 5 seeds, B0's
+    and a3's on 3: 56 runs) before any run; without a terminal and without --yes, nothing runs; with --yes the runs
+    start. reproduce.sh is copied beside that set, as a checkout holding it would be."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "expected_results", repo / "expected_results")
+    shutil.copy2(REPRODUCE, repo / "reproduce.sh")
+    toml = repo / "expected_results" / "smoke" / "tolerances.toml"
+    toml.write_text(toml.read_text() + "\n[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\n"
+                    "alpha = [0.01, 0.04]\n")  # fmt: skip
+    results = str(tmp_path / "r")
+
+    def reproduce(*args: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+        environ = fake_uh(tmp_path, FAKE_UH_REAL="price")
+        result = subprocess.run([str(repo / "reproduce.sh"), "all", "--profile", "smoke", "--results-dir", results,
+                                 *args], capture_output=True, text=True, env=environ, timeout=120,
+                                stdin=subprocess.DEVNULL)  # fmt: skip
+        return result, [json.loads(line) for line in (tmp_path / "uh.log").read_text().splitlines()]
+
+    result, calls = reproduce()
+    assert result.returncode == 2 and [c[0] for c in calls] == ["price"], result.stderr
+    assert "the price of ./reproduce.sh all (profile smoke)" in result.stdout
+    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs" in result.stdout
+    assert "at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs" in result.stdout
+    assert "pass --yes to start these runs" in result.stderr.strip().splitlines()[-1]
+    result, calls = reproduce("--yes")
+    assert [c[:2] for c in calls[:2]] == [["price", "--profile"], ["run", "B0"]], result.stderr
+
+
 @pytest.mark.parametrize(("answer", "code"), [("y\n", 0), ("\n", 1)])
 def test_all_on_a_terminal_asks_whether_to_go_on(tmp_path, answer, code):
     """On a terminal `all` asks after its price: y goes on, anything else (Enter: the default, N) runs nothing."""

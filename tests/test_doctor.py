@@ -127,8 +127,8 @@ def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
 
     expected = load_expected(Path(__file__).resolve().parents[1] / "expected_results")
     seconds = paper_seconds(expected)
-    s = simulate(expected, Model("a", faithful="a", rho=CENTER[0], tau=CENTER[1], kind="faithful"), 40,
-                 np.random.default_rng(3), seconds)  # fmt: skip
+    s = simulate(expected, Model("a", faithful="a", rho=CENTER[0], tau=CENTER[1], kind="faithful"), 40, seconds,
+                 np.random.default_rng(3))  # fmt: skip
     write_extra_runs(tmp_path / "runs.csv", s)
     assert s.hours[1] < 105.5  # these draws' p90 is 105.33 h; interpolated between neighbours (numpy's default), 105.69
     got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS}, pd.read_csv(tmp_path / "runs.csv"))

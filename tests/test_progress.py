@@ -36,19 +36,19 @@ def status(results: Path, *options: str) -> list[str]:
 def test_status_says_where_the_procedure_stands(tmp_path: Path) -> None:
     """Issue 48: one summary first: the runs by state, the procedure's look, the claims decided and waiting, the
     verdict now and the run time left. The paper's 36 runs done: look 1 decided C2, C4 and C5; C1 and C3 wait for
-    look 2, whose 12 runs are next. With B3's three runs missing, look 1 itself is incomplete and names them."""
+    look 2, whose 6 runs are next. With B3's three runs missing, look 1 itself is incomplete and names them."""
     paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
     write(tmp_path / "r", paper)
     assert status(tmp_path / "r") == [
         "36 runs: 36 done, 0 running, 0 queued, 0 failed (uh status --runs lists each)",
-        "procedure: look 2 of 4; claims decided: C2 (supports, look 1), C4 (supports, look 1), C5 (supports, look 1); "
+        "procedure: look 2 of 5; claims decided: C2 (supports, look 1), C4 (supports, look 1), C5 (supports, look 1); "
         "waiting: C1 (look 2), C3 (look 2)",
-        "verdict now: UNDECIDED (exit 4); next: seeds 1, 2, 3 of B1, B2, B3, a4",
-        "ETA: 12 runs left; their time is unknown until one is done or uh doctor has timed them",
+        "verdict now: UNDECIDED (exit 4); next: seeds 1, 2 of B1, B3, a4",
+        "ETA: 6 runs left; their time is unknown until one is done or uh doctor has timed them",
     ]  # fmt: skip
     write(tmp_path / "partial", paper[paper["run_id"] != "B3"])
     assert status(tmp_path / "partial")[1:3] == [
-        "procedure: look 1 of 4; claims decided: none; waiting: C1 (look 1), C2 (look 1), C3 (look 1), C4 (look 1), "
+        "procedure: look 1 of 5; claims decided: none; waiting: C1 (look 1), C2 (look 1), C3 (look 1), C4 (look 1), "
         "C5 (look 1)",
         "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3",
     ]  # fmt: skip
@@ -70,12 +70,12 @@ def test_the_eta_is_timed_by_the_runs_done_else_by_uh_doctor(tmp_path: Path) -> 
     done (result.json), else uh doctor's estimate for this machine (doctor.json, of the same profile)."""
     paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
     write(tmp_path / "r", paper, wall_s=600.0)
-    assert status(tmp_path / "r")[-1] == ("ETA: 12 runs left, about 120.0 min of run time one at a time, less where "
+    assert status(tmp_path / "r")[-1] == ("ETA: 6 runs left, about 60.0 min of run time one at a time, less where "
                                           "they run at once (from the done runs' own times)")  # fmt: skip
     write(tmp_path / "d", paper)
     doctor = {"profile": "paper", "estimates": {"per_run_s": {r: {"total_s": 300.0} for r in set(paper["run_id"])}}}
     write_json_atomic(tmp_path / "d" / "doctor.json", doctor)
-    assert status(tmp_path / "d")[-1] == ("ETA: 12 runs left, about 60.0 min of run time one at a time, less where "
+    assert status(tmp_path / "d")[-1] == ("ETA: 6 runs left, about 30.0 min of run time one at a time, less where "
                                           "they run at once (from uh doctor's estimate)")  # fmt: skip
     write_json_atomic(tmp_path / "d" / "doctor.json", {**doctor, "profile": "smoke"})  # another profile's timing
-    assert status(tmp_path / "d")[-1].startswith("ETA: 12 runs left; their time is unknown")
+    assert status(tmp_path / "d")[-1].startswith("ETA: 6 runs left; their time is unknown")

@@ -203,8 +203,8 @@ def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
     ).read_text()
     summary = (paper / "report" / "summary.md").read_text()
     assert "NOT REPLICATED" not in summary and "| B3 | Uniform Herding | 1993, 2023, 42 | 44.00" in summary
-    assert re.search(r"\| C1 \| UNDECIDED \(look 1 of 4", summary) and "Verdict: UNDECIDED" in summary
-    assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 4" in summary  # the same line as `uh check`
+    assert re.search(r"\| C1 \| UNDECIDED \(look 1 of 5", summary) and "Verdict: UNDECIDED" in summary
+    assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 5" in summary  # the same line as `uh check`
     # the metric checks, as `uh check` prints them: the verdict, then the Welch interval and the TOST statement
     assert re.search(r"\| B3 \| ACC \| 44\.00 \| 44\.00 \| \+0\.00 \| [\d.]+ \| REPLICATED \| 3/3 \| "
                      r"\[-1\.41, \+1\.41\] \| equivalent at 90%", summary)  # fmt: skip
@@ -226,9 +226,9 @@ def test_the_report_says_which_look_left_a_claim_undecided(tmp_path: Path) -> No
         write(results, fake_result(row.run_id, row.seed, "paper", 10, metrics))
     write_report(results, results / "report", echo=lambda _: None)
     summary = (results / "report" / "summary.md").read_text()
-    assert ("| C3 | UNDECIDED (look 1 of 4, 3 seeds, one-sided alpha 0.005: the next look adds seeds 1, 2, 3 for "
+    assert ("| C3 | UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.005: the next look adds seeds 1, 2 for "
             "B3, a4; its undecided comparisons point for the claim) |") in summary
-    assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 4; C3 UNDECIDED at look 1 of 4" in summary
+    assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 5; C3 UNDECIDED at look 1 of 5" in summary
     assert '<span class="noise">UNDECIDED</span>' in (results / "report" / "summary.html").read_text()
 
 

@@ -10,8 +10,10 @@ import pytest
 from scipy import optimize, special, stats
 
 from uniform_herding.verdict import decide
+from uniform_herding.verdict.claims import Claim, Comparison
 from uniform_herding.verdict.decide import PairedTest, equivalence, replicated, t_interval, welch_interval
 from uniform_herding.verdict.expected import load_expected
+from uniform_herding.verdict.procedure import ClaimState, claim_state
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
@@ -153,13 +155,36 @@ def test_float_noise_is_no_difference() -> None:
 PROCEDURE = decide.Procedure((1993, 2023, 42, 1, 2, 3, 4, 5, 6, 7), (3, 6, 10), (0.01, 0.015, 0.025))
 
 
+def claim_of(deltas: list[list[float]], procedure: decide.Procedure, sign: int = +1) -> ClaimState:
+    """A claim of one comparison per row of `deltas` (each row the per-seed deltas, in the registered order, as far
+    as they are known), replayed under `procedure`."""
+    runs = tuple(f"r{i}" for i in range(len(deltas)))
+    claim = Claim("X", "x", runs, tuple(Comparison(r, "acc", ((r, 1),), sign) for r in runs))
+    values = {("acc", r): np.array([*d, *[np.nan] * (len(procedure.seeds) - len(d))], float)
+              for r, d in zip(runs, deltas, strict=True)}  # fmt: skip
+    return claim_state(claim, values, procedure)
+
+
 def test_the_procedure_decides_at_the_first_look_that_decides_each_at_its_alpha() -> None:
-    weak = PairedTest((2.76, 0.90, 1.36), +1)  # p 0.048: undecided at alpha 0.01
-    strong = PairedTest((2.76, 0.90, 1.36, 1.9, 1.5, 2.1), +1)
-    assert decide.sequential_outcome([[weak]], PROCEDURE) == ("undecided", 0)
-    assert decide.sequential_outcome([[weak], [strong]], PROCEDURE) == ("supports", 1)
-    assert decide.sequential_outcome([[strong], [weak]], PROCEDURE) == ("supports", 0)  # decided stays decided
+    weak = [2.76, 0.90, 1.36]  # p 0.048: undecided at alpha 0.01
+    strong = [*weak, 1.9, 1.5, 2.1]
+    assert (claim_of([weak], PROCEDURE).decision, claim_of([weak], PROCEDURE).reached) == ("undecided", 1)
+    assert (claim_of([strong], PROCEDURE).decision, claim_of([strong], PROCEDURE).reached) == ("supports", 2)
+    decided_early = claim_of([[1.9, 1.5, 2.1, -5.0, -6.0, -4.0]], PROCEDURE)  # decided stays decided
+    assert (decided_early.decision, decided_early.reached) == ("supports", 1)
     assert PROCEDURE.seeds_at(1) == (1993, 2023, 42, 1, 2, 3)
+
+
+def test_each_comparison_is_extended_alone_until_it_is_decided() -> None:
+    """A claim of two comparisons, one decided at look 1 and one not: only the open one's run asks for the next
+    look's seeds, and the claim waits; once the open one supports it at look 2, the claim is SUPPORTED."""
+    sure, weak = [1.9, 1.5, 2.1], [2.76, 0.90, 1.36]
+    waiting = claim_of([sure, weak], PROCEDURE)
+    assert (waiting.decision, waiting.settled, waiting.asks("r0"), waiting.asks("r1")) == ("undecided", False, 0, 1)
+    supported = claim_of([sure, [*weak, 1.9, 1.5, 2.1]], PROCEDURE)
+    assert (supported.decision, supported.asks("r0"), supported.asks("r1")) == ("supports", 0, 1)
+    contradicted = claim_of([[-1.0, -1.0, -1.0], weak], PROCEDURE)  # one contradicted: settled, nothing more asked
+    assert (contradicted.decision, contradicted.settled, contradicted.asks("r1")) == ("contradicts", True, 0)
 
 
 @pytest.mark.parametrize(("looks", "alpha"), [((3, 6), (0.03, 0.03)), ((2, 6), (0.01, 0.01)), ((6, 3), (0.01, 0.01)),
@@ -178,9 +203,7 @@ def test_the_procedure_with_every_look_counted_errs_at_most_5_percent_under_no_e
     rng = np.random.default_rng(7)
     supported = 0
     for _ in range(4000):
-        deltas = rng.standard_normal(procedure.looks[-1])
-        looks = [[PairedTest(tuple(deltas[:n]), +1)] for n in procedure.looks]
-        supported += decide.sequential_outcome(looks, procedure)[0] == "supports"
+        supported += claim_of([list(rng.standard_normal(procedure.looks[-1]))], procedure).decision == "supports"
     assert supported / 4000 <= 0.05
 
 
@@ -221,8 +244,7 @@ def test_a_claim_with_no_true_effect_is_contradicted_at_most_2_5_percent_of_the_
     contradicted = 0
     for _ in range(3000):
         deltas = rng.standard_normal((4, procedure.looks[-1]))
-        looks = [[PairedTest(tuple(d[:n]), +1) for d in deltas] for n in procedure.looks]
-        contradicted += decide.sequential_outcome(looks, procedure)[0] == "contradicts"
+        contradicted += claim_of([list(d) for d in deltas], procedure).decision == "contradicts"
     assert contradicted / 3000 <= 0.025 + 2 * math.sqrt(0.025 * 0.975 / 3000)  # Bonferroni's 2.5%, and the draws' noise
 
 

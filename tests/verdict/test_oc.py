@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     expected = load_expected(EXPECTED)
     b3 = next(line for line in res.output.split("[acc]")[1].splitlines() if line.strip().startswith("B3"))
     assert [float(x) for x in b3.split()[3:]] == pytest.approx(
-        [expected.tolerance_for("B3", "acc", k) for k in (3, 6, 10, 20)], abs=0.005)
+        [expected.tolerance_for("B3", "acc", k) for k in (3, 5, 8, 12, 20)], abs=0.005)
     spread = expected.spreads["acc"]
     sd, df, c, tau = spread.sd["B3"], spread.df, 2 / 3, expected.rule.tau
     nu = df * (sd**2 * c + tau**2) ** 2 / (sd**2 * c) ** 2
@@ -164,3 +165,45 @@ def test_one_claim_alone_is_priced_from_its_own_procedure() -> None:
         assert runs == 3 * len(claim.runs)
         assert first == pytest.approx(sum(seconds[r] for r in claim.runs) * 3 / 3600, abs=0.05)
         assert first <= whole <= most
+
+
+def test_gating_draws_count_false_fails_and_the_detectable_miss_on_hand_made_numbers() -> None:
+    """Two metrics over four worlds, tolerance 1: the first fails in one world (|1.5| > 1), the second never. With
+    four worlds, passing at most 5% means passing none: the first needs |1.5 - s| > 1 (s 2.6 in 0.1 pp steps; 2.5
+    itself passes), the second |0.8 - s| > 1 (s 1.9)."""
+    differences = np.array([[1.5, 0.0], [0.5, 0.8], [0.0, -0.2], [-0.5, 0.1]])
+    draws = oc.GatingDraws(0.5, [("B3", "acc"), ("B1", "acc")], differences, np.ones((4, 2)))
+    assert list(draws.false_fails()) == [0.25, 0.0]
+    assert list(draws.detectable_miss()) == [2.6, 1.9]
+
+
+def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derives() -> None:
+    """Under (c) each world's expected set is re-derived: the tolerances differ from world to world and from the
+    shipped set's, and the differences are taken from the redrawn paper means."""
+    expected = load_expected(EXPECTED)
+    draws = oc.gating_draws(expected, 0.5, 6, np.random.default_rng(0))
+    assert len(draws.metrics) == 24 and draws.differences.shape == draws.tolerances.shape == (6, 24)
+    j = draws.metrics.index(("B3", "acc"))
+    assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
+
+
+def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
+    """Each simulation draws from its own stream spawned from --seed, so one process and two give the same, and
+    three identical simulations give three different draws."""
+    expected = load_expected(EXPECTED)
+    calls = [oc.partial(oc.gating_draws, expected, 0.5, 3)] * 3
+    one, two = ([d.differences.tolist() for d in oc.run_calls(calls, 5, jobs)] for jobs in (1, 2))
+    assert one == two and one[0] != one[1] != one[2] != one[0]
+
+
+def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
+    """tau 1.0, the rule's own allowance, is beyond what the targets ask the rule to tolerate (0.75): its rows are
+    printed, no target is read from them, and the run says how long it took."""
+    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "10", "--rho", "0.5",
+                                    "--tau", "0.75", "--tau", "1.0", "-j", "1",
+                                    "--expected", str(EXPECTED)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "(a) rho 0.5, tau 1" in res.output and "(a) rho 0.5, tau 0.75" in res.output
+    targets = res.output.split("targets:")[1]
+    assert "tau 0.75" in targets and "tau 1:" not in targets
+    assert re.search(r"took \d+ min \d+ s in 1 process on this machine's \d+ CPUs", res.output)

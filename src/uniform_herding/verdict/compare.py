@@ -10,6 +10,7 @@ are information only. The rules themselves are decide.py's.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,15 +47,15 @@ class MetricCheck:
     def n_observed(self) -> int:
         return len(self.observed)
 
-    @property
+    @cached_property  # read by kind, difference and the texts: uh oc asks for it millions of times
     def expected_mean(self) -> float | None:
         return float(np.mean(self.expected)) if self.expected else None
 
-    @property
+    @cached_property
     def observed_mean(self) -> float | None:
         return float(np.mean(self.observed)) if self.observed else None
 
-    @property
+    @cached_property
     def difference(self) -> float | None:
         if self.expected_mean is None or self.observed_mean is None:
             return None

@@ -22,9 +22,10 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     Bonferroni, at half the level, so a claim with no true effect is contradicted at most 2.5% of the time:
     NOT SUPPORTED is final, undecided asks for seeds), undecided otherwise.
   - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
-    look), the claim is decided at the first look that decides it, each look at its own alpha; the alphas
-    sum to 5% (a Bonferroni split), so the whole procedure, every look counted, errs at most 5% on the
-    supporting side and 2.5% on the contradicting side.
+    look), each comparison is decided at the first look that decides it, each look at its own alpha, and
+    extended no further (procedure.claim_state); the alphas sum to 5% (a Bonferroni split), so each
+    comparison, every look counted, errs at most 5% on the supporting side (and so the claim, all of whose
+    comparisons must support it) and the claim at most 2.5% on the contradicting side (alpha / 2m a look).
 Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
 every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing
@@ -39,6 +40,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -156,9 +158,15 @@ class PairedTest:
     def n(self) -> int:
         return len(self.deltas)
 
-    @property
+    @cached_property  # read by every test and text of the comparison; uh oc reads it millions of times
     def mean(self) -> float:
         return float(np.mean(self.deltas))
+
+    @cached_property
+    def t(self) -> float | None:
+        """The paired t statistic; None where the deltas do not spread."""
+        spread = float(np.std(self.deltas, ddof=1)) if self.n > 1 else 0.0
+        return None if np.ptp(self.deltas) == 0 else self.mean / (spread / math.sqrt(self.n))
 
     @property
     def decidable(self) -> bool:
@@ -173,12 +181,11 @@ class PairedTest:
         """One-sided p-value of the paired t-test for `sign * mean delta > 0` (scipy)."""
         if not self.decidable:
             return None
-        if np.ptp(self.deltas) == 0:  # no spread: the sign decides, exactly
+        if self.t is None:  # no spread: the sign decides, exactly
             return 0.0 if sign * self.mean > 0 else 1.0
         # scipy's ttest_1samp(alternative=...), its t distribution's survival function called as the ufunc
         # (special.stdtr, what stats.t.sf computes, without its argument checks: uh oc calls this often)
-        t = self.mean / (float(np.std(self.deltas, ddof=1)) / math.sqrt(self.n))
-        return float(special.stdtr(self.n - 1, -sign * t))
+        return float(special.stdtr(self.n - 1, -sign * self.t))
 
     def outcome(self, alpha: float = ALPHA, against: float | None = None) -> Decision:
         """The one-sided test in the claimed direction at `alpha`, and the same test the other way at
@@ -250,17 +257,6 @@ class Procedure:
     def seeds_at(self, look: int) -> tuple[int, ...]:
         """The seeds counted at look `look` (0-based): the first looks[look] of the list."""
         return self.seeds[: self.looks[look]]
-
-
-def sequential_outcome(looks: Sequence[Sequence[PairedTest]], procedure: Procedure) -> tuple[Decision, int]:
-    """A claim under `procedure`, given its tests at the looks reached so far (in order): the first look that
-    decides it, each at its own alpha, else undecided at the last look given (-1: none given). Returns (decision,
-    look)."""
-    for look, tests in enumerate(looks):
-        outcome = claim_outcome(tests, procedure.alpha[look])
-        if outcome != "undecided":
-            return outcome, look
-    return "undecided", len(looks) - 1
 
 
 # --- the metric's tolerance, from the expected set alone -------------------------------------------------------

@@ -8,7 +8,7 @@ base run ID, never judged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -101,19 +101,20 @@ def _evidence_line(c: Comparison, deltas: pd.Series, test: decide.PairedTest, de
     return line
 
 
-def _ways(tests: tuple[decide.PairedTest, ...], alpha: float = decide.ALPHA) -> str:
+def _ways(undecided: list[decide.PairedTest]) -> str:
     """Which way a claim's undecided comparisons point: for it, against it, or some each way."""
-    ways = {t.leaning for t in tests if t.outcome(alpha, decide.against(alpha, len(tests))) == "undecided"}
+    ways = {t.leaning for t in undecided}
     return ways.pop() if len(ways) == 1 else "some for the claim and some against"
 
 
-def _leaning_text(tests: tuple[decide.PairedTest, ...], needed: int | None) -> str:
+def _leaning_text(tests: Sequence[decide.PairedTest], needed: int | None) -> str:
     """Where more seeds would take an undecided claim if its means and spreads stayed (`needed` in all, from
     decide.claim_seeds_needed): and which way."""
     if needed is None:
         return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
-    more = needed - tests[0].n
-    return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {_ways(tests)}"
+    more, against = needed - tests[0].n, decide.against(decide.ALPHA, len(tests))
+    ways = _ways([t for t in tests if t.outcome(decide.ALPHA, against) == "undecided"])
+    return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {ways}"
 
 
 def _shared(claim: Claim, table: pd.DataFrame) -> pd.DataFrame:
@@ -157,15 +158,18 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
         return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
                           f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}", [], runs=claim.runs,
                           looks=total if registered else None)  # fmt: skip
-    look, tests = s.reached - 1, s.looks[-1]
+    look, tests = s.reached - 1, [c.tests[-1] for c in s.comparisons]
     seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
-    last = s.decision == "undecided" and look + 1 == total
-    below = tuple(c.label for c, t in zip(claim.comparisons, tests, strict=True)
-                  if last and c.label in paper and _excludes(t, alpha, paper[c.label]))  # fmt: skip
-    against = decide.against(alpha, len(tests))
-    evidence = [_evidence_line(c, c.deltas(table()).reindex(list(seeds)), t, True, alpha, against,
-                               paper.get(c.label) if last else None)
-                for c, t in zip(claim.comparisons, tests, strict=True)] if explain else []  # fmt: skip
+    last = s.decision == "undecided" and s.settled
+    evidence, below = [], []
+    for cs in s.comparisons:  # each at the look that decided it, or the last it used
+        c, t, k = cs.comparison, cs.tests[-1], cs.reached - 1
+        excludes = last and c.label in paper and _excludes(t, procedure.alpha[k], paper[c.label])
+        below += [c.label] if excludes else []
+        if explain:
+            evidence.append(_evidence_line(c, c.deltas(table()).reindex(list(procedure.seeds_at(k))), t, True,
+                                           procedure.alpha[k], decide.against(procedure.alpha[k], len(tests)),
+                                           paper.get(c.label) if last else None))  # fmt: skip
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:
         evidence.append(f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
@@ -182,15 +186,17 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
     kind, next_seeds = DECIDED[s.decision], ()
     if not s.settled:
+        open_ = [cs for cs in s.comparisons if not cs.settled]
+        runs = [r for r in claim.runs if any(r in cs.comparison.runs for cs in open_)]
         kind, next_seeds = Kind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
-        where += (f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(claim.runs)}; "
-                  f"its undecided comparisons point {_ways(tests, alpha)}")
+        where += (f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(runs)}; "
+                  f"its undecided comparisons point {_ways([cs.tests[-1] for cs in open_])}")
     elif last:
         where = f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
             f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect" if below else
             (f"; every {_level(alpha)} interval holds the paper's effect" if paper else ""))  # fmt: skip
     return ClaimCheck(claim.claim_id, claim.statement, kind, where, evidence, False, None, claim.runs, look + 1, total,
-                      next_seeds, below)  # fmt: skip
+                      next_seeds, tuple(below))  # fmt: skip
 
 
 def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | None = None, registered: bool = True,

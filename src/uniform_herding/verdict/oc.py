@@ -32,9 +32,16 @@ implies under the set's rule, so anyone can re-derive the shipped set.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -61,7 +68,8 @@ TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side: decide.against's alpha / 2m, Bonferroni over looks
 TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
 CENTER = (0.5, 0.5)  # rho, tau: where the targets ask for the most draws
-RHOS, TAUS = (0.0, 0.5, 0.8), (0.5, 0.75)
+RHOS, TAUS = (0.0, 0.5, 0.8), (0.5, 0.75, 1.0)
+TAU_TARGETED = 0.75  # the largest stack offset the targets hold the rule to; the grid goes on to the rule's own tau
 FAITHFUL = {"a": "(a) the paper's means carry their sampling error",
             "b": "(b) the paper's means are the truth",
             "c": "(c) the paper's table redrawn, the set re-derived"}  # fmt: skip
@@ -260,7 +268,7 @@ HEADER = (f"{'model':44} {'draws':>6} {'P(RR) % [95% CI]':>19} {'P(NOT) % [95% C
           f"{'und.1':>6} {'+runs':>5} {'T4 h':>5} {'p90':>5}  main causes of not passing")  # fmt: skip
 
 
-def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator, seconds: dict[str, float]
+def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float], rng: np.random.Generator
              ) -> Summary:  # fmt: skip
     """P(RESULTS REPLICATED), P(NOT REPLICATED), P(INCONCLUSIVE) at the end of the procedure with intervals,
     P(undecided at look 1), the mean extra runs, the whole procedure's hours on the paper's GPU (mean and
@@ -284,27 +292,48 @@ def simulate(expected: Expected, model: Model, n: int, rng: np.random.Generator,
                    Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
 
 
-def claim_costs(expected: Expected, n: int, rng: np.random.Generator, seconds: dict[str, float]) -> list[str]:
+def cell(expected: Expected, model: Model, n: int, seconds: dict[str, float], max_seeds: int,
+         rng: np.random.Generator) -> tuple[Summary, float]:  # fmt: skip
+    """One model simulated, and under (a) the any-rule bound at the procedure's most seeds (else 0)."""
+    summary = simulate(expected, model, n, seconds, rng)
+    return summary, Bound.of(expected, rng, model).at(max_seeds) if model.faithful == "a" else 0.0
+
+
+def _call(call: Callable[[np.random.Generator], Any], seed: np.random.SeedSequence) -> Any:
+    return call(np.random.default_rng(seed))
+
+
+def run_calls(calls: list[Callable[[np.random.Generator], Any]], seed: int, jobs: int) -> list[Any]:
+    """Each simulation on its own random stream, spawned in order from `seed`, in `jobs` processes: the figures do
+    not depend on --jobs or on which process ran what."""
+    seeds = np.random.SeedSequence(seed).spawn(len(calls))
+    if jobs == 1:
+        return [_call(c, s) for c, s in zip(calls, seeds, strict=True)]
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_call, calls, seeds))
+
+
+CLAIM_HEADER = (f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} "
+                f"{'T4 h':>6} {'p90':>6} {'most':>6}  {'P(RR-like)':>10}")  # fmt: skip
+
+
+def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, float], rng: np.random.Generator) -> str:
     """What checking one claim alone (uh check --claim) costs on the paper's T4, under (a) at the grid's centre: its
     run IDs on the paper's seeds (look 1), then the whole of its own procedure over n simulated re-runs: mean and
     90th percentile (as uh doctor takes it), and the most (every look of every run ID)."""
     world, (rho, tau) = World.of(expected), CENTER
     model = Model(FAITHFUL["a"], faithful="a", rho=rho, tau=tau, kind="faithful")
-    lines = [f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} {'T4 h':>6} "
-             f"{'p90':>6} {'most':>6}  {'P(RR-like)':>10}"]  # fmt: skip
-    for claim in PAPER_CLAIMS:
-        first = sum(seconds.get(r, 0.0) for r in claim.runs) * len(expected.seeds) / 3600
-        reruns = []
-        for _ in range(n):
-            judged_by, values = model.draw(expected, world, rng)
-            reruns.append(follow_procedure(judged_by, world, values, claim))
-        hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
-        most = sum(seconds.get(r, 0.0) for r in claim.runs) * expected.procedure.looks[-1] / 3600
-        passed = np.mean([o.kind is Verdict.SET_MATCHED for o in reruns])
-        lines.append(f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
-                     f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
-                     f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
-    return lines
+    first = sum(seconds.get(r, 0.0) for r in claim.runs) * len(expected.seeds) / 3600
+    reruns = []
+    for _ in range(n):
+        judged_by, values = model.draw(expected, world, rng)
+        reruns.append(follow_procedure(judged_by, world, values, claim))
+    hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
+    most = sum(seconds.get(r, 0.0) for r in claim.runs) * expected.procedure.looks[-1] / 3600
+    passed = np.mean([o.kind is Verdict.SET_MATCHED for o in reruns])
+    return (f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
+            f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
+            f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
 
 
 def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple]:
@@ -323,27 +352,64 @@ def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Genera
     return share(decisions["contradicts"], n), share(decisions["supports"], n)
 
 
-def detectable_miss(expected: Expected, run_id: str, metric: str, n: int, rng: np.random.Generator) -> float:
-    """Under (c) at the grid's centre, on the paper's three seeds: the smallest shift (0.1 pp steps, the worse
-    sign) of a run ID's true mean at which its metric verdict (decide.replicated at the set's tolerance,
-    re-derived in each world) is REPLICATED at most TARGET_MISS of the time."""
-    world, (rho, tau) = World.of(expected), CENTER
-    r, m, k = world.index(run_id), METRICS.index(metric), len(expected.seeds)
-    model = Model("faithful", rho=rho, tau=tau, kind="faithful")
-    differences, tolerances = [], []
-    for _ in range(n):
+@dataclass(frozen=True)
+class GatingDraws:
+    """Each gating metric judged alone on the paper's three seeds, under (c) at the grid's centre rho and one tau:
+    per world, the re-run mean minus the redrawn paper mean, and the tolerance re-derived from the redrawn table."""
+
+    tau: float
+    metrics: list[tuple[str, str]]  # (run ID, metric), in the set's order
+    differences: np.ndarray  # [worlds, metrics]
+    tolerances: np.ndarray  # [worlds, metrics]
+
+    def pass_rate(self, shift: float) -> np.ndarray:
+        """Per metric: how often decide.replicated passes it with its true mean moved by `shift` pp."""
+        return np.vectorize(replicated)(self.differences + shift, self.tolerances).mean(0)
+
+    def false_fails(self) -> np.ndarray:
+        """Per metric: how often a faithful re-run reads NOT REPLICATED on it."""
+        return 1 - self.pass_rate(0.0)
+
+    def detectable_miss(self) -> np.ndarray:
+        """Per metric: the smallest shift (0.1 pp steps, the worse sign) at which it passes at most TARGET_MISS of
+        the time."""
+        shifts, found = np.zeros(len(self.metrics)), np.zeros(len(self.metrics), bool)
+        shift = 0.0
+        while not found.all():
+            done = ~found & (np.maximum(self.pass_rate(shift), self.pass_rate(-shift)) <= TARGET_MISS)
+            shifts[done], found = shift, found | done
+            shift = round(shift + 0.1, 1)
+        return shifts
+
+
+def gating_draws(expected: Expected, tau: float, n: int, rng: np.random.Generator) -> GatingDraws:
+    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's three seeds."""
+    world, k = World.of(expected), len(expected.seeds)
+    model = Model("faithful", rho=CENTER[0], tau=tau, kind="faithful")
+    metrics = [(r, m) for m in expected.gate for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
+    differences, tolerances = np.empty((n, len(metrics))), np.empty((n, len(metrics)))
+    for i in range(n):
         judged_by, values = model.draw(expected, world, rng)
-        paper = judged_by.per_seed.loc[judged_by.per_seed["run_id"] == run_id, metric].astype(float)
-        differences.append(float(values[r, :k, m].mean() - paper.mean()))
-        tolerances.append(judged_by.tolerance_for(run_id, metric, k))
+        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(METRICS)].mean()
+        for j, (run_id, metric) in enumerate(metrics):
+            differences[i, j] = values[world.index(run_id), :k, METRICS.index(metric)].mean() - paper.at[run_id, metric]
+            tolerances[i, j] = judged_by.tolerance_for(run_id, metric, k)
+    return GatingDraws(tau, metrics, differences, tolerances)
 
-    def pass_rate(shift: float) -> float:
-        return float(np.mean([replicated(d + shift, t) for d, t in zip(differences, tolerances, strict=True)]))
 
-    shift = 0.0
-    while max(pass_rate(shift), pass_rate(-shift)) > TARGET_MISS:
-        shift = round(shift + 0.1, 1)
-    return shift
+def gating_lines(expected: Expected, draws: list[GatingDraws]) -> list[str]:
+    """Per gating metric, worst first (at the largest tau): its false-fail rate at each tau beside the nominal share
+    the rule gives it, and the detectable miss at the first tau."""
+    share_ = expected.rule.alpha if expected.rule else float("nan")
+    rates = np.stack([d.false_fails() for d in draws], 1)  # [metrics, taus]
+    miss = draws[0].detectable_miss()
+    lines = [f"  {'metric':14} " + " ".join(f"{f'tau {d.tau:g}':>16}" for d in draws)
+             + f"  {f'detectable (tau {draws[0].tau:g})':>22}"]  # fmt: skip
+    for j in np.argsort(-rates[:, -1], kind="stable"):  # the largest tau orders them
+        run_id, metric = draws[0].metrics[j]
+        cells = " ".join(f"{100 * r:7.3f}% ({r / share_:4.1f}x)" for r in rates[j])
+        lines.append(f"  {run_id + ' ' + metric:14} {cells}  {miss[j]:20.1f} pp")
+    return lines
 
 
 def paper_seconds(expected: Expected) -> dict[str, float]:
@@ -458,10 +524,12 @@ def derive_text(expected: Expected) -> list[str]:
               help="Print one part only (claims: what checking one claim alone costs, uh check --claim).")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=len(os.sched_getaffinity(0)), show_default="this "
+              "machine's CPUs", help="Processes to simulate in; the figures do not depend on it.")
 @click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
               help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
 def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int, rhos: tuple[float, ...],
-               taus: tuple[float, ...], only: str | None, derive_csv: Path | None, runs_out: Path | None
+               taus: tuple[float, ...], only: str | None, derive_csv: Path | None, jobs: int, runs_out: Path | None
                ) -> None:  # fmt: skip
     """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
     try:
@@ -474,66 +542,72 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
         raise click.ClickException(str(e)) from None
     if expected.profile != "paper":
         raise click.ClickException(f"{expected.directory} holds profile {expected.profile}; the models are the paper's")
-    rng = np.random.default_rng(seed)
     p = expected.procedure
     max_seeds = p.looks[-1] if p else len(expected.seeds)
     click.echo(f"uh oc: simulated re-runs judged by uh check's code against {expected.describe()}")
     looks = (f"looks at {', '.join(map(str, p.looks))} seeds, one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}"
              if p else "one look on the set's seeds, alpha 0.05")  # fmt: skip
     click.echo(f"gating metrics: {', '.join(expected.gate)}; claims: {looks}")
-    seconds, met = paper_seconds(expected), []
-    summaries: dict[tuple[str, float, float], Summary] = {}
-    if only in (None, "faithful"):
-        click.echo(f"\nfaithful re-runs, over rho x tau:\n{HEADER}")
-        for faithful, label in FAITHFUL.items():
-            for rho in rhos or RHOS:
-                for tau in taus or TAUS:
-                    model = Model(label, faithful=faithful, rho=rho, tau=tau, kind="faithful")
-                    s = simulate(expected, model, draws if (rho, tau) == CENTER else grid_draws, rng, seconds)
-                    summaries[faithful, rho, tau] = s
-                    if runs_out and (faithful, rho, tau) == ("a", *CENTER):
-                        write_extra_runs(runs_out, s)
-                    click.echo(s.row(f"{label[:3]} rho {rho:g}, tau {tau:g}"))
-                    bound = Bound.of(expected, rng, model).at(max_seeds) if faithful == "a" else 0.0
-                    met += faithful_targets(s, bound)
+    started, seconds = time.monotonic(), paper_seconds(expected)
+    grid = [(f, rho, tau) for f in FAITHFUL for rho in rhos or RHOS for tau in taus or TAUS]
+    misses, sweep = models(expected), sorted(set(taus or TAUS))
+    yardstick = Model(FAITHFUL["c"], rho=CENTER[0], tau=CENTER[1], kind="faithful")  # what noisier must not beat
+    parts: dict[str, list[Callable[[np.random.Generator], Any]]] = {
+        "faithful": [partial(cell, expected, Model(FAITHFUL[f], faithful=f, rho=rho, tau=tau, kind="faithful"),
+                             draws if (rho, tau) == CENTER else grid_draws, seconds, max_seeds)
+                     for f, rho, tau in grid],
+        "misses": [partial(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
+        "contradicts": [partial(contradicts, expected, c.claim_id, grid_draws) for c in PAPER_CLAIMS],
+        "gating": [partial(gating_draws, expected, tau, draws) for tau in sweep],
+        "claims": [partial(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
+    wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "claims": ["claims"]}
+    parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
+    click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
+    out = iter(run_calls([c for part in parts.values() for c in part], seed, jobs))
+    done = {k: [next(out) for _ in v] for k, v in parts.items()}
+    met: list[tuple[str, bool]] = []
+    if "faithful" in done:
+        click.echo(f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):"
+                   f"\n{HEADER}")
+        for (f, rho, tau), (s, bound) in zip(grid, done["faithful"], strict=True):
+            if runs_out and (f, rho, tau) == ("a", *CENTER):
+                write_extra_runs(runs_out, s)
+            click.echo(s.row(f"{FAITHFUL[f][:3]} rho {rho:g}, tau {tau:g}"))
+            met += faithful_targets(s, bound) if tau <= TAU_TARGETED else []
         click.echo("\nP(RR), P(NOT), P(INC): RESULTS REPLICATED, NOT REPLICATED, INCONCLUSIVE at the end of the "
                    "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
                    "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
                    "and 90th percentile")
-    if only in (None, "misses"):
+    if "misses" in done:
         click.echo(f"\nmisses and nulls, under (c) at rho {CENTER[0]:g}, tau {CENTER[1]:g}:\n{HEADER}")
-        center = None
-        for model in models(expected):
-            s = simulate(expected, model, grid_draws, rng, seconds)
+        *summaries, (center, _) = done["misses"]
+        for model, (s, _) in zip(misses, summaries, strict=True):
             click.echo(s.row(model.name))
             if model.noise_scale == 1:  # a real miss, or a claim without its effect: it must not pass
                 met.append((f"{model.name}: RESULTS REPLICATED <= {TARGET_MISS:.0%} ({pct(s.passed)})",
                             s.passed[0] <= TARGET_MISS))  # fmt: skip
             else:  # faithful, only noisier: it must not pass more often than faithful
-                center = summaries.get(("c", *CENTER)) or simulate(
-                    expected, Model(FAITHFUL["c"], rho=CENTER[0], tau=CENTER[1], kind="faithful"), grid_draws, rng,
-                    seconds)  # fmt: skip
                 met.append((f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= {pct(center.passed)})",
                             s.passed[0] <= center.passed[0]))  # fmt: skip
         click.echo(f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
                    f"{CENTER[0]:g}, tau {CENTER[1]:g}, {grid_draws} draws), judged by its procedure alone")  # fmt: skip
-        for claim in PAPER_CLAIMS:
-            against, wrongly = contradicts(expected, claim.claim_id, grid_draws, rng)
+        for claim, (against, wrongly) in zip(PAPER_CLAIMS, done["contradicts"], strict=True):
             click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}%")
             met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_AGAINST:.1%} ({pct(against)})",
                         against[0] <= TARGET_AGAINST))  # fmt: skip
-        click.echo(f"\ndetectable miss per gating metric under (c), rho {CENTER[0]:g}, tau {CENTER[1]:g}, the paper's "
-                   f"three seeds ({grid_draws} draws): the smallest shift of the run ID's true mean that passes its "
-                   f"tolerance at most {TARGET_MISS:.0%} of the time")  # fmt: skip
-        runs = [r for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
-        for metric in expected.gate:
-            cells = [f"{r} {detectable_miss(expected, r, metric, grid_draws, rng):.1f}" for r in runs]
-            click.echo(f"  {metric:10} " + ", ".join(cells))
-    if only in (None, "claims"):
+        click.echo(f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds ({draws} "
+                   f"draws per tau): how often a faithful re-run fails it, beside the share of the family's alpha "
+                   f"the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the detectable miss, the "
+                   f"smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of the time")  # fmt: skip
+        click.echo("\n".join(gating_lines(expected, done["gating"])))
+    if "claims" in done:
         click.echo(f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "
                    f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
                    "claim SUPPORTED and its run IDs REPLICATED")  # fmt: skip
-        click.echo("\n".join(claim_costs(expected, grid_draws, rng, seconds)))
+        click.echo("\n".join([CLAIM_HEADER, *done["claims"]]))
     click.echo("\ntargets:" if met else "")
     for text, ok in met:
         click.echo(f"  {'met    ' if ok else 'NOT MET'}  {text}")
+    elapsed = time.monotonic() - started
+    click.echo(f"\ntook {elapsed // 60:.0f} min {elapsed % 60:.0f} s in {jobs} process{'es' * (jobs > 1)} on this "
+               f"machine's {os.cpu_count()} CPUs")

@@ -27,33 +27,62 @@ import pandas as pd
 from uniform_herding.method.config import RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.claims import Claim
+from uniform_herding.verdict.claims import Claim, Comparison
 
 
 @dataclass(frozen=True)
-class ClaimState:
-    """One claim replayed: its comparisons' tests at each look it reached, in order, and its decision at the last
-    of them ("undecided" where it reached none). `total`: the procedure's looks."""
+class ComparisonState:
+    """One comparison of a claim replayed: its tests at each look it used, in order, and its decision at the last."""
 
-    claim: Claim
-    looks: tuple[tuple[decide.PairedTest, ...], ...]
+    comparison: Comparison
+    tests: tuple[decide.PairedTest, ...]
     decision: decide.Decision
     total: int
 
     @property
     def reached(self) -> int:
-        return len(self.looks)
+        return len(self.tests)
 
     @property
     def settled(self) -> bool:
         """Decided, or undecided after the last look: it asks for nothing more."""
         return self.decision != "undecided" or self.reached == self.total
 
+
+@dataclass(frozen=True)
+class ClaimState:
+    """One claim replayed, comparison by comparison: each is decided at the first look that decides it and extended
+    no further; the claim is SUPPORTED when all are, NOT SUPPORTED when one is contradicted (at alpha / 2m), and
+    undecided otherwise. `total`: the procedure's looks."""
+
+    claim: Claim
+    comparisons: tuple[ComparisonState, ...]
+    total: int
+
+    @cached_property  # read for every metric of every run ID the claim includes (State.final)
+    def decision(self) -> decide.Decision:
+        decisions = [c.decision for c in self.comparisons]
+        if "contradicts" in decisions:
+            return "contradicts"
+        return "supports" if decisions and all(d == "supports" for d in decisions) else "undecided"
+
     @property
-    def asks(self) -> int:
-        """The (0-based) look whose seeds it asks of its run IDs: the look it was decided at, the last one, or
-        the next one while it waits."""
-        return self.reached - 1 if self.settled else self.reached
+    def reached(self) -> int:
+        """The looks it has used: its last comparison's."""
+        return max((c.reached for c in self.comparisons), default=0)
+
+    @cached_property
+    def settled(self) -> bool:
+        """Decided (a contradicted comparison settles it at once), or every comparison settled: it asks for nothing
+        more."""
+        return self.decision != "undecided" or (bool(self.comparisons) and all(c.settled for c in self.comparisons))
+
+    def asks(self, run_id: str) -> int | None:
+        """The (0-based) look whose seeds it asks of a run ID: the last look of its comparisons that read it, or the
+        next one while one of them waits; None if no comparison reads it."""
+        looks = [c.reached - 1 if self.settled or c.settled else c.reached for c in self.comparisons
+                 if run_id in c.comparison.runs]  # fmt: skip
+        return max(looks) if looks else None
 
 
 @dataclass(frozen=True)
@@ -85,8 +114,9 @@ class State:
         return tuple(s for s in self.asked.get(run_id, ()) if s not in have)
 
     def waiting_on(self, run_id: str) -> tuple[str, ...]:
-        """The gating claims that include a run ID and can still ask for seeds."""
-        return tuple(c for c in self.gating if run_id in self.claims[c].claim.runs and not self.claims[c].settled)
+        """The gating claims with an open comparison that reads a run ID: they can still ask it for seeds."""
+        return tuple(c for c in self.gating if not self.claims[c].settled and any(
+            run_id in s.comparison.runs and not s.settled for s in self.claims[c].comparisons))
 
     def final(self, run_id: str) -> bool:
         """Whether a run ID's counted seeds can still change: no (final) once it has every seed asked of it and no
@@ -155,10 +185,10 @@ Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the 
 
 
 def rows(table: pd.DataFrame) -> list[tuple[str, int, float, float, float]]:
-    """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists: pandas' row
-    iterators cost more than the rules they feed)."""
-    columns = [table["run_id"].astype(str).tolist(), table["seed"].astype(int).tolist(),
-               *(table[m].astype(float).tolist() for m in METRICS)]  # fmt: skip
+    """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists, without astype's
+    copies: pandas' row iterators, and astype, cost more than the rules they feed)."""
+    columns = [list(map(str, table["run_id"].tolist())), table["seed"].to_numpy(dtype=int).tolist(),
+               *(table[m].to_numpy(dtype=float).tolist() for m in METRICS)]  # fmt: skip
     return list(zip(*columns, strict=True))
 
 
@@ -177,23 +207,32 @@ def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
     for run_id, seed, *values in rows(observed):
         if seed in column:
             for metric, value in zip(METRICS, values, strict=True):
-                out.setdefault((metric, run_id), np.full(len(seeds), np.nan))[column[seed]] = value
+                if (metric, run_id) not in out:  # not setdefault: it would build an array for every value
+                    out[metric, run_id] = np.full(len(seeds), np.nan)
+                out[metric, run_id][column[seed]] = value
     return out
 
 
 def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> ClaimState:
-    """A claim on the registered seeds' values: its tests at every look whose seeds all its runs have, each on
-    exactly that look's seeds; decided by decide.sequential_outcome, and kept up to the look that decided it."""
-    present = all(("acc", r) in values for r in claim.runs)
-    deltas = [c.deltas(values) for c in claim.comparisons] if present else []
-    looks = []
-    for n in procedure.looks if present else ():
-        if any(np.isnan(d[:n]).any() for d in deltas):
+    """A claim on the registered seeds' values, look by look: each open comparison on exactly that look's seeds at its
+    alpha (contradicting at alpha / 2m), until the claim is settled or an open comparison's runs lack the look's
+    seeds. A comparison decided stays decided, and its runs are asked for nothing more by it."""
+    m, last = len(claim.comparisons), len(procedure.looks) - 1
+    deltas = [c.deltas(values) if all(("acc", r) in values for r in c.runs) else None for c in claim.comparisons]
+    tests: list[list[decide.PairedTest]] = [[] for _ in range(m)]
+    decisions: list[decide.Decision] = ["undecided"] * m
+    for k, n in enumerate(procedure.looks):
+        open_ = [i for i in range(m) if decisions[i] == "undecided"]
+        if any(deltas[i] is None or np.isnan(deltas[i][:n]).any() for i in open_):  # type: ignore[index]
             break
-        looks.append(tuple(decide.PairedTest(tuple(d[:n]), c.sign) for d, c in zip(deltas, claim.comparisons,
-                                                                                    strict=True)))  # fmt: skip
-    decision, look = decide.sequential_outcome(looks, procedure)
-    return ClaimState(claim, tuple(looks[: look + 1]), decision, len(procedure.looks))
+        for i in open_:
+            tests[i].append(decide.PairedTest(tuple(deltas[i][:n]), claim.comparisons[i].sign))  # type: ignore[index]
+            decisions[i] = tests[i][-1].outcome(procedure.alpha[k], decide.against(procedure.alpha[k], m))
+        if "contradicts" in decisions or k == last or all(d != "undecided" for d in decisions):
+            break
+    return ClaimState(claim, tuple(ComparisonState(c, tuple(t), d, len(procedure.looks))
+                                   for c, t, d in zip(claim.comparisons, tests, decisions, strict=True)),
+                      len(procedure.looks))  # fmt: skip
 
 
 def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[str, ...],
@@ -207,7 +246,7 @@ def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[
     look_of = dict.fromkeys(set_runs, 0)
     for state in states.values():
         for run_id in state.claim.runs:
-            look_of[run_id] = max(look_of.get(run_id, 0), state.asks if gating else 0)
+            look_of[run_id] = max(look_of.get(run_id, 0), (state.asks(run_id) or 0) if gating else 0)
     order = [r for r in RUNS if r in look_of] + sorted(r for r in look_of if r not in RUNS)
     asked = {r: procedure.seeds_at(look_of[r]) for r in order}
     return State(procedure, states, tuple(states) if gating else (), asked, have)
