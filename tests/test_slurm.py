@@ -181,6 +181,12 @@ def follow_chain(cluster: SlurmCluster, results: Path, cwd: Path, kill_controlle
     """`uh status` every few seconds until the chain has ended: the chain lines it showed. With kill_controller, the
     first controller gets SIGKILL as soon as it runs (scancel --signal=KILL)."""
     seen: list[str] = []
+
+    def look() -> None:
+        lines = status(cluster, results, cwd)
+        seen.extend(f"{k}: {v}" for k, v in lines.items() if k.startswith("chain ") and f"{k}: {v}" not in seen)
+
+    look()  # step 1's runs are queued or running: its controller waits for them
     killed = not kill_controller
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
@@ -192,8 +198,7 @@ def follow_chain(cluster: SlurmCluster, results: Path, cwd: Path, kill_controlle
                 continue
             time.sleep(0.2)
             continue
-        lines = status(cluster, results, cwd)
-        seen += [f"{k}: {v}" for k, v in lines.items() if k.startswith("chain ") and f"{k}: {v}" not in seen]
+        look()
         if chain_state(results)["ended"]:
             return seen
         assert "stalled" not in seen[-1], seen
