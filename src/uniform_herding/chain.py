@@ -217,7 +217,7 @@ class Controller:
         if state is None or state["id"] != self.chain.chain_id:
             return self.say(f"chain {self.chain.chain_id} is no longer the one in {results_dir}; nothing to do")
         if state.get("ended"):
-            return self.say(f"chain {state['id']} ended before: {ended_text(state['ended'])}")
+            return self.done(f"chain {state['id']} ended before: {ended_text(state['ended'])}")
         if len(state["steps"]) > self.index + 1:  # an earlier start of this controller recorded the next step
             with locked(results_dir):
                 self.chain.submit_step(self.index + 1, state["started"])
@@ -300,9 +300,9 @@ class Controller:
 
     def done(self, line: str) -> str:
         """Say `line`; a controller that ended well cancels its rescue, which would wait forever."""
-        if not self.rescue:
-            state = read(self.chain.results_dir)
-            rescue = state["steps"][self.index].get("rescue") if state else None
+        state = read(self.chain.results_dir)
+        if not self.rescue and state is not None and state["id"] == self.chain.chain_id:
+            rescue = state["steps"][self.index].get("rescue")
             if rescue:
                 subprocess.run(["scancel", rescue], check=False)
         return self.say(line)
