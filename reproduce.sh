@@ -26,7 +26,9 @@ Targets:
             train the profile. Then the paper's twelve run IDs in turn (finished runs are skipped; a
             failed run does not stop the others and is reported at the end, after check and report),
             then the procedure to a decided verdict, as 'next'. With --paper-runs-only, or seeds of
-            your own (--seeds), it checks and reports once after the twelve
+            your own (--seeds), it checks and reports once after the twelve. With --executor slurm:
+            the whole procedure as Slurm jobs, to a decided verdict and its report, with no one at
+            the terminal (docs/cluster.md)
   refresh   beyond the paper: the refresh-isolation study, ${REFRESH_IDS[*]} (r1-r3 and the
             runs they are compared with), in turn as 'all' does, then check and report
   smoke     the kick-the-tires run: the paper's twelve run IDs under the tiny synthetic 'smoke'
@@ -64,10 +66,14 @@ Options:
                        not a terminal)
   --executor E         local: every (run ID, seed) as a submitit job on this machine, one per
                        visible GPU (one per CPU core without one); slurm: all of them as one
-                       Slurm job array, then follow with 'uh status'; when it is done, run
-                       ./reproduce.sh next after all, check and report after the others
+                       Slurm job array, then follow with 'uh status'; for all, a chain of Slurm
+                       jobs behind it goes on to a decided verdict and its report by itself (the
+                       terminal may close; run again while it is active: refused); for the others,
+                       when it is done, check and report
                        (docs/cluster.md; UH_SLURM_* set partition, time, ...).
                        Default: \$UH_EXECUTOR, else one run after another. Results do not depend on it
+  --cancel             all --executor slurm: cancel the results dir's chain (runs keep their
+                       checkpoints); the same command without --cancel resumes from the results
   --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
                        (default: \$UH_JOBS)
   -h, --help           this help
@@ -111,6 +117,7 @@ profile=""
 data_dir=""
 results_dir=""
 force=0
+cancel=0
 paper_runs_only=0
 yes=0
 jobs=""
@@ -134,6 +141,7 @@ while [[ $# -gt 0 ]]; do
         --results-dir=*) results_dir=${1#*=}; shift ;;
         --force) force=1; shift ;;
         --paper-runs-only) paper_runs_only=1; shift ;;
+        --cancel) cancel=1; shift ;;
         --yes) yes=1; shift ;;
         --jobs) need_value "$@"; jobs=$2; shift 2 ;;
         --jobs=*) jobs=${1#*=}; shift ;;
@@ -166,6 +174,8 @@ done
 [[ "$target" != next || ${#seeds[@]} -eq 0 ]] || usage_error "next takes its seeds from the procedure, not --seed"
 [[ "$paper_runs_only" == 0 || "$target" == all ]] || usage_error "--paper-runs-only goes with the target all"
 [[ "$yes" == 0 || "$target" == all ]] || usage_error "--yes goes with the target all"
+[[ "$cancel" == 0 || ("$target" == all && "${executor:-${UH_EXECUTOR:-}}" == slurm) ]] ||
+    usage_error "--cancel goes with all --executor slurm"
 # The procedure runs the registered seeds: `all` on seeds of one's own checks once (./reproduce.sh next goes on).
 [[ "$target" != all || ${#seeds[@]} -eq 0 ]] || paper_runs_only=1
 if [[ "$target" == smoke ]]; then
@@ -400,10 +410,11 @@ run_each() {
     local group=$1 then=$2 id start status rc failed=()
     shift 2
     if [[ "${executor:-${UH_EXECUTOR:-}}" == slurm ]]; then  # one array of every run; returns after submitting
-        run_uh run "$group" ${run_args[@]+"${run_args[@]}"}
-        if [[ "$then" == procedure ]]; then
-            log "when 'uh status' shows every run done: ./reproduce.sh next (check, then the procedure's runs to a decided verdict, then report)"
+        if [[ "$then" == procedure ]]; then  # and the chain of jobs that follows the procedure behind it
+            run_uh run "$group" ${run_args[@]+"${run_args[@]}"} --procedure || exit $?
+            log "the chain goes on to a decided verdict and its report without this terminal; 'uh status' follows it"
         else
+            run_uh run "$group" ${run_args[@]+"${run_args[@]}"}
             log "when 'uh status' shows every run done: ./reproduce.sh check; ./reproduce.sh report"
         fi
         exit 0
@@ -435,6 +446,7 @@ run_each() {
 # --- targets -----------------------------------------------------------------------------------------
 case "$target" in
     all)
+        [[ "$cancel" == 0 ]] || { run_uh run all ${run_args[@]+"${run_args[@]}"} --procedure --cancel; exit $?; }
         agree_to_price
         then=procedure
         [[ "$paper_runs_only" == 0 ]] || then=check

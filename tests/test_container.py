@@ -952,11 +952,20 @@ def test_the_venv_on_an_nvidia_host_tries_the_papers_cu128_torch_then_falls_back
         assert pip_log.read_text().splitlines() == [second]
 
 
-def test_all_on_slurm_submits_one_array_and_says_what_follows(reproduce):
+def test_all_on_slurm_submits_the_chain_that_follows_the_procedure_and_cancel_stops_it(reproduce):
+    """Issue 48: `all` on Slurm is one command: the array and the chain behind it (uh run --procedure), which goes on
+    by itself; --cancel passes to it, without the price; with the paper's runs only, the array alone, as before."""
     result, calls = reproduce("all", "--executor", "slurm", "--yes")
     assert result.returncode == 0, result.stderr
-    assert calls == [["price", "--executor", "slurm"], ["run", "all", "--executor", "slurm"]]
-    assert "./reproduce.sh next" in result.stderr  # it goes on with the procedure once the array is done
+    assert calls == [["price", "--executor", "slurm"], ["run", "all", "--executor", "slurm", "--procedure"]]
+    assert "the chain goes on to a decided verdict and its report without this terminal" in result.stderr
+    result, calls = reproduce("all", "--executor", "slurm", "--cancel")
+    assert result.returncode == 0 and calls == [["run", "all", "--executor", "slurm", "--procedure", "--cancel"]]
+    result, calls = reproduce("all", "--executor", "slurm", "--yes", "--paper-runs-only")
+    assert calls[1] == ["run", "all", "--executor", "slurm"]
+    assert "when 'uh status' shows every run done: ./reproduce.sh check" in result.stderr
+    result, calls = reproduce("all", "--cancel")
+    assert result.returncode == 2 and calls == [] and "--cancel goes with all --executor slurm" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""uh status (progress.py): the runs' lines, then where the procedure stands, replayed from the results done so far."""
+"""uh status (progress.py): one summary (runs, the procedure replayed from the results done so far, the time left), then
+each run with --runs."""
 
 from __future__ import annotations
 
@@ -16,27 +17,65 @@ from uniform_herding.variants import resolve
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 
 
-def write(results: Path, table: pd.DataFrame) -> None:
+def write(results: Path, table: pd.DataFrame, wall_s: float | None = None) -> None:
     for row in table.itertuples():
         config = resolve(row.run_id, "paper")
         write_json_atomic(results / row.run_id / f"seed-{row.seed}" / "result.json", {
             "config_version": CONFIG_VERSION, "run_id": row.run_id, "seed": int(row.seed), "profile": "paper",
             "config": config.to_dict(), "R": matrix_with(row.acc, row.forgetting, row.bwt, config.n_tasks),
-            "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt}})  # fmt: skip
+            "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
+            **({"wall_s": wall_s} if wall_s else {})})  # fmt: skip
+
+
+def status(results: Path, *options: str) -> list[str]:
+    out = CliRunner().invoke(main, ["status", "--results-dir", str(results), *options])
+    assert out.exit_code == 0, out.output
+    return out.output.splitlines()
 
 
 def test_status_says_where_the_procedure_stands(tmp_path: Path) -> None:
-    """The paper's 36 runs done: look 1 decided C2, C4 and C5; C1 and C3 wait for look 2, whose runs are next. With
-    B3's three runs missing, look 1 itself is incomplete and names them."""
+    """Issue 48: one summary first: the runs by state, the procedure's look, the claims decided and waiting, the
+    verdict now and the run time left. The paper's 36 runs done: look 1 decided C2, C4 and C5; C1 and C3 wait for
+    look 2, whose 6 runs are next. With B3's three runs missing, look 1 itself is incomplete and names them."""
     paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
     write(tmp_path / "r", paper)
-    out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "r")])
-    assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
-    assert lines[36] == "36 runs: 36 done"
-    assert lines[37] == ("procedure: 5 looks; claims decided: C2 (supports, look 1), C4 (supports, look 1), "
-                         "C5 (supports, look 1); waiting: C1 (look 2), C3 (look 2)")
-    assert lines[38] == "verdict now: UNDECIDED (exit 4); next: seeds 1, 2 of B1, B3, a4"
+    assert status(tmp_path / "r") == [
+        "36 runs: 36 done, 0 running, 0 queued, 0 failed (uh status --runs lists each)",
+        "procedure: look 2 of 5; claims decided: C2 (supports, look 1), C4 (supports, look 1), C5 (supports, look 1); "
+        "waiting: C1 (look 2), C3 (look 2)",
+        "verdict now: UNDECIDED (exit 4); next: seeds 1, 2 of B1, B3, a4",
+        "ETA: 6 runs left; their time is unknown until one is done or uh doctor has timed them",
+    ]  # fmt: skip
     write(tmp_path / "partial", paper[paper["run_id"] != "B3"])
-    out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "partial")])
-    assert out.output.splitlines()[-1] == "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3"
+    assert status(tmp_path / "partial")[1:3] == [
+        "procedure: look 1 of 5; claims decided: none; waiting: C1 (look 1), C2 (look 1), C3 (look 1), C4 (look 1), "
+        "C5 (look 1)",
+        "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3",
+    ]  # fmt: skip
+
+
+def test_each_runs_line_only_with_runs(tmp_path: Path) -> None:
+    """Issue 48: per-run lines only with --runs (or -v), after the summary."""
+    paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
+    write(tmp_path / "r", paper[paper["run_id"] == "B0"])
+    assert not [line for line in status(tmp_path / "r") if " seed " in line]
+    for option in ("--runs", "-v"):
+        lines = status(tmp_path / "r", option)
+        assert lines[0] == "3 runs: 3 done, 0 running, 0 queued, 0 failed"
+        assert lines[-3:] == ["B0 seed 42: done", "B0 seed 1993: done", "B0 seed 2023: done"]
+
+
+def test_the_eta_is_timed_by_the_runs_done_else_by_uh_doctor(tmp_path: Path) -> None:
+    """Issue 48: the run time left is the next step's runs at their run ID's time: the mean wall time of its seeds
+    done (result.json), else uh doctor's estimate for this machine (doctor.json, of the same profile)."""
+    paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
+    write(tmp_path / "r", paper, wall_s=600.0)
+    assert status(tmp_path / "r")[-1] == ("ETA: 6 runs left, about 60.0 min of run time one at a time, less where "
+                                          "they run at once (from the done runs' own times)")  # fmt: skip
+    write(tmp_path / "d", paper)
+    doctor = {"profile": "paper", "estimates": {"per_run_s": {r: {"total_s": 300.0} for r in set(paper["run_id"])}}}
+    write_json_atomic(tmp_path / "d" / "doctor.json", doctor)
+    assert status(tmp_path / "d")[-1] == ("ETA: 6 runs left, about 30.0 min of run time one at a time, less where "
+                                          "they run at once (from uh doctor's estimate)")  # fmt: skip
+    write_json_atomic(tmp_path / "d" / "doctor.json", {**doctor, "profile": "smoke"})  # another profile's timing
+    assert status(tmp_path / "d")[-1].startswith("ETA: 6 runs left; their time is unknown")

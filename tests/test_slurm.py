@@ -48,19 +48,20 @@ def no_leftover_uh():
         STARTED.pop().kill()
 
 
-def uh(cluster: SlurmCluster, *args: str) -> subprocess.Popen:
+def uh(cluster: SlurmCluster, *args: str, cwd: Path | None = None) -> subprocess.Popen:
     env = {**cluster.env(), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], env=env, text=True, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     STARTED.append(proc)
     return proc
 
 
-def status(cluster: SlurmCluster, results: Path) -> dict[str, str]:
-    """`uh status`'s lines by pair ('B0 seed 1993' -> 'done'), and 'summary'."""
-    out, _ = uh(cluster, "status", "--results-dir", str(results)).communicate(timeout=120)
-    *lines, summary = out.strip().splitlines()
-    return {**{line.split(":")[0]: line.split(": ", 1)[1] for line in lines}, "summary": summary}
+def status(cluster: SlurmCluster, results: Path, cwd: Path | None = None) -> dict[str, str]:
+    """`uh status --runs`' lines by what they start with ('B0 seed 1993' -> 'done', 'verdict now', 'ETA', a chain's
+    'chain <id>'), and 'summary', its first line."""
+    out, _ = uh(cluster, "status", "--runs", "--results-dir", str(results), cwd=cwd).communicate(timeout=120)
+    summary, *lines = out.strip().splitlines()
+    return {**{line.split(": ")[0]: line.split(": ", 1)[1] for line in lines}, "summary": summary}
 
 
 def wait_for(condition, what: str, timeout: float = 600) -> None:
@@ -109,7 +110,7 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
     assert failed.startswith(f"failed [Slurm job {job['42']}] FAILED: Error: B0 seed 42: "), failed
     assert "checkpoint.pt is damaged" in failed
     assert Path(failed.rsplit("log: ", 1)[1]).exists()
-    assert lines["summary"] == "3 runs: 2 done, 1 failed"
+    assert lines["summary"] == "3 runs: 2 done, 0 running, 0 queued, 1 failed"
     for seed in (1993, 2023):  # exactly what one run at a time gives on this machine
         result, reference = json.loads(result_path(results, "B0", seed).read_text()), one_at_a_time("B0", seed)
         assert (result["R"], result["metrics"]) == (reference["R"], reference["metrics"]), seed
@@ -142,3 +143,167 @@ def test_a_setting_that_sbatch_refuses_is_one_line(slurm, tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert out.startswith("Error: sbatch refused the job array: ") and "invalid partition" in out.lower(), out
     assert out.count("\n") == 1
+
+
+# --- the procedure as a chain of Slurm jobs (uh run --procedure; chain.py) ------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def b0_expected(where: Path) -> None:
+    """An expected set of B0 alone (the smoke set's rows and tolerances) under where/expected_results, found from
+    there as uh check finds it: look 1 asks B0 for seeds 1993, 2023 and 42."""
+    root = where / "expected_results"
+    (root / "smoke").mkdir(parents=True)
+    (root / "tolerances.toml").write_text("")
+    smoke = ROOT / "expected_results" / "smoke"
+    rows = [r for r in (smoke / "per_seed.csv").read_text().splitlines() if r.startswith(("run_id,", "B0,"))]
+    (root / "smoke" / "per_seed.csv").write_text("\n".join(rows) + "\n")
+    (root / "smoke" / "tolerances.toml").write_text((smoke / "tolerances.toml").read_text())
+
+
+def chain_state(results: Path) -> dict:
+    return json.loads((results / "chain.json").read_text())
+
+
+def submitted_pairs(results: Path) -> list[tuple[str, int]]:
+    """Every (run ID, seed) that any submission recorded, once per submission."""
+    records = (json.loads(p.read_text()) for p in (results / "submitit" / "submissions").glob("*.json"))
+    return sorted((e["run_id"], e["seed"]) for r in records for e in r["pairs"])
+
+
+def queued(cluster: SlurmCluster, job: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=cluster.env(), capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def follow_chain(cluster: SlurmCluster, results: Path, cwd: Path, kill_controller: bool = False) -> list[str]:
+    """`uh status` every few seconds until the chain has ended: the chain lines it showed. With kill_controller, the
+    first controller gets SIGKILL as soon as it runs (scancel --signal=KILL)."""
+    seen: list[str] = []
+
+    def look() -> None:
+        lines = status(cluster, results, cwd)
+        seen.extend(f"{k}: {v}" for k, v in lines.items() if k.startswith("chain ") and f"{k}: {v}" not in seen)
+
+    look()  # step 1's runs are queued or running: its controller waits for them
+    killed = not kill_controller
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if not killed:
+            controller = chain_state(results)["steps"][0]["controller"]
+            if queued(cluster, controller) == "RUNNING":
+                subprocess.run(["scancel", "--signal=KILL", controller], env=cluster.env(), check=True)
+                killed = True
+                continue
+            time.sleep(0.2)
+            continue
+        look()
+        if chain_state(results)["ended"]:
+            return seen
+        assert "stalled" not in seen[-1], seen
+        time.sleep(3)
+    raise AssertionError(f"the chain did not end; uh status showed {seen}")
+
+
+VERDICTS: dict[str, str] = {}  # each chain test's verdict, to compare
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("kill_controller", [False, True], ids=["as-is", "controller-killed"])
+def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, kill_controller):
+    """Issue 48: one command, then nothing: B0 on seeds 1993 and 2023 as an array and its controller; the controller
+    finds look 1 still missing seed 42 (the expected set asks B0 for three seeds) and submits it with the next
+    controller; that one finds the verdict decided, runs uh check and uh report, and the chain ends. `uh status`
+    shows each step while it runs. With the first controller killed (SIGKILL, no requeue) as soon as it runs, its
+    rescue does its work: the same verdict, and no run submitted twice."""
+    b0_expected(tmp_path)
+    results = tmp_path / "results"
+    out, _ = uh(slurm, "run", "B0", "--seed", "1993", "--seed", "2023", "--procedure", *SLURM_RUN,
+                "--data-dir", str(tmp_path / "data"), "--results-dir", str(results), cwd=tmp_path).communicate(
+        timeout=120)  # fmt: skip
+    assert re.match(r"Submitted chain \S+: its runs as Slurm job \d+, then the controller, Slurm job \d+", out), out
+    seen = follow_chain(slurm, results, tmp_path, kill_controller)
+
+    state = chain_state(results)
+    assert [s["step"] for s in state["steps"]] == [{"run_ids": ["B0"], "seeds": [1993, 2023]},
+                                                   {"run_ids": ["B0"], "seeds": [42]}]  # fmt: skip
+    ended = state["ended"]
+    assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
+    assert (results / "report" / "summary.html").exists()
+    report = json.loads((results / "check_report.json").read_text())
+    assert report["verdict"].startswith(ended["verdict"]) and report["exit_code"] == ended["code"]
+    assert submitted_pairs(results) == [("B0", 42), ("B0", 1993), ("B0", 2023)]  # each once
+    chain_id = state["id"]
+    assert any(line.startswith(f"chain {chain_id}: step 1 (B0 on seeds 1993, 2023") for line in seen), seen
+    assert any(line.startswith(f"chain {chain_id}: step 2 (B0 on seeds 42, asked by step 1's check") for line in seen)
+    assert seen[-1] == f"chain {chain_id}: ended: verdict {ended['verdict']}; report written", seen
+    if kill_controller:
+        first = state["steps"][0]
+        rows = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", first["controller"]], env=slurm.env(),
+                              capture_output=True, text=True).stdout.split()  # fmt: skip
+        assert rows and rows[0] != "COMPLETED", rows  # it was killed, not done
+        rescue_log = results / "submitit" / "slurm" / f"{first['rescue']}_0_log.out"
+        assert "step 2: B0 on seeds 42: Slurm job array" in rescue_log.read_text()
+    VERDICTS[str(kill_controller)] = ended["verdict"]
+    assert len(set(VERDICTS.values())) == 1, VERDICTS
+
+
+@pytest.mark.trains
+def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after_cancel(slurm, tmp_path):
+    """Issue 48: the same command while the chain's jobs are queued or running prints their IDs and refuses (exit 1);
+    --cancel ends the chain and its jobs; the same command then resumes from the results to a decided verdict."""
+    b0_expected(tmp_path)
+    results = tmp_path / "results"
+    command = ["run", "B0", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure", *SLURM_RUN,
+               "--data-dir", str(tmp_path / "data"), "--results-dir", str(results)]  # fmt: skip
+    first, _ = uh(slurm, *command, cwd=tmp_path).communicate(timeout=120)
+    assert first.startswith("Submitted chain"), first
+    jobs = [chain_state(results)["steps"][0][k] for k in ("array", "controller", "rescue")]
+    proc = uh(slurm, *command, cwd=tmp_path)
+    again, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, again
+    assert again == (f"Error: the chain {chain_state(results)['id']} in {results} is active (Slurm jobs "
+                     f"{' '.join(jobs)}): follow it with uh status --results-dir {results}; stop it with the same "
+                     "command and --cancel\n")  # fmt: skip
+    logs = (results / "submitit" / "slurm").glob
+    wait_for(lambda: any("task 1/5" in log.read_text() for log in logs(f"{jobs[0]}_*_log.out")), "a first task")
+    cancelled, _ = uh(slurm, *command, "--cancel", cwd=tmp_path).communicate(timeout=120)
+    assert cancelled.startswith(f"Cancelled chain {chain_state(results)['id']} (Slurm jobs {' '.join(jobs)})")
+    wait_for(lambda: not any(queued(slurm, j) for j in jobs), "the chain's jobs to leave the queue", 120)
+    assert chain_state(results)["ended"]["reason"] == "cancelled (uh run --cancel)"
+    assert status(slurm, results, tmp_path)[f"chain {chain_state(results)['id']}"] == (
+        "ended: cancelled (uh run --cancel)")
+
+    resumed, _ = uh(slurm, *command, cwd=tmp_path).communicate(timeout=120)
+    assert resumed.startswith("Submitted chain"), resumed
+    follow_chain(slurm, results, tmp_path)
+    ended = chain_state(results)["ended"]
+    assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
+    array = chain_state(results)["steps"][0]["array"]
+    logs = "".join(p.read_text() for p in (results / "submitit" / "slurm").glob(f"{array}_*_log.out"))
+    assert re.search(r"B0 seed \d+: resuming after task [1-4]/5", logs), logs
+
+
+@pytest.mark.trains
+def test_a_run_that_fails_ends_the_chain_with_one_line_and_no_loop(slurm, tmp_path):
+    """Issue 48: B0 seed 42 fails at once (its checkpoint.pt is garbage): the controller ends the chain with that run's
+    uh status line, in its log and in uh status, and submits nothing more."""
+    b0_expected(tmp_path)
+    results = tmp_path / "results"
+    garbage = result_path(results, "B0", 42).with_name("checkpoint.pt")
+    garbage.parent.mkdir(parents=True)
+    garbage.write_bytes(b"not a checkpoint")
+    out, _ = uh(slurm, "run", "B0", "--seed", "42", "--procedure", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),
+                "--results-dir", str(results), cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    assert out.startswith("Submitted chain"), out
+    follow_chain(slurm, results, tmp_path)
+    state = chain_state(results)
+    reason = state["ended"]["reason"]
+    assert reason.startswith(f"a run of step 1 did not finish: B0 seed 42: failed [Slurm job "
+                             f"{state['steps'][0]['array']}] FAILED: Error: B0 seed 42: "), reason  # fmt: skip
+    assert "checkpoint.pt is damaged" in reason and len(state["steps"]) == 1
+    log = results / "submitit" / "slurm" / f"{state['steps'][0]['controller']}_0_log.out"
+    assert f"Error: chain {state['id']} ended: {reason}" in log.read_text()
+    assert status(slurm, results, tmp_path)[f"chain {state['id']}"] == f"ended: {reason}"
+    wait_for(lambda: not any(queued(slurm, j) for j in (state["steps"][0]["rescue"],)), "the rescue's cancel", 60)

@@ -7,6 +7,7 @@ fraction of a second and decides "done already" without pandas' plotting stack o
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ LAZY_COMMANDS = {
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
     "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
-    "status": ("uniform_herding.progress:status_command", "One line per run ID and seed: done, running, failed."),
+    "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 
@@ -133,6 +134,14 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
               help="Short for --executor local with N runs per GPU (on a CPU: N at once). Env: UH_JOBS.")
 @click.option("--wait", is_flag=True, help="With --executor slurm: follow the array until every run has ended.")
+@click.option("--procedure", is_flag=True,
+              help="With --executor slurm: then the procedure as Slurm jobs, to a decided verdict and its report: a "
+              "controller job behind the array checks, submits the runs the check names with the next controller "
+              "behind them, and once the verdict is decided runs uh check and uh report (docs/cluster.md). "
+              "Refused while the results dir's chain is active.")
+@click.option("--cancel", is_flag=True,
+              help="With --procedure: cancel the results dir's chain instead (its runs keep their checkpoints); the "
+              "same command without --cancel resumes from the results.")
 @slurm_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Change a method setting of every RUN_ID (repeatable), e.g. --set rho=5: a variant, with its "
@@ -144,8 +153,8 @@ def quotas_cmd(budget: int, tasks: int, classes_per_task: int) -> None:
               "Default: the run ID its ID starts from, the one it differs from in the fewest settings.")
 def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
             results_dir: Path, archive: Path | None, force: bool, precision: str | None, device: str | None,
-            deterministic: bool, executor: str | None, jobs: int | None, wait: bool, slurm_config: Path | None,
-            sets: tuple[str, ...] = (), base: str | None = None, **slurm: object) -> None:
+            deterministic: bool, executor: str | None, jobs: int | None, wait: bool, procedure: bool, cancel: bool,
+            slurm_config: Path | None, sets: tuple[str, ...] = (), base: str | None = None, **slurm: object) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
     IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`). A RUN_ID may be a variant ID
     (B3+rho=5); --set makes variants.
@@ -156,14 +165,31 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     """
     from uniform_herding.runs.durability import Interrupted, stop_on_signals
 
+    check_procedure_options(procedure, cancel, executor, wait, force)
+    if cancel:
+        from uniform_herding.chain import cancel as cancel_chain
+
+        click.get_current_context().exit(cancel_chain(results_dir, click.echo))
     with stop_on_signals():
         try:
             run_ids = run_names(run_ids, sets, profile, base)
             run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
-                      slurm_config, slurm, device, deterministic)
+                      slurm_config, slurm, device, deterministic, procedure)
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
+
+
+def check_procedure_options(procedure: bool, cancel: bool, executor: str | None, wait: bool, force: bool) -> None:
+    """--procedure and --cancel: with what they go, each refusal one line."""
+    if cancel and not procedure:
+        raise click.UsageError("--cancel goes with --procedure: uh run RUN_IDS --executor slurm --procedure --cancel")
+    if procedure and executor != "slurm":
+        raise click.UsageError("--procedure needs --executor slurm; on one machine ./reproduce.sh next follows the "
+                               "procedure")  # fmt: skip
+    if procedure and (wait or force):
+        raise click.UsageError(f"--procedure does not take {'--wait' if wait else '--force'}: the chain runs without "
+                               "this terminal (follow it with uh status) and resumes from the results it finds")
 
 
 class BadName(click.ClickException):
@@ -187,7 +213,7 @@ def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str, bas
 def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
               results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
               jobs: int | None, wait: bool, slurm_config: Path | None, slurm: dict, device: str | None = None,
-              deterministic: bool = False) -> None:
+              deterministic: bool = False, procedure: bool = False) -> None:
     """`uh run`'s work, under its signal handlers: pairs found done are skipped before torch is imported; the
     device is chosen (or refused) before any run starts, on the machine that runs them (Slurm: the nodes)."""
     from uniform_herding.runs.durability import Interrupted, RunError
@@ -201,7 +227,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
                  if not done_already(result_path(results_dir, run_id, seed), run_id, seed, profile, force, click.echo)]
     except ResultError as e:
         raise click.ClickException(str(e)) from None
-    if not pairs:
+    if not pairs and not procedure:  # a chain with every run done starts at its controller: it checks and reports
         return
     from uniform_herding.data.archive import DataError
 
@@ -221,15 +247,20 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
             prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per job
         except DataError as e:
             raise click.ClickException(str(e)) from None
-        tasks = [submit.RunPair(run_id, seed, profile, data_dir.resolve(), results_dir.resolve(),
-                                archive.resolve() if archive else None, force, precision, device, deterministic)
-                 for run_id, seed in pairs]  # fmt: skip
+        template = submit.RunPair("", 0, profile, data_dir.resolve(), results_dir.resolve(),
+                                  archive.resolve() if archive else None, force, precision, device, deterministic)
+        tasks = [dataclasses.replace(template, run_id=run_id, seed=seed) for run_id, seed in pairs]
         if executor == "local":
             code = submit.run_local(tasks, submit.local_slots(jobs, cuda), results_dir, click.echo)
         else:
             given = {k.removeprefix("slurm_"): v for k, v in slurm.items()}
             settings = submit.slurm_settings(slurm_config, given, cuda)
-            code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
+            if procedure:
+                from uniform_herding.chain import start
+
+                code = start(ids, list(seeds or SEEDS), template, settings, results_dir.resolve(), click.echo)
+            else:
+                code = submit.submit_slurm(tasks, settings, results_dir, wait, click.echo)
         click.get_current_context().exit(code)
     from uniform_herding.runs.run import run_seed
 

@@ -1,57 +1,142 @@
-"""`uh status`: where each run stands (runs/status.py) and, for a procedure, where it stands: its state replayed
-from the results done so far (verdict/procedure.py), as `uh check` would decide it now."""
+"""`uh status`: one summary of where a re-run stands (its runs by state, the procedure's look and claims, the verdict
+as uh check would decide it now, the Slurm chain's step, the run time left), then, with --runs, each run's line
+(runs/status.py). The procedure's state is replayed from the results done so far (verdict/procedure.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
+from uniform_herding import chain
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
-from uniform_herding.runs.status import status_lines, summary
-from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
-from uniform_herding.verdict.judge import check
+from uniform_herding.runs.status import Line, status_lines, summary
+from uniform_herding.verdict.expected import (
+    Expected,
+    ExpectedError,
+    expected_dir_for,
+    find_expected_root,
+    load_expected,
+)
+from uniform_herding.verdict.judge import Checked, check
 from uniform_herding.verdict.words import seeds_text
 
 
-def procedure_lines(results_dir: Path) -> list[str]:
-    """The procedure's state on the results done so far: the look it stands at, the claims each look decided, those
-    that wait, and the verdict uh check would print now with its next step. Nothing where the results cannot be
-    read yet or their expected set registers no procedure."""
+def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
+    """The expected set of the results' profile (found as uh check finds it) and uh check's decision on the results
+    done so far; ClickException where either cannot be read."""
     try:
         results = load_results(results_dir)
         expected = load_expected(expected_dir_for(results_profile(results), find_expected_root(
             [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
-    except (ResultError, ExpectedError):
-        return []
-    if expected.procedure is None:
-        return []
-    checked = check(expected, per_seed_table(results), explain=False)
+    except (ResultError, ExpectedError) as e:
+        raise click.ClickException(str(e)) from None
+    return expected, check(expected, per_seed_table(results), explain=False)
+
+
+def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
+    """The look the procedure stands at, the claims each look decided, those that wait, and the verdict uh check would
+    print now with its next step."""
     state, verdict = checked.state, checked.verdict
-    looks = len(expected.procedure.looks)
+    looks = len(expected.procedure.looks) if expected.procedure else 1
+    pending = state.pending_look
+    look = pending + 1 if pending is not None else max((s.reached for s in state.claims.values()), default=1)
     decided = [f"{c} ({s.decision}, look {s.reached})" for c, s in state.claims.items() if s.settled]
     waiting = [f"{c} (look {s.reached + 1})" for c, s in state.claims.items() if not s.settled]
     step = verdict.next_step
-    return [f"procedure: {looks} looks; claims decided: {', '.join(decided) or 'none'}; waiting: "
+    return [f"procedure: look {max(look, 1)} of {looks}; claims decided: {', '.join(decided) or 'none'}; waiting: "
             f"{', '.join(waiting) or 'none'}",
             f"verdict now: {verdict.kind.value} (exit {verdict.code})"
             + (f"; next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}" if step else "")]
 
 
+def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float], str]:
+    """Seconds a run takes, per run ID: the mean of its done seeds' own wall time (result.json), else uh doctor's
+    estimate for this machine (doctor.json of the same profile); and where they come from."""
+    own: dict[str, list[float]] = {}
+    for path in results_dir.glob("*/seed-*/result.json"):
+        try:
+            wall_s = float(json.loads(path.read_text())["wall_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        own.setdefault(path.parent.parent.name, []).append(wall_s)
+    seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}
+    try:
+        doctor = json.loads((results_dir / "doctor.json").read_text())
+        timed = {r: float(v["total_s"]) for r, v in doctor["estimates"]["per_run_s"].items()}
+        if doctor.get("profile") != profile:
+            timed = {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        timed = {}
+    source = "the done runs' own times" if seconds else "uh doctor's estimate"
+    return {**timed, **seconds}, source if seconds or timed else ""
+
+
+def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: dict | None) -> str:
+    """The run time left: the runs running or queued, and those the next step would add, at their run ID's time."""
+    left = {(line.run_id, line.seed) for line in lines if line.state in ("running", "queued")}
+    if step:
+        left |= {(r, s) for r in step["run_ids"] for s in step["seeds"]} - {(x.run_id, x.seed) for x in lines
+                                                                          if x.state == "done"}  # fmt: skip
+    if not left:
+        return "ETA: no runs left to wait for"
+    seconds, source = run_seconds(results_dir, profile)
+    fallback = sum(seconds.values()) / len(seconds) if seconds else None
+    times = [seconds.get(r, fallback) for r, _ in left]
+    if fallback is None:
+        return f"ETA: {len(left)} runs left; their time is unknown until one is done or uh doctor has timed them"
+    total = sum(t for t in times if t is not None)
+    return (f"ETA: {len(left)} runs left, about {total / 60:.1f} min of run time one at a time, less where they run "
+            f"at once (from {source})")
+
+
+def chain_line(results_dir: Path) -> str | None:
+    """Where the Slurm chain stands (uh run --procedure): its step and jobs, its end, or that it stalled."""
+    state = chain.read(results_dir)
+    if state is None:
+        return None
+    head = f"chain {state['id']}"
+    if state.get("ended"):
+        return f"{head}: ended: {chain.ended_text(state['ended'])}"
+    last = len(state["steps"])
+    step = state["steps"][-1]
+    queued = chain.queue()
+    jobs = [f"{what} Slurm job {step[key]} {queued.get(step[key], 'ended')}"
+            for what, key in (("runs", "array"), ("controller", "controller")) if step.get(key)]  # fmt: skip
+    if not chain.active(state):
+        log = results_dir / "submitit" / "slurm" / f"{step.get('rescue') or step.get('controller')}_0_log.out"
+        return (f"{head}: stalled at step {last}: its jobs ended without a verdict (log: {log}); the same command "
+                "resumes from the results")
+    return f"{head}: step {last} ({chain.step_text(step['step'])}, asked by {step['by']}): {', '.join(jobs)}"
+
+
 @click.command("status")
 @click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), envvar="UH_RESULTS_DIR",
               default="results", show_default=True, help="The results dir of the runs. Env: UH_RESULTS_DIR.")
-def status_command(results_dir: Path) -> None:
-    """One line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...; then, where
-    the results' expected set registers a procedure, where it stands (as uh check would decide it now).
+@click.option("--runs", "-v", "each_run", is_flag=True, help="Then one line per run ID and seed.")
+def status_command(results_dir: Path, each_run: bool) -> None:
+    """Where the re-run stands: its runs done, running, queued and failed; the procedure's look and the claims it
+    decided; the verdict uh check would decide now; the Slurm chain's step (uh run --procedure); the run time left.
+    With --runs, one line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...
 
     Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are.
     """
     if not results_dir.is_dir():
         raise click.ClickException(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
     lines = status_lines(results_dir)
-    for line in lines:
-        click.echo(str(line))
-    click.echo(summary(lines))
-    for line in procedure_lines(results_dir):
+    click.echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
+    try:
+        expected, checked = checked_now(results_dir)
+    except click.ClickException:
+        expected = checked = None
+    if expected is not None and checked is not None:
+        for line in procedure_lines(expected, checked):
+            click.echo(line)
+    step = checked.verdict.next_step if checked is not None else None
+    for line in filter(None, (chain_line(results_dir), eta_line(results_dir, lines, expected and expected.profile,
+                                                                step))):  # fmt: skip
         click.echo(line)
+    if each_run:
+        for line in lines:
+            click.echo(str(line))

@@ -40,9 +40,11 @@ def entry(run_id, seed, job_id, folder, uh_pid, executor="local"):
 
 
 def status(results):
-    out = CliRunner().invoke(main, ["status", "--results-dir", str(results)])
+    """`uh status --runs`: its lines of one run each, then its summary of them (which it prints first)."""
+    out = CliRunner().invoke(main, ["status", "--runs", "--results-dir", str(results)])
     assert out.exit_code == 0, out.output
-    return out.output.splitlines()
+    summary, *lines = out.output.splitlines()
+    return [line for line in lines if " seed " in line.split(": ")[0]] + [summary]
 
 
 def test_every_state_without_slurm(tmp_path):
@@ -88,7 +90,7 @@ def test_the_lock_of_an_ended_run_is_not_running_and_a_later_record_wins(tmp_pat
     data = json.loads(path.read_text())
     data["written"] += 1
     path.write_text(json.dumps(data))
-    assert status(results) == ["B0 seed 1: queued", "1 runs: 1 queued"]
+    assert status(results) == ["B0 seed 1: queued", "1 runs: 0 done, 0 running, 1 queued, 0 failed"]
 
 
 def test_a_missing_results_dir_is_one_line(tmp_path):
@@ -102,7 +104,7 @@ def test_a_sweep_is_listed_by_its_ids_with_its_local_jobs(smoke_sweep, tmp_path)
     mid-run shows its checkpoint, under its own ID."""
     _, results, _ = smoke_sweep
     assert status(results) == ["B3 seed 1993: done", "B3+rho=5 seed 1993: done", "r2 seed 1993: done",
-                               "3 runs: 3 done"]  # fmt: skip
+                               "3 runs: 3 done, 0 running, 0 queued, 0 failed"]  # fmt: skip
     jobs = json.loads(next((submitit_folder(results) / "submissions").glob("local-*.json")).read_text())["pairs"]
     assert sorted(j["run_id"] for j in jobs) == ["B3", "B3+rho=5", "r2"] and all(j["job_id"] for j in jobs)
     checkpoint(seed_dir(tmp_path, "B3+M=1000+rho=5", 42), task=1)

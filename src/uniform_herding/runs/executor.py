@@ -360,12 +360,12 @@ def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True
     return settings
 
 
-def slurm_executor(results_dir: Path, settings: dict[str, Any]) -> Any:
+def slurm_executor(results_dir: Path, settings: dict[str, Any], job_name: str = "uh") -> Any:
     import submitit
 
     executor = submitit.SlurmExecutor(folder=submitit_folder(results_dir) / "slurm")
     params = {
-        "job_name": "uh",
+        "job_name": job_name,
         "time": int(settings["time"]),
         "cpus_per_task": int(settings["cpus"]),
         "array_parallelism": int(settings["array_parallelism"]),
@@ -382,24 +382,42 @@ def slurm_executor(results_dir: Path, settings: dict[str, Any]) -> Any:
     return executor
 
 
-def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool,
-                 echo: Callable[[str], None]) -> int:  # fmt: skip
-    """Submit one job array (one task per pair); print the job IDs; with `wait`, follow it to the end."""
-    import submitit
-
+def need_sbatch() -> None:
     if shutil.which("sbatch") is None:
         raise click.ClickException("--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
                                    "of the cluster, or use --executor local")  # fmt: skip
-    executor = slurm_executor(results_dir, settings)
-    try:  # submitit also prints a refusing sbatch's stderr; the error line below carries it
-        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
-            jobs = [executor.submit(task) for task in tasks]
+
+
+@contextmanager
+def sbatch_errors(what: str) -> Iterator[None]:
+    """A refusing sbatch as one line (submitit also prints its stderr; the line carries it)."""
+    import submitit
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
     except submitit.core.utils.FailedJobError as e:  # sbatch refused: a bad partition, account, time, ...
         reason = " ".join(str(e).split())
-        raise click.ClickException(f"sbatch refused the job array: {reason}; fix the --slurm-* settings") from None
+        raise click.ClickException(f"sbatch refused {what}: {reason}; fix the --slurm-* settings") from None
+
+
+def submit_array(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, job_name: str = "uh") -> list[Any]:
+    """Submit one job array (one task per pair; one pair: one job) and record which job runs which pair."""
+    executor = slurm_executor(results_dir, settings, job_name)
+    with sbatch_errors("the job array"), executor.batch():
+        jobs = [executor.submit(task) for task in tasks]
     array = jobs[0].job_id.split("_")[0]
     record_submission(results_dir, f"slurm-{array}",
                       [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)])
+    return jobs
+
+
+def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool,
+                 echo: Callable[[str], None]) -> int:  # fmt: skip
+    """Submit one job array (one task per pair); print the job IDs; with `wait`, follow it to the end."""
+    need_sbatch()
+    jobs = submit_array(tasks, settings, results_dir)
+    array = jobs[0].job_id.split("_")[0]
     for task, job in zip(tasks, jobs, strict=True):
         echo(f"{task.run_id} seed {task.seed}: Slurm job {job.job_id}")
     what = f"job array {array} ({len(jobs)} runs)" if len(jobs) > 1 else f"job {array}"  # one run: no array

@@ -1,7 +1,7 @@
 """`uh status`: where every (run ID, seed) under a results dir stands, while runs go on, with or without Slurm.
 
-One line per pair, then a summary. The sources, most certain first: result.json (done); the run's
-lock, held by a live `uh run` on this machine (running); the job that `uh run --executor` recorded
+One line per pair, and their summary (uh status prints it first). The sources, most certain first: result.json
+(done); the run's lock, held by a live `uh run` on this machine (running); the job that `uh run --executor` recorded
 for the pair (executor.record_submission) and what Slurm's accounting or the local process says
 about it (queued, running, failed, cancelled); else the checkpoint (stopped, resumable).
 """
@@ -161,9 +161,10 @@ def status_lines(results_dir: Path) -> list[Line]:
 
 
 def summary(lines: list[Line]) -> str:
-    counts: dict[str, int] = {}
+    """The runs by state: done, running, queued and failed always, the others where there are."""
+    counts = dict.fromkeys(["done", "running", "queued", "failed"], 0)
     for line in lines:
         counts[line.state] = counts.get(line.state, 0) + 1
     order = ["done", "running", "queued", "failed", "cancelled", "stopped", "unknown", "not started"]
     parts = [f"{counts[s]} {s}" for s in order if s in counts]
-    return f"{len(lines)} runs: {', '.join(parts) if parts else 'none found'}"
+    return f"{len(lines)} runs: {', '.join(parts)}" if lines else "0 runs: none found"
