@@ -256,3 +256,17 @@ def write_tar(path: Path, folder: str, files: dict[str, bytes], compresslevel: i
             info = tarfile.TarInfo(f"{folder}/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+
+
+def smoke_rehearsal(directory: Path) -> Path:
+    """The smoke set's B3 and a2 rows and tolerances, gating on claims, with a procedure whose first look (alpha
+    0.0001) cannot decide C2 on three seeds: looks at 3 and 4 seeds."""
+    directory.mkdir(parents=True)
+    smoke = Path(__file__).resolve().parents[1] / "expected_results" / "smoke"
+    rows = [r for r in (smoke / "per_seed.csv").read_text().splitlines() if r.startswith(("run_id,", "B3,", "a2,"))]
+    (directory / "per_seed.csv").write_text("\n".join(rows) + "\n")
+    toml = (smoke / "tolerances.toml").read_text().replace("gate_exit_code = false", "gate_exit_code = true")
+    (directory / "tolerances.toml").write_text(toml + "\n[procedure]\nseeds = [1993, 2023, 42, 1]\nlooks = [3, 4]\n"
+                                                      "alpha = [0.0001, 0.0499]\n")  # fmt: skip
+    return directory
+

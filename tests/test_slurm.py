@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import smoke_rehearsal
 from slurm_cluster import SlurmCluster, available  # tests/ is on the path (pytest rootdir)
 
 from uniform_herding.runs.run import result_path
@@ -212,31 +213,34 @@ VERDICTS: dict[str, str] = {}  # each chain test's verdict, to compare
 @pytest.mark.trains
 @pytest.mark.parametrize("kill_controller", [False, True], ids=["as-is", "controller-killed"])
 def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, kill_controller):
-    """Issue 48: one command, then nothing: B0 on seeds 1993 and 2023 as an array and its controller; the controller
-    finds look 1 still missing seed 42 (the expected set asks B0 for three seeds) and submits it with the next
-    controller; that one finds the verdict decided, runs uh check and uh report, and the chain ends. `uh status`
-    shows each step while it runs. With the first controller killed (SIGKILL, no requeue) as soon as it runs, its
-    rescue does its work: the same verdict, and no run submitted twice."""
-    b0_expected(tmp_path)
+    """Issue 48: one command, then nothing, on the smoke profile with a small registered procedure whose claim needs
+    a second look (conftest.smoke_rehearsal: C2, B3 > a2, at alpha 0.0001 on three seeds, then at four): B3 and a2
+    on the paper's seeds as an array and its controller; the controller finds C2 undecided and submits look 2 (seed
+    1 of both) with the next controller; that one finds the verdict decided, runs uh check and uh report, and the
+    chain ends. `uh status` shows each step while it runs. With the first controller killed (SIGKILL, no requeue) as
+    soon as it runs, its rescue does its work: the same verdict, and no run submitted twice."""
+    smoke_rehearsal(tmp_path / "expected_results" / "smoke")  # found from tmp_path, as uh check finds a set
+    (tmp_path / "expected_results" / "tolerances.toml").write_text("")
     results = tmp_path / "results"
-    out, _ = uh(slurm, "run", "B0", "--seed", "1993", "--seed", "2023", "--procedure", *SLURM_RUN,
-                "--data-dir", str(tmp_path / "data"), "--results-dir", str(results), cwd=tmp_path).communicate(
-        timeout=120)  # fmt: skip
+    out, _ = uh(slurm, "run", "B3", "a2", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure",
+                *SLURM_RUN, "--data-dir", str(tmp_path / "data"), "--results-dir", str(results),
+                cwd=tmp_path).communicate(timeout=120)  # fmt: skip
     assert re.match(r"Submitted chain \S+: its runs as Slurm job \d+, then the controller, Slurm job \d+", out), out
     seen = follow_chain(slurm, results, tmp_path, kill_controller)
 
     state = chain_state(results)
-    assert [s["step"] for s in state["steps"]] == [{"run_ids": ["B0"], "seeds": [1993, 2023]},
-                                                   {"run_ids": ["B0"], "seeds": [42]}]  # fmt: skip
+    assert [s["step"] for s in state["steps"]] == [{"run_ids": ["B3", "a2"], "seeds": [1993, 2023, 42]},
+                                                   {"run_ids": ["B3", "a2"], "seeds": [1]}]  # fmt: skip
     ended = state["ended"]
     assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
     assert (results / "report" / "summary.html").exists()
     report = json.loads((results / "check_report.json").read_text())
     assert report["verdict"].startswith(ended["verdict"]) and report["exit_code"] == ended["code"]
-    assert submitted_pairs(results) == [("B0", 42), ("B0", 1993), ("B0", 2023)]  # each once
+    assert submitted_pairs(results) == sorted((r, s) for r in ("B3", "a2") for s in (1, 42, 1993, 2023))  # each once
     chain_id = state["id"]
-    assert any(line.startswith(f"chain {chain_id}: step 1 (B0 on seeds 1993, 2023") for line in seen), seen
-    assert any(line.startswith(f"chain {chain_id}: step 2 (B0 on seeds 42, asked by step 1's check") for line in seen)
+    assert any(line.startswith(f"chain {chain_id}: step 1 (B3, a2 on seeds 1993, 2023, 42") for line in seen), seen
+    assert any(line.startswith(f"chain {chain_id}: step 2 (B3, a2 on seeds 1, asked by step 1's check: UNDECIDED")
+               for line in seen), seen  # fmt: skip
     assert seen[-1] == f"chain {chain_id}: ended: verdict {ended['verdict']}; report written", seen
     if kill_controller:
         first = state["steps"][0]
@@ -244,7 +248,7 @@ def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, k
                               capture_output=True, text=True).stdout.split()  # fmt: skip
         assert rows and rows[0] != "COMPLETED", rows  # it was killed, not done
         rescue_log = results / "submitit" / "slurm" / f"{first['rescue']}_0_log.out"
-        assert "step 2: B0 on seeds 42: Slurm job array" in rescue_log.read_text()
+        assert "step 2: B3, a2 on seeds 1: Slurm job array" in rescue_log.read_text()
     VERDICTS[str(kill_controller)] = ended["verdict"]
     assert len(set(VERDICTS.values())) == 1, VERDICTS
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
-from conftest import matrix_with
+from conftest import matrix_with, smoke_rehearsal
 from scipy import stats
 
 from uniform_herding.cli import main
@@ -986,3 +986,27 @@ def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Pat
     assert res.exit_code == 1, res.output
     assert report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside "
                                         "its tolerance on 3 seeds")
+
+
+def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: Path) -> None:
+    """Issue 48: a smoke set that registers a procedure and gates on claims follows its looks as a pipeline check, so
+    a cluster's chain can be tested end to end off the paper: C2 (B3 > a2) undecided at look 1 asks B3 and a2 for
+    seed 1 (UNDECIDED, exit 4), the claim itself NOT EVIDENCE; one of those runs missing is INCOMPLETE; with both, the
+    looks are done and the pipeline check passes. The same set gating on nothing follows no look."""
+    directory = smoke_rehearsal(tmp_path / "set")
+    smoke = read_per_seed_csv(directory / "per_seed.csv")
+    res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
+    assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B3", "a2"], "seeds": [1]}, res.output
+    assert report["verdict"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure; C2 undecided")
+    assert claims(report)["C2"].startswith("NOT EVIDENCE (profile smoke: the paper's claims are about its own "
+                                           "protocol; UNDECIDED (look 1 of 2")  # fmt: skip
+    look2 = pd.concat([smoke, smoke[smoke["seed"] == 1993].assign(seed=1)], ignore_index=True)
+    res, report = check(tmp_path, look2[~((look2["run_id"] == "a2") & (look2["seed"] == 1))], "--profile", "smoke",
+                        "--expected", str(directory))  # fmt: skip
+    assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["a2"], "seeds": [1]}, res.output
+    res, report = check(tmp_path, look2, "--profile", "smoke", "--expected", str(directory))
+    assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED"), res.output
+    toml = directory / "tolerances.toml"
+    toml.write_text(toml.read_text().replace("gate_exit_code = true", "gate_exit_code = false"))
+    res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
+    assert res.exit_code == 0 and report["next_step"] == {}, res.output

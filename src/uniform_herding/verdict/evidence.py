@@ -9,7 +9,7 @@ base run ID, never judged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -218,7 +218,10 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
             checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
                                      runs=claim.runs))  # fmt: skip
         elif state is not None and claim.claim_id in state.claims:
-            checks.append(_under_procedure(state, claim.claim_id, table, registered, explain, paper or {}))
+            check = _under_procedure(state, claim.claim_id, table, registered, explain, paper or {})
+            why_not = not_evidence(profile, claim.finding)  # a procedure rehearsed off the paper profile (judge.check)
+            checks.append(replace(check, kind=Kind.NOT_EVIDENCE, detail=f"{why_not}; {word(check.kind, check.detail)}")
+                          if why_not else check)  # fmt: skip
         else:
             checks.append(_on_shared_seeds(claim, _shared(claim, table()), profile))
     return checks

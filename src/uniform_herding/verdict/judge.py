@@ -71,13 +71,22 @@ def _missing_text(state: State) -> str:
     return text
 
 
-def _pipeline(expected: Expected, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
-    """Profiles other than the paper's: a check of the pipeline, never evidence about the paper."""
+def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
+    """Profiles other than the paper's: a check of the pipeline, never evidence about the paper. Where the set
+    rehearses a procedure (check), its looks are followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
     failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED,
                                                                            ClaimKind.INCONCLUSIVE)]
     if failed:
         return Verdict(Kind.PIPELINE_FAILED, (f"profile {expected.profile}", *failed), {}, tuple(failed))
+    step = state.next_step if state.gating else {}
+    if step and state.interrupted:
+        return Verdict(Kind.INCOMPLETE, (f"profile {expected.profile}", _missing_text(state)), step)
+    if step:
+        waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
+        return Verdict(Kind.UNDECIDED, (f"profile {expected.profile}, rehearsing the registered procedure", *waiting,
+                                        f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, "
+                                        "then check again (./reproduce.sh next)"), step)  # fmt: skip
     if not any(m.gating and m.kind in (Metric.REPLICATED, Metric.NOT_REPLICATED) for m in metrics):
         return Verdict(Kind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
                                          f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
@@ -97,7 +106,7 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     once, on the seeds it ends with, and the family's alpha holds over the whole procedure."""
     gating = [c for c in claims if not c.finding and c.claim_id in state.gating]
     if expected.profile != "paper":
-        return _pipeline(expected, metrics, gating)
+        return _pipeline(expected, state, metrics, gating)
     misses = [m for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
     waits = [_waits(m, state) for m in misses if not m.final]
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m.final]
@@ -152,7 +161,12 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     runs = claim.runs if claim else tuple(dict.fromkeys(expected.per_seed["run_id"]))
     observed = observed[observed["run_id"].isin(claim.runs)] if claim else observed
     claims = (claim,) if claim else PAPER_CLAIMS
-    state = replay(observed, plan, runs, claims if evidence else (), gating=evidence and expected.gate_claims)
+    # A set of another profile that registers a procedure and gates on its claims rehearses the procedure: its looks
+    # are followed for the claims whose run IDs the set holds, as a check of the pipeline (a cluster's chain, say);
+    # those claims stay NOT EVIDENCE about the paper, and decide nothing but the looks.
+    rehearsal = not evidence and expected.procedure is not None and expected.gate_claims
+    followed = claims if evidence else tuple(c for c in claims if set(c.runs) <= set(runs)) if rehearsal else ()
+    state = replay(observed, plan, runs, followed, gating=bool(followed) and expected.gate_claims)
     paper = paper_effects(expected.per_seed) if explain and evidence else None
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
