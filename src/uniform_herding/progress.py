@@ -84,10 +84,11 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
     seconds, source = run_seconds(results_dir, profile)
     fallback = sum(seconds.values()) / len(seconds) if seconds else None
     times = [seconds.get(r, fallback) for r, _ in left]
+    runs = f"{len(left)} run{'s' * (len(left) > 1)} left"
     if fallback is None:
-        return f"ETA: {len(left)} runs left; their time is unknown until one is done or uh doctor has timed them"
+        return f"ETA: {runs}; their time is unknown until one is done or uh doctor has timed them"
     total = sum(t for t in times if t is not None)
-    return (f"ETA: {len(left)} runs left, about {total / 60:.1f} min of run time one at a time, less where they run "
+    return (f"ETA: {runs}, about {total / 60:.1f} min of run time one at a time, less where they run "
             f"at once (from {source})")
 
 
