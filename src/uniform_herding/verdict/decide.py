@@ -221,13 +221,18 @@ def against(alpha: float, m: int) -> float:
     return alpha / (2 * m)
 
 
+def combined(decisions: Sequence[Decision]) -> Decision:
+    """A claim from its comparisons' decisions: contradicted when any is, supported when all are (an
+    intersection-union test), undecided otherwise (and where there are none)."""
+    if "contradicts" in decisions:
+        return "contradicts"
+    return "supports" if decisions and all(d == "supports" for d in decisions) else "undecided"
+
+
 def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Decision:
     """A claim of m comparisons: supported when all support it at `alpha`, contradicted when any contradicts it
     at against(alpha, m)."""
-    outcomes = [t.outcome(alpha, against(alpha, len(tests))) for t in tests]
-    if "contradicts" in outcomes:
-        return "contradicts"
-    return "supports" if all(o == "supports" for o in outcomes) else "undecided"
+    return combined([t.outcome(alpha, against(alpha, len(tests))) for t in tests])
 
 
 def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:

@@ -61,10 +61,7 @@ class ClaimState:
 
     @cached_property  # read for every metric of every run ID the claim includes (State.final)
     def decision(self) -> decide.Decision:
-        decisions = [c.decision for c in self.comparisons]
-        if "contradicts" in decisions:
-            return "contradicts"
-        return "supports" if decisions and all(d == "supports" for d in decisions) else "undecided"
+        return decide.combined([c.decision for c in self.comparisons])
 
     @property
     def reached(self) -> int:
