@@ -7,10 +7,8 @@ its last checkpoint by itself, and writes results/<RUN>/seed-<S>/result.json las
 
 from __future__ import annotations
 
-import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -39,7 +37,8 @@ from uniform_herding.method.task import Diverged, learn_task
 from uniform_herding.method.train import TaskStats
 from uniform_herding.runs.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
-from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path
+from uniform_herding.runs.provenance import DIFF_NAME, code_hash, provenance
+from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path, write_text_atomic
 
 
 def synthetic_sizes(cfg: Config) -> tuple[int, int]:
@@ -85,19 +84,6 @@ def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
     return raw
 
 
-def git_revision() -> str:
-    """The source revision: the image's build argument, else `git rev-parse` beside the package."""
-    if rev := os.environ.get("UH_GIT_REVISION"):
-        return rev
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 def numeric_settings(device: torch.device, precision: str, deterministic: bool = False) -> dict:
     """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
 
@@ -136,7 +122,6 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
         "precision": settings["precision"],
         "compile": settings["compile"],
         "deterministic": settings["deterministic"],
-        "git_revision": git_revision(),
         "data_md5": raw.md5,
         "data_source": raw.source,
         # the most GPU memory torch allocated in the process that finished the run; None on a CPU
@@ -221,7 +206,9 @@ def run_seed(
                     f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
                     f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
                 )
-            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings)
+            code, diff = provenance()
+            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings) | {"provenance": code}
+            keep_diff(out, diff)
             checkpoint.finish(out, result)
         except Interrupted as e:
             raise Interrupted(e.signum, checkpoint.kept()) from None
@@ -230,10 +217,21 @@ def run_seed(
     return out
 
 
+def keep_diff(out: Path, diff: str | None) -> None:
+    """The modified tree's diff beside the result (code.diff, whose SHA-256 result.json records), before the result
+    lands; a stale one from an earlier run of the pair goes."""
+    path = out.with_name(DIFF_NAME)
+    if diff is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_text_atomic(path, diff)
+
+
 def task_record(t: int, device: str, seconds: float, memory: Memory, stats: TaskStats) -> dict:
-    """result.json's record of task t: where it ran (a resumed run may go on elsewhere: each task says so), its
-    seconds, the memory's sizes after the refresh, and its training record (TaskStats)."""
-    return {"task": t, "device": device, "wall_s": round(seconds, 3),
+    """result.json's record of task t: where it ran and with which code (a resumed run may go on elsewhere, or
+    after an edit: each task says so), its seconds, the memory's sizes after the refresh, and its training record
+    (TaskStats)."""
+    return {"task": t, "device": device, "code_sha256": code_hash(), "wall_s": round(seconds, 3),
             "active_size": sum(len(a) for a in memory.active.values()), "pool_size": memory.pool_size(),
             **stats.record()}  # fmt: skip
 
