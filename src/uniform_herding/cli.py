@@ -42,6 +42,8 @@ LAZY_COMMANDS = {
     "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
+    "stacks": ("uniform_herding.verdict.stacks:stacks_command",
+               "tau, the stack offset the rule allows, from re-runs on several stacks."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 
