@@ -43,7 +43,7 @@ LAZY_COMMANDS = {
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
     "stacks": ("uniform_herding.verdict.stacks:stacks_command",
-               "tau, the stack offset the rule allows, from re-runs on several stacks."),
+               "tau, the stack offset the rule allows, from re-runs on 2+ stacks."),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 

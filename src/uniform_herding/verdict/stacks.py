@@ -22,9 +22,9 @@ where the estimate lies between that law's (1 - level) / 2 and (1 + level) / 2 q
 draws, so the bounds are monotone in tau^2 and reproducible). With two or three stacks a run ID's between-stack
 mean square has 1 or 2 degrees of freedom, far from normal: that law is its exact chi-square (for equal seeds per
 stack; approximate otherwise), where a Wald or Satterthwaite interval assumes it nearly normal, and a generalized
-(fiducial) interval, which pools the inverted chi-squares of 1 df, covered 61% at two stacks and twelve run IDs.
-The inversion covers 95-97.5% in simulation (tests/verdict/test_stacks.py checks it; a little conservative, from
-the plugged-in sigmas).
+(fiducial) interval pools inverted chi-squares of 1 df, whose heavy tails undercover (expected_results/README.md,
+"Measuring tau: uh stacks", gives the figures). tests/verdict/test_stacks.py measures the inversion's coverage; it
+is a little conservative, from the plugged-in sigmas.
 
 "Stacks to pin tau to +/- 0.25 pp": the fewest stacks S at which the interval's half-width, (high - low) / 2, is
 0.25 pp or less, were every run ID re-run on S stacks with the seeds per stack it has now and the mean squares at
@@ -307,14 +307,15 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
     for e in estimates:
         for c in e.cells:
             by_run[c.run_id][e.metric] = c
+    width = max(3, *map(len, by_run))
     lines = [f"uh stacks: {len(stacks)} stacks of profile {profile}, {len(by_run)} run IDs held by 2 or more",
              *_stack_lines(stacks), "",
              "tau per run ID (pp; method of moments, 0 where the stacks' means spread no more than seeds explain)",
-             f"{'run':24} {'stacks':>6} {'seeds':>5}" + "".join(f" {m:>10}" for m in METRICS)]  # fmt: skip
+             f"{'run':{width}} {'stacks':>6} {'seeds':>5}" + "".join(f" {m:>10}" for m in METRICS)]  # fmt: skip
     for run_id, found in by_run.items():
         first = next(iter(found.values()))
         taus = "".join(f" {np.sqrt(max(0.0, found[m].tau2)):10.2f}" if m in found else f" {'-':>10}" for m in METRICS)
-        lines.append(f"{run_id:24} {first.stacks:6d} {first.seeds:5g}{taus}")
+        lines.append(f"{run_id:{width}} {first.stacks:6d} {first.seeds:5g}{taus}")
     pct = f"{LEVEL:.0%}"
     lines += ["", f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
               f"{'stacks to pin +/-' + format(PIN, 'g'):>20}"]  # fmt: skip
