@@ -193,7 +193,7 @@ def test_one_seed_decides_no_metric_and_the_verdict_is_incomplete(tmp_path: Path
     """The paper's own seed-1993 rows: s1 ACC is 1.87 below the 3-seed mean; one seed's luck decides nothing."""
     res, report = check(tmp_path, paper[paper["seed"] == 1993])
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (seeds 2023, 42 missing for 12 of 12 paper run IDs")
+    assert report["verdict"] == "INCOMPLETE (seeds 2023, 42 missing for B0-B3, a1-a4, s1-s4)"
     assert verdicts(report)["s1", "acc"].startswith("NOT CHECKED (1 of the expected seeds; a metric needs 3")
 
 
@@ -300,7 +300,7 @@ def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper
     res, report = check(tmp_path, rerun)
     assert res.exit_code == 3, res.output
     assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
-    assert report["verdict"] == "INCOMPLETE (seeds 1993, 2023, 42 missing for 12 of 12 paper run IDs)"
+    assert report["verdict"] == "INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing for B3)"
     assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
     assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
 
@@ -949,7 +949,7 @@ def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path:
     checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
     res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (seeds 1993, 2023, 42 missing for s4; B3 acc outside its "
+    assert report["verdict"].startswith("INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
                                         "tolerance on 3 seeds, decided on the next look's seeds (1, 2)")
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
 
