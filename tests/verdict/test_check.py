@@ -300,7 +300,8 @@ def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper
     res, report = check(tmp_path, rerun)
     assert res.exit_code == 3, res.output
     assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
-    assert report["verdict"] == "INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing for B3)"
+    assert report["verdict"] == ("INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing "
+                                 "for B3)")
     assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
     assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
 
