@@ -743,6 +743,8 @@ def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> No
     assert report["verdict"] == ("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 of 12 run IDs: not evidence "
                                  "about the paper)")  # fmt: skip
     assert {m["run_id"] for m in report["metrics"]} == {"B0", "B3"} and report["run_ids"] == ["B0", "B3"]
+    res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])], "--run-ids", "B0,B3")
+    assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 ")
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"] == "B3"], "--run-ids", "B0,B3")
     assert res.exit_code == 3 and report["verdict"] == ("INCOMPLETE (profile smoke, subset B0, B3 of 12 run IDs; 1 of "
                                                         "2 run IDs missing: B0)")  # fmt: skip
