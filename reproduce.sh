@@ -44,7 +44,7 @@ Targets:
   check     compare the results with expected_results/ (verdicts per run ID and claim; exit 0
             RESULTS REPLICATED, 1 NOT REPLICATED, 2 bad input, 3 INCOMPLETE and 4 UNDECIDED:
             ./reproduce.sh next, 5 INCONCLUSIVE, 6 EXPECTED SET MATCHED: an expected set other
-            than the shipped paper set matched, no badge)
+            than the shipped paper set, or a subset of its run IDs (--run-ids), matched: no badge)
   report    tables and figures from the results
   test      the project's test suite (python -m pytest -q)
 
@@ -76,6 +76,9 @@ Options:
                        checkpoints); the same command without --cancel resumes from the results
   --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
                        (default: \$UH_JOBS)
+  --run-ids IDS        check: only these run IDs of the expected set, comma-separated (B0,B3):
+                       a subset, which the verdict names, never the badge (without it a run ID
+                       of the set missing is INCOMPLETE)
   -h, --help           this help
 
 SIGTERM or SIGINT (a scheduler, timeout, kill, Ctrl-C) is passed to the running uh, which keeps
@@ -123,6 +126,7 @@ yes=0
 jobs=""
 executor=""
 device=""
+run_ids=""
 
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "option $1 needs a value"; }
 
@@ -149,6 +153,8 @@ while [[ $# -gt 0 ]]; do
         --executor=*) executor=${1#*=}; shift ;;
         --device) need_value "$@"; device=$2; shift 2 ;;
         --device=*) device=${1#*=}; shift ;;
+        --run-ids) need_value "$@"; run_ids=$2; shift 2 ;;
+        --run-ids=*) run_ids=${1#*=}; shift ;;
         -*) usage_error "unknown option '$1'" ;;
         *)
             [[ -z "$target" ]] || usage_error "one target at a time (got '$target' and '$1')"
@@ -174,6 +180,7 @@ done
 [[ "$target" != next || ${#seeds[@]} -eq 0 ]] || usage_error "next takes its seeds from the procedure, not --seed"
 [[ "$paper_runs_only" == 0 || "$target" == all ]] || usage_error "--paper-runs-only goes with the target all"
 [[ "$yes" == 0 || "$target" == all ]] || usage_error "--yes goes with the target all"
+[[ -z "$run_ids" || "$target" == check ]] || usage_error "--run-ids goes with the target check"
 [[ "$cancel" == 0 || ("$target" == all && "${executor:-${UH_EXECUTOR:-}}" == slurm) ]] ||
     usage_error "--cancel goes with all --executor slurm"
 # The procedure runs the registered seeds: `all` on seeds of one's own checks once (./reproduce.sh next goes on).
@@ -238,6 +245,7 @@ for seed in ${seeds[@]+"${seeds[@]}"}; do run_args+=(--seed "$seed"); done
 check_args=()
 [[ -z "$results_dir" ]] || check_args+=(--results-dir "$results_dir")
 [[ -z "$profile" ]] || check_args+=(--profile "$profile")
+[[ -z "$run_ids" ]] || check_args+=(--run-ids "$run_ids")  # the target check only
 
 report_args=()
 [[ -z "$results_dir" ]] || report_args+=(--results-dir "$results_dir")

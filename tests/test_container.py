@@ -857,6 +857,8 @@ def test_check_and_report_targets(reproduce, tmp_path):
     result, calls = reproduce("report", "--results-dir", "R", cwd=tmp_path)
     assert result.returncode == 0
     assert calls == [["report", "--results-dir", str(tmp_path / "R")]]
+    result, calls = reproduce("check", "--run-ids", "B0,B3", "--profile", "smoke", cwd=tmp_path)  # a subset, by name
+    assert result.returncode == 0 and calls == [["check", "--profile", "smoke", "--run-ids", "B0,B3"]]
 
 
 def test_relative_dirs_are_the_callers(reproduce, tmp_path):
@@ -984,6 +986,8 @@ def test_all_on_slurm_submits_the_chain_that_follows_the_procedure_and_cancel_st
         ("B3", "--executor", "cloud"),
         ("B3", "--paper-runs-only"),
         ("next", "--paper-runs-only"),
+        ("smoke", "--run-ids", "B0,B3"),
+        ("check", "--run-ids"),
     ],
 )
 def test_bad_usage_exits_2_naming_the_valid_targets(reproduce, args):

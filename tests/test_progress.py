@@ -3,6 +3,7 @@ each run with --runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -17,11 +18,11 @@ from uniform_herding.variants import resolve
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 
 
-def write(results: Path, table: pd.DataFrame, wall_s: float | None = None) -> None:
+def write(results: Path, table: pd.DataFrame, wall_s: float | None = None, profile: str = "paper") -> None:
     for row in table.itertuples():
-        config = resolve(row.run_id, "paper")
+        config = resolve(row.run_id, profile)
         write_json_atomic(results / row.run_id / f"seed-{row.seed}" / "result.json", {
-            "config_version": CONFIG_VERSION, "run_id": row.run_id, "seed": int(row.seed), "profile": "paper",
+            "config_version": CONFIG_VERSION, "run_id": row.run_id, "seed": int(row.seed), "profile": profile,
             "config": config.to_dict(), "R": matrix_with(row.acc, row.forgetting, row.bwt, config.n_tasks),
             "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
             **({"wall_s": wall_s} if wall_s else {})})  # fmt: skip
@@ -79,3 +80,37 @@ def test_the_eta_is_timed_by_the_runs_done_else_by_uh_doctor(tmp_path: Path) -> 
                                           "they run at once (from uh doctor's estimate)")  # fmt: skip
     write_json_atomic(tmp_path / "d" / "doctor.json", {**doctor, "profile": "smoke"})  # another profile's timing
     assert status(tmp_path / "d")[-1].startswith("ETA: 6 runs left; their time is unknown")
+
+
+def smoke_done(run_ids: list[str]) -> pd.DataFrame:
+    """The smoke set's rows of `run_ids`, each at its run ID's mean (a result's R must give its metrics, and every
+    seed of B1 and B3 at the mean has one): REPLICATED."""
+    smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
+    smoke = smoke[smoke["run_id"].isin(run_ids)]
+    return smoke.assign(**smoke.groupby("run_id")[["acc", "forgetting", "bwt"]].transform("mean"))
+
+
+def test_status_on_a_part_of_the_smoke_set_is_incomplete_never_passed(tmp_path: Path) -> None:
+    """Issue 51.4: with B1 and B3 of the smoke profile's twelve run IDs done, uh status once said "verdict now:
+    PIPELINE CHECK PASSED (exit 0)" with 30 runs left; now INCOMPLETE, naming the runs that are missing, and the
+    ETA counts them."""
+    write(tmp_path / "r", smoke_done(["B1", "B3"]), profile="smoke")
+    assert status(tmp_path / "r")[2:] == [
+        "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B0, B2, a1-a4, s1-s4",
+        "ETA: 30 runs left; their time is unknown until one is done or uh doctor has timed them",
+    ]
+
+
+def test_status_prints_why_uh_check_cannot_check(tmp_path: Path) -> None:
+    """Issue 51.4: where uh check refuses the results (exit 2: here a result.json whose config names a memory policy
+    no run ID has), uh status printed its run counts and silently nothing of the procedure or the verdict; it prints
+    uh check's one-line error as the verdict now."""
+    write(tmp_path / "r", smoke_done(["B1", "B3"]), profile="smoke")
+    path = tmp_path / "r" / "B3" / "seed-42" / "result.json"
+    result = json.loads(path.read_text())
+    write_json_atomic(path, {**result, "config": {**result["config"], "memory": "no_such_policy"}})
+    checked = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "r")])
+    assert checked.exit_code == 2 and checked.output.startswith("Error: "), checked.output
+    lines = status(tmp_path / "r")
+    assert lines[0].startswith("6 runs: 6 done") and not any(line.startswith("procedure:") for line in lines)
+    assert lines[1] == f"verdict now: cannot check: {checked.output.removeprefix('Error: ').rstrip()}"

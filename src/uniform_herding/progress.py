@@ -20,7 +20,7 @@ from uniform_herding.verdict.expected import (
     load_expected,
 )
 from uniform_herding.verdict.judge import Checked, check
-from uniform_herding.verdict.words import seeds_text
+from uniform_herding.verdict.words import run_ids_text, seeds_text
 
 
 def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
@@ -48,7 +48,7 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
     return [f"procedure: look {max(look, 1)} of {looks}; claims decided: {', '.join(decided) or 'none'}; waiting: "
             f"{', '.join(waiting) or 'none'}",
             f"verdict now: {verdict.kind.value} (exit {verdict.code})"
-            + (f"; next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}" if step else "")]
+            + (f"; next: seeds {seeds_text(step['seeds'])} of {run_ids_text(step['run_ids'])}" if step else "")]
 
 
 def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float], str]:
@@ -129,7 +129,8 @@ def status_command(results_dir: Path, each_run: bool) -> None:
     click.echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
     try:
         expected, checked = checked_now(results_dir)
-    except click.ClickException:
+    except click.ClickException as e:  # where uh check exits 2: its one line, never nothing
+        click.echo(f"verdict now: cannot check: {e.format_message()}")
         expected = checked = None
     if expected is not None and checked is not None:
         for line in procedure_lines(expected, checked):

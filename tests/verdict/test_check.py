@@ -193,7 +193,7 @@ def test_one_seed_decides_no_metric_and_the_verdict_is_incomplete(tmp_path: Path
     """The paper's own seed-1993 rows: s1 ACC is 1.87 below the 3-seed mean; one seed's luck decides nothing."""
     res, report = check(tmp_path, paper[paper["seed"] == 1993])
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (seeds 2023, 42 missing for 12 of 12 paper run IDs")
+    assert report["verdict"] == "INCOMPLETE (seeds 2023, 42 missing for B0-B3, a1-a4, s1-s4)"
     assert verdicts(report)["s1", "acc"].startswith("NOT CHECKED (1 of the expected seeds; a metric needs 3")
 
 
@@ -300,7 +300,8 @@ def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper
     res, report = check(tmp_path, rerun)
     assert res.exit_code == 3, res.output
     assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
-    assert report["verdict"] == "INCOMPLETE (seeds 1993, 2023, 42 missing for 12 of 12 paper run IDs)"
+    assert report["verdict"] == ("INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing "
+                                 "for B3)")
     assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
     assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
 
@@ -707,6 +708,92 @@ def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
     assert report["verdict"] == "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"
 
 
+def smoke_check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Result, dict]:
+    """`uh check --per-seed` on `table` against the shipped smoke set."""
+    return check(tmp_path, table, "--profile", "smoke", "--expected", str(EXPECTED / "smoke"), *extra)
+
+
+def test_a_part_of_the_smoke_set_is_incomplete_naming_every_run_id_missing(tmp_path: Path) -> None:
+    """Issue 51.4: B0 and B3 of the smoke set alone once read PIPELINE CHECK PASSED (exit 0), the ten other run IDs
+    never checked and nothing saying so. They are INCOMPLETE (exit 3), naming the ten, whom next_step runs on the
+    set's seeds; a seed missing is named too. The twelve run IDs `uh run all` runs pass: the set's r1-r3, run by
+    `uh run refresh`, are judged where present, never asked for."""
+    smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
+    res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])])
+    assert res.exit_code == 3, res.output
+    assert report["verdict"] == "INCOMPLETE (profile smoke; 10 of 12 run IDs missing: B1, B2, a1-a4, s1-s4)"
+    assert report["next_step"] == {"run_ids": ["B1", "B2", "a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"],
+                                   "seeds": [1993, 2023, 42]}  # fmt: skip
+    twelve = smoke[smoke["run_id"].isin(PAPER_RUNS)]
+    res, report = smoke_check(tmp_path, twelve)
+    assert res.exit_code == 0 and report["verdict"] == ("PIPELINE CHECK PASSED (profile smoke: not evidence about the "
+                                                        "paper)")  # fmt: skip
+    res, report = smoke_check(tmp_path, twelve[(twelve["run_id"] != "s4") | (twelve["seed"] != 42)])
+    assert res.exit_code == 3 and report["verdict"] == "INCOMPLETE (profile smoke; seeds 42 missing for s4)"
+    assert report["next_step"] == {"run_ids": ["s4"], "seeds": [42]}
+
+
+def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> None:
+    """Issue 51.4: `uh check --run-ids B0,B3` asks for those run IDs alone, and the verdict says which subset passed;
+    the set's other run IDs in the re-run are left out, never judged. A run ID of the subset missing is INCOMPLETE."""
+    smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
+    res, report = smoke_check(tmp_path, smoke.assign(acc=smoke["acc"] + 20.0 * (smoke["run_id"] == "a1")),
+                              "--run-ids", "B3, B0")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert report["verdict"] == ("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 of 12 run IDs: not evidence "
+                                 "about the paper)")  # fmt: skip
+    assert {m["run_id"] for m in report["metrics"]} == {"B0", "B3"} and report["run_ids"] == ["B0", "B3"]
+    res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])], "--run-ids", "B0,B3")
+    assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 ")
+    res, report = smoke_check(tmp_path, smoke[smoke["run_id"] == "B3"], "--run-ids", "B0,B3")
+    assert res.exit_code == 3 and report["verdict"] == ("INCOMPLETE (profile smoke, subset B0, B3 of 12 run IDs; 1 of "
+                                                        "2 run IDs missing: B0)")  # fmt: skip
+
+
+def test_a_subset_of_the_paper_set_never_gets_the_badge(tmp_path: Path, paper: pd.DataFrame, decided: pd.DataFrame
+                                                        ) -> None:  # fmt: skip
+    """Issue 51.4: on the paper profile a subset named with --run-ids, every rule on it passed and every claim within
+    it decided (C2 on B3 and a2), is EXPECTED SET MATCHED (exit 6), as one claim alone is: never the badge, even
+    naming all twelve run IDs of a re-run that earns it. Claims beyond the subset are not followed."""
+    res, report = check(tmp_path, paper[paper["run_id"].isin(["B3", "a2"])], "--run-ids", "B3,a2")
+    assert res.exit_code == 6, res.output
+    assert report["verdict"] == ("EXPECTED SET MATCHED (subset B3, a2 of 12 run IDs: no badge, which needs every "
+                                 "claim and run ID)")  # fmt: skip
+    assert claims(report)["C2"].startswith("SUPPORTED (look 1 of 5") and claims(report)["C1"].startswith("NOT CHECKED")
+    res, report = check(tmp_path, decided)
+    assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
+    res, report = check(tmp_path, decided, "--run-ids", ",".join(PAPER_RUNS))
+    assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (subset B0-B3, a1-a4, s1-s4 of "
+                                                               "12 run IDs: no badge")  # fmt: skip
+
+
+def test_a_final_miss_fails_while_run_ids_are_missing(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Issue 51.4: INCOMPLETE never hides a failure: B0's ACC beyond its tolerance on its final seeds fails (exit 1)
+    though ten run IDs are missing, on the smoke profile and on the paper's (B0 is in no claim: its miss is final at
+    look 1)."""
+    smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
+    part = smoke[smoke["run_id"].isin(["B0", "B3"])]
+    res, report = smoke_check(tmp_path, part.assign(acc=part["acc"] + 10.0 * (part["run_id"] == "B0")))
+    assert res.exit_code == 1 and report["verdict"] == "PIPELINE CHECK FAILED (profile smoke; B0 acc NOT REPLICATED)"
+    res, report = check(tmp_path, shifted(paper, ["B0"], 5.0).query("run_id in ['B0', 'B3']"))
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B0 acc NOT REPLICATED)", res.output
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("--run-ids", "B0,B9"), "Error: --run-ids: unknown run ID 'B9'; known: B0, B1"),
+    (("--run-ids", "B0,r1"), "Error: --run-ids: r1 not in the expected set "),
+    (("--run-ids", " , "), "Error: --run-ids ' , ' names no run ID; give them comma-separated"),
+    (("--run-ids", "B3,a2", "--claim", "C2"), "Error: give --run-ids or --claim, not both"),
+])  # fmt: skip
+def test_a_subset_it_cannot_check_is_refused_in_one_line(tmp_path: Path, paper: pd.DataFrame, args: tuple[str, ...],
+                                                         error: str) -> None:  # fmt: skip
+    """An unknown run ID, one the expected set does not hold (the paper's has no r1), none at all, or --run-ids with
+    --claim: exit 2, one line that says what to do, and no report."""
+    res, report = check(tmp_path, paper, *args)
+    assert res.exit_code == 2 and res.output.startswith(error) and res.output.count("\n") == 1, res.output
+    assert report == {}
+
+
 def test_a_folder_of_variants_alone_is_reported_and_passes(tmp_path: Path, paper: pd.DataFrame) -> None:
     """A results dir holding only B3+rho=5: NOT CHECKED against its missing base, as docs/extending.md says; exit 3
     (INCOMPLETE: nothing of the paper's was checked)."""
@@ -949,7 +1036,7 @@ def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path:
     checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
     res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (seeds 1993, 2023, 42 missing for s4; B3 acc outside its "
+    assert report["verdict"].startswith("INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
                                         "tolerance on 3 seeds, decided on the next look's seeds (1, 2)")
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
 

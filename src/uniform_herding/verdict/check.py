@@ -30,16 +30,22 @@ from typing import Any
 
 import click
 
-from uniform_herding.method.config import PROFILES
+from uniform_herding.method.config import PROFILES, RUNS
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
 from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.compare import MetricCheck
 from uniform_herding.verdict.evidence import ClaimCheck, check_variants
-from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
+from uniform_herding.verdict.expected import (
+    Expected,
+    ExpectedError,
+    expected_dir_for,
+    find_expected_root,
+    load_expected,
+)
 from uniform_herding.verdict.judge import check
-from uniform_herding.verdict.words import EXIT_POLICY, Claim, Metric, Verdict, headword
+from uniform_herding.verdict.words import EXIT_POLICY, Claim, Metric, Verdict, headword, run_ids_text
 
 
 class UnwritableReport(click.ClickException):
@@ -121,6 +127,23 @@ def tally(kinds: Iterable[Metric | Claim]) -> str:
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
 
 
+def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
+    """--run-ids as run IDs of the expected set, in RUNS order (() without it); InputError for one it does not hold."""
+    if option is None:
+        return ()
+    named = [r.strip() for r in option.split(",") if r.strip()]
+    if not named:
+        raise InputError(f"--run-ids {option!r} names no run ID; give them comma-separated, e.g. --run-ids B0,B3")
+    unknown = [r for r in named if r not in RUNS]
+    if unknown:
+        raise InputError(f"--run-ids: unknown run ID {unknown[0]!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    outside = [r for r in named if r not in set(expected.per_seed["run_id"])]
+    if outside:
+        raise InputError(f"--run-ids: {', '.join(outside)} not in the expected set {expected.directory}, which holds "
+                         f"{run_ids_text(dict.fromkeys(expected.per_seed['run_id']))}")  # fmt: skip
+    return tuple(r for r in RUNS if r in named)
+
+
 @click.command("check", epilog=EXIT_POLICY)
 @input_options
 @click.option(
@@ -142,6 +165,9 @@ def tally(kinds: Iterable[Metric | Claim]) -> str:
 @click.option("--claim", "claim_id", type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
               help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
                    "look (next_step never names the other run IDs). Never the badge: EXPECTED SET MATCHED at best.")
+@click.option("--run-ids", "run_ids_option", metavar="IDS",
+              help="Only these run IDs of the expected set, comma-separated (B0,B3): the verdict names the subset; "
+                   "never the badge. Without it every run ID of the set is asked for: one missing is INCOMPLETE.")
 def check_command(
     results_dir: Path | None,
     per_seed: Path | None,
@@ -149,9 +175,12 @@ def check_command(
     profile: str | None,
     json_out: Path | None,
     claim_id: str | None,
+    run_ids_option: str | None,
 ) -> None:
     """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
     and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
+    if run_ids_option is not None and claim_id is not None:
+        raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
     observed, run_profile = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
@@ -180,7 +209,8 @@ def check_command(
     if given and given != expected.profile:
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
     claim = next((c for c in PAPER_CLAIMS if c.claim_id == claim_id), None)
-    checked = check(expected, observed, claim=claim)
+    run_ids = subset(run_ids_option, expected)
+    checked = check(expected, observed, claim=claim, run_ids=run_ids)
     metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
     if metrics and all(m.kind is Metric.NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
@@ -211,6 +241,7 @@ def check_command(
         "claims_gate_exit_code": expected.gate_claims,
         "procedure": None if expected.procedure is None else asdict(expected.procedure),
         "claim": claim_id,
+        "run_ids": list(run_ids) or None,
         "verdict": verdict.line,
         "next_step": verdict.next_step,
         "state": checked.state.to_dict(),

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from uniform_herding.method.config import PROFILES
+from uniform_herding.method.config import PROFILES, RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import one_line, read_per_seed_csv
 from uniform_herding.verdict import decide
@@ -87,6 +87,14 @@ class Expected:
         """The expected set's seeds, in the procedure's order where it registers one, else the CSV's."""
         own = [int(s) for s in dict.fromkeys(self.per_seed["seed"])]
         return tuple(sorted(own, key=self.registered.index)) if self.procedure else tuple(own)
+
+    @cached_property
+    def run_ids(self) -> tuple[str, ...]:
+        """The run IDs a re-run must hold for the check to pass (`uh check --run-ids` names fewer): the set's run IDs
+        of the paper, those `uh run all` runs; in a set of run IDs beyond the paper alone (cifar10-cpu-long: r1, r2),
+        those. The smoke set's r1-r3, run by `uh run refresh`, are judged where they are there, never asked for."""
+        held = tuple(dict.fromkeys(self.per_seed["run_id"]))
+        return tuple(r for r in held if r in RUNS and not RUNS[r].beyond_paper) or held
 
     @property
     def registered(self) -> tuple[int, ...]:

@@ -3,7 +3,8 @@ and the claims: kinds and data only, never their words.
 
 In ACM's terms (artifact badges v1.1): on the paper profile NOT REPLICATED, INCOMPLETE (with the runs and seeds
 missing), UNDECIDED (with the next look's runs and seeds), INCONCLUSIVE, EXPECTED SET MATCHED or RESULTS
-REPLICATED, the badge, with the shipped paper set only; on other profiles a pipeline check. Findings C6-C8 and
+REPLICATED, the badge, with the shipped paper set only (never for a claim alone or a subset of run IDs); on other
+profiles a pipeline check, INCOMPLETE like the paper's while run IDs of its set are missing. Findings C6-C8 and
 variants never change it.
 """
 
@@ -14,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
 from uniform_herding.verdict.compare import MetricCheck, compare
@@ -22,7 +22,7 @@ from uniform_herding.verdict.evidence import ClaimCheck, check_claims
 from uniform_herding.verdict.expected import Expected
 from uniform_herding.verdict.procedure import State, replay, single_look
 from uniform_herding.verdict.words import Claim as ClaimKind
-from uniform_herding.verdict.words import Metric, seeds_text
+from uniform_herding.verdict.words import Metric, run_ids_text, seeds_text
 from uniform_herding.verdict.words import Verdict as Kind
 
 
@@ -57,56 +57,73 @@ def _waits(m: MetricCheck, state: State) -> str:
 
 
 def _missing_text(state: State) -> str:
-    """What INCOMPLETE names: the seeds missing for the pending look's run IDs, and, where those run IDs have other
-    seeds, that those are shown and never counted."""
+    """What INCOMPLETE names: every run ID the pending look misses, those with none of look 1's seeds as missing run
+    IDs, the others with the seeds they miss; and, where those run IDs have other seeds, that those are shown and
+    never counted."""
     step, look = state.next_step, state.pending_look
-    runs = step["run_ids"]
-    names = ", ".join(runs) if len(runs) < 6 else f"{len(runs)} of {len(PAPER_RUNS)} paper run IDs"
-    text = f"seeds {seeds_text(step['seeds'])} missing for {names}"
+    gaps: dict[tuple[int, ...], list[str]] = {}  # the seeds of the look a run ID misses -> those run IDs
+    for run_id in step["run_ids"]:
+        gaps.setdefault(tuple(s for s in state.missing(run_id) if state.look_of(s) == look), []).append(run_id)
+    text = "; ".join(f"{len(runs)} of {len(state.asked)} run IDs missing: {run_ids_text(runs)}"
+                     if look == 0 and seeds == state.procedure.seeds_at(0) else
+                     f"seeds {seeds_text(seeds)} missing for {run_ids_text(runs)}" for seeds, runs in gaps.items())
     if look:
         text = f"look {look + 1} of {len(state.procedure.looks)} interrupted: {text}"
-    others = sorted({s for r in runs for s in state.uncounted(r)})
+    others = sorted({s for r in step["run_ids"] for s in state.uncounted(r)})
     if others:
         text += f" (their seeds {seeds_text(others)} are shown, never counted for the badge)"
     return text
 
 
-def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck]) -> Verdict:
-    """Profiles other than the paper's: a check of the pipeline, never evidence about the paper. Where the set
-    rehearses a procedure (check), its looks are followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
+def _scope(expected: Expected, alone: Claim | None, subset: tuple[str, ...]) -> str:
+    """What a check asked for less than the whole set covered: one claim alone, or a subset of its run IDs."""
+    if alone is not None:
+        return f"{alone.claim_id} alone, on {', '.join(alone.runs)}"
+    return f"subset {run_ids_text(subset)} of {len(expected.run_ids)} run IDs" if subset else ""
+
+
+def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
+              scope: str) -> Verdict:  # fmt: skip
+    """Profiles other than the paper's: a check of the pipeline, never evidence about the paper. It passes only with
+    every run asked for there (every run ID of the set, or of the subset `scope` names, on the set's seeds): until
+    then INCOMPLETE, naming them, with next_step. Where the set rehearses a procedure (check), its looks are
+    followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
+    head = f"profile {expected.profile}" + (f", {scope}" if scope else "")
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
     failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED,
                                                                            ClaimKind.INCONCLUSIVE)]
     if failed:
-        return Verdict(Kind.PIPELINE_FAILED, (f"profile {expected.profile}", *failed), {}, tuple(failed))
-    step = state.next_step if state.gating else {}
+        return Verdict(Kind.PIPELINE_FAILED, (head, *failed), {}, tuple(failed))
+    step = state.next_step
     if step and state.interrupted:
-        return Verdict(Kind.INCOMPLETE, (f"profile {expected.profile}", _missing_text(state)), step)
+        return Verdict(Kind.INCOMPLETE, (head, _missing_text(state)), step)
     if step:
         waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
-        return Verdict(Kind.UNDECIDED, (f"profile {expected.profile}, rehearsing the registered procedure", *waiting,
+        return Verdict(Kind.UNDECIDED, (f"{head}, rehearsing the registered procedure", *waiting,
                                         f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, "
                                         "then check again (./reproduce.sh next)"), step)  # fmt: skip
     if not any(m.gating and m.kind in (Metric.REPLICATED, Metric.NOT_REPLICATED) for m in metrics):
         return Verdict(Kind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
                                          f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
-    return Verdict(Kind.PIPELINE_PASSED, (f"profile {expected.profile}: not evidence about the paper",), {})
+    return Verdict(Kind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
 
 
 def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
-          alone: Claim | None = None) -> Verdict:  # fmt: skip
+          alone: Claim | None = None, subset: tuple[str, ...] = ()) -> Verdict:  # fmt: skip
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its tolerance on
     seeds that are final, or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs the
     procedure asked for are missing (look 1's, or those of a look begun); else UNDECIDED while a claim awaits its
     next look; else INCONCLUSIVE where the last look left a claim undecided; else RESULTS REPLICATED, with the
-    shipped paper set only (never for one claim `alone`: EXPECTED SET MATCHED). Other profiles: a pipeline check.
+    shipped paper set only (never for one claim `alone` or a `subset` of its run IDs: EXPECTED SET MATCHED). Other
+    profiles: a pipeline check, INCOMPLETE too while run IDs are missing.
 
     A metric's miss is final only when its run ID has every seed asked of it and no gating claim that includes it
     can still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
     once, on the seeds it ends with, and the family's alpha holds over the whole procedure."""
     gating = [c for c in claims if not c.finding and c.claim_id in state.gating]
+    scope = _scope(expected, alone, subset)
     if expected.profile != "paper":
-        return _pipeline(expected, state, metrics, gating)
+        return _pipeline(expected, state, metrics, gating, scope)
     misses = [m for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
     waits = [_waits(m, state) for m in misses if not m.final]
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m.final]
@@ -119,7 +136,8 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     if step:
         undecided = [f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}" for c in gating
                      if c.kind is ClaimKind.UNDECIDED]  # fmt: skip
-        again = f"uh check --claim {alone.claim_id}" if alone else "./reproduce.sh next"
+        again = (f"uh check --claim {alone.claim_id}" if alone else f"uh check --run-ids {','.join(subset)}" if subset
+                 else "./reproduce.sh next")  # fmt: skip
         todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
         return Verdict(Kind.UNDECIDED, (*undecided, *waits, todo), step)
     unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is ClaimKind.NOT_CHECKED]
@@ -132,9 +150,8 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
                 else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide")  # fmt: skip
         causes = tuple(f"{c.claim_id} {c.kind.value}" for c in ended)
         return Verdict(Kind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
-    if alone is not None:
-        return Verdict(Kind.SET_MATCHED, (f"{alone.claim_id} alone, on {', '.join(alone.runs)}: no badge, which needs "
-                                          "every claim and run ID",), {})  # fmt: skip
+    if scope:
+        return Verdict(Kind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {})
     if not expected.shipped:
         return Verdict(Kind.SET_MATCHED, (f"against {expected.describe()}: no badge",), {})
     return Verdict(Kind.RESULTS_REPLICATED, ("ACM v1.1",), {})
@@ -151,24 +168,32 @@ class Checked:
     verdict: Verdict
 
 
-def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None) -> Checked:
+def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None,
+          run_ids: tuple[str, ...] = ()) -> Checked:  # fmt: skip
     """The procedure's state replayed from `observed` (the set's [procedure], else one look at its own seeds), then
     the metrics on the seeds it counts, the claims off it, and the verdict. `claim`: one claim of the paper alone,
-    on its run IDs alone (its own looks, never the other run IDs; no badge). `explain=False` leaves the claims'
-    evidence text out (uh oc judges thousands of re-runs; the verdicts are the same)."""
+    on its run IDs alone (its own looks, never the other run IDs; no badge). `run_ids`: a subset of the set's run
+    IDs alone: the set's others are left out of the re-run (run IDs it does not hold stay, judged by nothing), and
+    only the claims within the subset are followed; no badge. `explain=False` leaves the claims' evidence text out
+    (uh oc judges thousands of re-runs; the verdicts are the same)."""
     plan = expected.procedure or single_look(expected.seeds)
     evidence = not_evidence(expected.profile, False) is None
-    runs = claim.runs if claim else tuple(dict.fromkeys(expected.per_seed["run_id"]))
-    observed = observed[observed["run_id"].isin(claim.runs)] if claim else observed
+    subset = claim.runs if claim else run_ids
+    runs = subset or expected.run_ids
+    if claim:
+        observed = observed[observed["run_id"].isin(claim.runs)]
+    elif run_ids:
+        observed = observed[observed["run_id"].isin(run_ids) | ~observed["run_id"].isin(expected.per_seed["run_id"])]
     claims = (claim,) if claim else PAPER_CLAIMS
+    within = tuple(c for c in claims if set(c.runs) <= set(runs))
     # A set of another profile that registers a procedure and gates on its claims rehearses the procedure: its looks
     # are followed for the claims whose run IDs the set holds, as a check of the pipeline (a cluster's chain, say);
     # those claims stay NOT EVIDENCE about the paper, and decide nothing but the looks.
     rehearsal = not evidence and expected.procedure is not None and expected.gate_claims
-    followed = claims if evidence else tuple(c for c in claims if set(c.runs) <= set(runs)) if rehearsal else ()
+    followed = (within if subset else claims) if evidence else within if rehearsal else ()
     state = replay(observed, plan, runs, followed, gating=bool(followed) and expected.gate_claims)
     paper = paper_effects(expected.per_seed) if explain and evidence else None
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
     metrics = compare(expected, observed, state)
-    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim))
+    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids))

@@ -7,6 +7,8 @@ maps each to its rule and to ACM's terms.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from enum import Enum
 
 
@@ -64,14 +66,16 @@ EXIT_CODES = {
 }  # fmt: skip
 EXIT_POLICY = (
     "Exit code: 0 RESULTS REPLICATED (the shipped paper set only) or PIPELINE CHECK PASSED (other "
-    "profiles); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
+    "profiles: every run ID of the set present, or of the subset --run-ids names, and every gating metric "
+    "REPLICATED); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
     "set gates on claims, a claim NOT SUPPORTED); 2 unusable or mismatched inputs, or a JSON report that "
-    "cannot be written; 3 INCOMPLETE (nothing failed, but runs, or an expected set, are missing: next_step "
-    "names the runs); 4 UNDECIDED (nothing failed, a claim needs the procedure's next look: run next_step, "
-    "e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing failed, the procedure's last look "
-    "left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every rule passed against a set of profile "
-    "paper that is not the shipped one, or for one claim alone, uh check --claim: no badge). Findings C6-C8 "
-    "(beyond the paper) and variants (uh run --set, uh sweep) never change it."
+    "cannot be written; 3 INCOMPLETE (nothing failed, but runs, or an expected set, are missing, on any profile: "
+    "the verdict names the run IDs, next_step the runs); 4 UNDECIDED (nothing failed, a claim needs the "
+    "procedure's next look: run next_step, e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing "
+    "failed, the procedure's last look left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every rule "
+    "passed against a set of profile paper that is not the shipped one, or for one claim alone, uh check "
+    "--claim, or for a subset of run IDs, uh check --run-ids: no badge). Findings C6-C8 (beyond the paper) and "
+    "variants (uh run --set, uh sweep) never change it."
 )
 
 
@@ -87,3 +91,20 @@ def headword(kind: Metric | Claim | Verdict) -> str:
 
 def seeds_text(seeds: tuple[int, ...] | list[int]) -> str:
     return ", ".join(map(str, seeds))
+
+
+_NUMBERED = re.compile(r"([A-Za-z]+)(\d+)")
+
+
+def run_ids_text(run_ids: Iterable[str]) -> str:
+    """Run IDs in their order, each stretch of three or more that count up in one family as a range, so that every
+    one is named in a short line: B0-B2, a1-a4, s1-s4, r2."""
+    stretches: list[list[str]] = []
+    for run_id in run_ids:
+        last = _NUMBERED.fullmatch(stretches[-1][-1]) if stretches else None
+        this = _NUMBERED.fullmatch(run_id)
+        if last and this and last[1] == this[1] and int(this[2]) == int(last[2]) + 1:
+            stretches[-1].append(run_id)
+        else:
+            stretches.append([run_id])
+    return ", ".join(f"{s[0]}-{s[-1]}" if len(s) > 2 else ", ".join(s) for s in stretches)
