@@ -3,8 +3,8 @@ and the claims: kinds and data only, never their words.
 
 In ACM's terms (artifact badges v1.1): on the paper profile NOT REPLICATED, INCOMPLETE (with the runs and seeds
 missing), UNDECIDED (with the next look's runs and seeds), INCONCLUSIVE, EXPECTED SET MATCHED or RESULTS
-REPLICATED, the badge, with the shipped paper set only; on other profiles a pipeline check. Findings C6-C8 and
-variants never change it.
+REPLICATED, the badge, with the shipped paper set and results made by this checkout's code only; on other profiles a
+pipeline check. Findings C6-C8 and variants never change it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.runs.provenance import Made
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
 from uniform_herding.verdict.compare import MetricCheck, compare
@@ -94,12 +95,14 @@ def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], clai
 
 
 def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
-          alone: Claim | None = None) -> Verdict:  # fmt: skip
+          alone: Claim | None = None, made: Made | None = None) -> Verdict:  # fmt: skip
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its tolerance on
     seeds that are final, or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs the
     procedure asked for are missing (look 1's, or those of a look begun); else UNDECIDED while a claim awaits its
     next look; else INCONCLUSIVE where the last look left a claim undecided; else RESULTS REPLICATED, with the
-    shipped paper set only (never for one claim `alone`: EXPECTED SET MATCHED). Other profiles: a pipeline check.
+    shipped paper set only and results all made by this checkout's code (`made`, where the input's code is known:
+    None judges the numbers alone, as uh oc's simulated re-runs); else EXPECTED SET MATCHED, as for one claim
+    `alone`. Other profiles: a pipeline check.
 
     A metric's miss is final only when its run ID has every seed asked of it and no gating claim that includes it
     can still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
@@ -135,8 +138,10 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     if alone is not None:
         return Verdict(Kind.SET_MATCHED, (f"{alone.claim_id} alone, on {', '.join(alone.runs)}: no badge, which needs "
                                           "every claim and run ID",), {})  # fmt: skip
-    if not expected.shipped:
-        return Verdict(Kind.SET_MATCHED, (f"against {expected.describe()}: no badge",), {})
+    withheld = [] if expected.shipped else [f"against {expected.describe()}"]
+    withheld += [why] if made is not None and (why := made.withheld()) else []
+    if withheld:
+        return Verdict(Kind.SET_MATCHED, (*withheld[:-1], f"{withheld[-1]}: no badge"), {})
     return Verdict(Kind.RESULTS_REPLICATED, ("ACM v1.1",), {})
 
 
@@ -151,11 +156,13 @@ class Checked:
     verdict: Verdict
 
 
-def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None) -> Checked:
+def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None,
+          made: Made | None = None) -> Checked:  # fmt: skip
     """The procedure's state replayed from `observed` (the set's [procedure], else one look at its own seeds), then
     the metrics on the seeds it counts, the claims off it, and the verdict. `claim`: one claim of the paper alone,
-    on its run IDs alone (its own looks, never the other run IDs; no badge). `explain=False` leaves the claims'
-    evidence text out (uh oc judges thousands of re-runs; the verdicts are the same)."""
+    on its run IDs alone (its own looks, never the other run IDs; no badge). `made`: which results this checkout's
+    code did not make (none of them gets the badge). `explain=False` leaves the claims' evidence text out (uh oc
+    judges thousands of re-runs; the verdicts are the same)."""
     plan = expected.procedure or single_look(expected.seeds)
     evidence = not_evidence(expected.profile, False) is None
     runs = claim.runs if claim else tuple(dict.fromkeys(expected.per_seed["run_id"]))
@@ -171,4 +178,4 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
     metrics = compare(expected, observed, state)
-    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim))
+    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, made))
