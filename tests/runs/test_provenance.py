@@ -178,7 +178,7 @@ def test_made_by_names_each_result_under_each_why_and_counts_it_once() -> None:
     assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),), MIXED: (("a1", 1993),),
                            NO_CODE: (("B0", 1993),)}  # fmt: skip
     assert made.count == 3 and made.withheld() == "3 results not made by this checkout's code"
-    assert made_by(results[:2], this) == Made(this) and Made(this).withheld() is None
+    assert made_by(results[:2], this) == Made(this, read=2) and Made(this).withheld() is None
     assert made_by(results[:1], other).withheld() == "1 result not made by this checkout's code"
     assert Made(this, recorded=False).withheld() == "a per-seed CSV records no code"
     assert made_by([]).this == code_hash("run")

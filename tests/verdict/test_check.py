@@ -229,6 +229,11 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
                                     str(smoke)])  # fmt: skip
     assert res.exit_code == 0 and res.output.splitlines()[-2].startswith("verdict: PIPELINE CHECK PASSED"), res.output
     assert res.output.splitlines()[-7:-2] == block[:-1]
+    write_results(tmp_path / "old-results", paper, "smoke")  # all made before results recorded their code
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "old-results"), "--expected",
+                                    str(smoke)])  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines()[-4:-2] == [
+        block[0], "  no code recorded (made before results recorded it): all 36 results"], res.output
 
 
 def test_the_shipped_paper_sets_digest_is_the_one_in_the_code() -> None:

@@ -141,6 +141,7 @@ MIXED = "tasks made under different code (a run resumed after an edit)"
 
 
 def other_code(digest: object) -> str:
+    """The why of results made from other code: one group per code hash, named by its first 12 digits."""
     return f"made from other code ({str(digest)[:12]}...)"
 
 
@@ -148,11 +149,13 @@ def other_code(digest: object) -> str:
 class Made:
     """Which results of an input this checkout's run code (`this`) did not make, grouped by why, each why as uh check
     prints it (a result may have more than one); `recorded` False for an input that records no code at all (a
-    per-seed CSV). On the paper profile either keeps the badge from the input (verdict/judge.py)."""
+    per-seed CSV). On the paper profile either keeps the badge from the input (verdict/judge.py). `read`: how many
+    results the input held."""
 
     this: str
     others: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     recorded: bool = True
+    read: int = 0
 
     @property
     def count(self) -> int:
@@ -174,6 +177,7 @@ def made_by(results: Iterable[dict[str, Any]], this: str | None = None) -> Made:
     written before `provenance`). A tree that git could not compare (an archive, the image) is judged by its
     code hash alone."""
     this = code_hash("run") if this is None else this
+    results = list(results)
     others: dict[str, list[tuple[str, int]]] = {}
     for result in results:
         pair, code = (result["run_id"], result["seed"]), result.get("provenance")
@@ -187,4 +191,4 @@ def made_by(results: Iterable[dict[str, Any]], this: str | None = None) -> Made:
         for why in whys:
             others.setdefault(why, []).append(pair)
     order = sorted(others, key=lambda why: (why == NO_CODE, why == MIXED, why == MODIFIED, why))
-    return Made(this, {why: tuple(sorted(others[why])) for why in order})
+    return Made(this, {why: tuple(sorted(others[why])) for why in order}, read=len(results))

@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from uniform_herding.method.config import PROFILES
+from uniform_herding.method.config import PROFILES, SEEDS
 from uniform_herding.runs.provenance import Made, code_hash
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.variants import sort_key
@@ -118,14 +118,18 @@ def format_claims(checks: list[ClaimCheck]) -> list[str]:
 
 
 def format_made(made: Made) -> list[str]:
-    """The results this checkout's code did not make, one line per why, each run ID's seeds together."""
+    """The results this checkout's code did not make, one line per why: each run ID's seeds together, in the order
+    the paper lists them, or "all N results"."""
     lines = [f"results not made by this checkout's code (run code {made.this[:12]}...):"] if made.others else []
+    def order(pair: tuple[str, int]) -> tuple[Any, ...]:
+        return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
+
     for why, pairs in made.others.items():
         seeds: dict[str, list[int]] = {}
-        for run_id, seed in sorted(pairs, key=lambda pair: (sort_key(pair[0]), pair[1])):
+        for run_id, seed in sorted(pairs, key=order):
             seeds.setdefault(run_id, []).append(seed)
         runs = "; ".join(f"{r} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for r, s in seeds.items())
-        lines.append(f"  {why}: {runs}")
+        lines.append(f"  {why}: {f'all {made.read} results' if len(pairs) == made.read > 1 else runs}")
     return lines
 
 
