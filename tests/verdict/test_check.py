@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
-from conftest import matrix_with, smoke_rehearsal
+from conftest import matrix_with, next_look, smoke_rehearsal
 from scipy import stats
 
 from uniform_herding.cli import main
@@ -136,19 +136,6 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
         "C6": "NOT CHECKED", "C7": "NOT CHECKED", "C8": "NOT CHECKED"}  # fmt: skip
     assert "B3-a2 acc: 1993 +9.55, 2023 +11.38, 42 +10.45; mean +10.46" in res.output
     assert report["exit_code"] == 4 and report["shipped_paper_set"] is True
-
-
-def next_look(paper: pd.DataFrame, runs: list[str], seeds: list[int], lead: float) -> pd.DataFrame:
-    """The paper's rows plus `runs` on `seeds`: each the run's paper mean, B3 `lead` pp above in ACC."""
-    rows = []
-    for k, seed in enumerate(seeds):
-        for run_id in runs:
-            mean = paper[paper["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
-            wobble = (-0.3, 0.2, 0.1, -0.2, 0.3, -0.1, 0.0)[k % 7]
-            acc = mean["acc"] + wobble + (lead if run_id == "B3" else 0.0)
-            rows.append({"run_id": run_id, "seed": seed, "acc": acc, "forgetting": mean["forgetting"] + wobble,
-                         "bwt": mean["bwt"] - wobble})  # fmt: skip
-    return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
 
 
 def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Path, paper: pd.DataFrame) -> None:
