@@ -100,9 +100,11 @@ ENV UH_IN_CONTAINER=1 \
     MPLCONFIGDIR=/tmp/.cache/matplotlib \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor
 
-# Last, so that a new revision rebuilds no other layer. uh records UH_GIT_REVISION in result.json
-# (.git is not in the build context). docker-compose.yml passes GIT_REVISION and SOURCE_URL from the
-# environment of `docker compose build`.
+# Last, so that a new revision rebuilds no other layer. GIT_REVISION labels the image, and uh records it
+# in result.json (provenance.git_revision, with git_revision_verified false): a claim, since .git is not
+# in the build context and any value can be passed. What is checked is the code hash, computed from the
+# files in the image (provenance.code_sha256; `uh --version` prints it; docs/reproducing.md).
+# docker-compose.yml passes GIT_REVISION and SOURCE_URL from the environment of `docker compose build`.
 ARG GIT_REVISION=unknown
 ARG SOURCE_URL=unknown
 ARG BASE_IMAGE

@@ -20,6 +20,7 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from lightning.pytorch import Trainer
@@ -247,6 +248,19 @@ def matrix_with(acc: float, forgetting: float, bwt: float, T: int = 10) -> list[
     R[-1] = [acc] * T
     assert all(0 <= x <= 100 for row in R for x in row), (acc, forgetting, bwt)
     return [row + [None] * (T - len(row)) for row in R]
+
+
+def next_look(paper: pd.DataFrame, runs: list[str], seeds: list[int], lead: float) -> pd.DataFrame:
+    """The paper's rows plus `runs` on `seeds`: each the run's paper mean, B3 `lead` pp above in ACC."""
+    rows = []
+    for k, seed in enumerate(seeds):
+        for run_id in runs:
+            mean = paper[paper["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
+            wobble = (-0.3, 0.2, 0.1, -0.2, 0.3, -0.1, 0.0)[k % 7]
+            acc = mean["acc"] + wobble + (lead if run_id == "B3" else 0.0)
+            rows.append({"run_id": run_id, "seed": seed, "acc": acc, "forgetting": mean["forgetting"] + wobble,
+                         "bwt": mean["bwt"] - wobble})  # fmt: skip
+    return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
 
 
 def write_tar(path: Path, folder: str, files: dict[str, bytes], compresslevel: int = 9) -> None:

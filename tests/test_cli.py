@@ -7,8 +7,10 @@ import sys
 import click
 from click.testing import CliRunner
 
+from uniform_herding import __version__
 from uniform_herding.cli import main
 from uniform_herding.method.config import RUNS
+from uniform_herding.runs.provenance import code_hash
 
 
 def test_the_cli_starts_without_torch():
@@ -48,3 +50,17 @@ def test_uh_list_sizes_its_columns_from_the_names():
         assert line[:start] == f"{spec.run_id}  {spec.name}".ljust(start - 2) + "  "
         starts.add(start)
     assert len(starts) == 1
+
+
+def test_uh_version_prints_the_version_and_this_checkouts_code_hashes_without_torch():
+    """Issue 51: `uh --version` says which code this is, by the hashes a result.json and a check_report.json record
+    (runs/provenance.py), and stays fast: no torch, no pandas."""
+    code = ("import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+            "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        f"uh {__version__}",
+        f"run code sha256:   {code_hash('run')} (result.json: provenance.code_sha256)",
+        f"check code sha256: {code_hash('check')} (check_report.json: check_code_sha256)",
+        "[]",
+    ]

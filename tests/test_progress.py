@@ -8,24 +8,26 @@ from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
-from conftest import matrix_with
+from conftest import matrix_with, next_look
 
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION
+from uniform_herding.runs.provenance import code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.variants import resolve
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 
 
-def write(results: Path, table: pd.DataFrame, wall_s: float | None = None, profile: str = "paper") -> None:
+def write(results: Path, table: pd.DataFrame, wall_s: float | None = None, profile: str = "paper",
+          code: dict | None = None) -> None:
     for row in table.itertuples():
         config = resolve(row.run_id, profile)
         write_json_atomic(results / row.run_id / f"seed-{row.seed}" / "result.json", {
             "config_version": CONFIG_VERSION, "run_id": row.run_id, "seed": int(row.seed), "profile": profile,
             "config": config.to_dict(), "R": matrix_with(row.acc, row.forgetting, row.bwt, config.n_tasks),
             "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
-            **({"wall_s": wall_s} if wall_s else {})})  # fmt: skip
+            **({"wall_s": wall_s} if wall_s else {}), **({"provenance": code} if code else {})})  # fmt: skip
 
 
 def status(results: Path, *options: str) -> list[str]:
@@ -53,6 +55,18 @@ def test_status_says_where_the_procedure_stands(tmp_path: Path) -> None:
         "C5 (look 1)",
         "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3",
     ]  # fmt: skip
+
+
+def test_the_verdict_now_gives_no_badge_to_results_of_other_code(tmp_path: Path) -> None:
+    """Issue 51: the verdict now is uh check's: results that pass every rule, made by this checkout's code, are
+    RESULTS REPLICATED; with one made from a modified tree, EXPECTED SET MATCHED (exit 6)."""
+    paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
+    table = next_look(next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
+    code = {"code_sha256": code_hash("run"), "tree_modified": None}
+    write(tmp_path / "r", table, code=code)
+    assert status(tmp_path / "r")[2] == "verdict now: RESULTS REPLICATED (exit 0)"
+    write(tmp_path / "r", table[table["run_id"] == "a1"], code=code | {"tree_modified": True})
+    assert status(tmp_path / "r")[2] == "verdict now: EXPECTED SET MATCHED (exit 6)"
 
 
 def test_each_runs_line_only_with_runs(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from uniform_herding import chain
+from uniform_herding.runs.provenance import made_by
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
 from uniform_herding.runs.status import Line, status_lines, summary
 from uniform_herding.verdict.expected import (
@@ -32,7 +33,7 @@ def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
             [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
     except (ResultError, ExpectedError) as e:
         raise click.ClickException(str(e)) from None
-    return expected, check(expected, per_seed_table(results), explain=False)
+    return expected, check(expected, per_seed_table(results), explain=False, made=made_by(results))
 
 
 def procedure_lines(expected: Expected, checked: Checked) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import matrix_with
+from conftest import matrix_with, next_look
 
 from uniform_herding.cli import main
 from uniform_herding.method import metrics as metric
@@ -31,6 +31,7 @@ from uniform_herding.report.load import load_runs
 from uniform_herding.report.summary import published_values, write_report
 from uniform_herding.report.sweep_figures import sweep_specs
 from uniform_herding.report.tables import T2_VARIANTS, TABLES, Table
+from uniform_herding.runs.provenance import code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.run import run_seed
 from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize
@@ -705,6 +706,23 @@ def test_the_summary_shows_each_runs_metric_lines_once(tmp_path: Path) -> None:
             cell = _metric_cell(runs, v, run_id, m)
             assert summary.count(cell) == 1 and page.count(_html(cell)) == 1, (run_id, m, cell)
     assert "Runs: B0, B1, B2 (missing), B3, a1, a2 (missing), a3 (missing), a4 (missing)" in summary
+
+
+def test_the_summarys_verdict_gives_no_badge_to_results_of_other_code(tmp_path: Path) -> None:
+    """Issue 51: the summary prints uh check's verdict: results that pass every rule, made by this checkout's code,
+    are RESULTS REPLICATED; with one made before results recorded their code, EXPECTED SET MATCHED."""
+    from uniform_herding.report.summary import verdicts
+
+    paper = read_per_seed_csv(ROOT / "expected_results" / "paper_per_seed.csv")
+    table = next_look(next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
+    for row in table.itertuples():
+        body = fake_result(row.run_id, row.seed, "paper", 10, {"acc": row.acc, "forgetting": row.forgetting,
+                                                                "bwt": row.bwt})  # fmt: skip
+        write(tmp_path, body | {"provenance": {"code_sha256": code_hash("run"), "tree_modified": None}})
+    assert verdicts(load_runs(tmp_path)).overall == "RESULTS REPLICATED (ACM v1.1)"
+    write(tmp_path, fake_result("B0", 1993, "paper", 10, table.iloc[0][["acc", "forgetting", "bwt"]].to_dict()))
+    assert verdicts(load_runs(tmp_path)).overall == ("EXPECTED SET MATCHED (1 result not made by this checkout's "
+                                                     "code: no badge)")
 
 
 def test_the_per_task_accuracy_figure_says_what_its_error_bars_are(tmp_path: Path) -> None:

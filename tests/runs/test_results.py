@@ -98,6 +98,30 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
     assert load_result(path)["metrics"]["acc"] == 50.0
 
 
+PROVENANCE = {"code_sha256": "ab" * 32, "code_files": 25, "git_revision": "c0ffee", "git_revision_verified": True,
+              "tree_modified": True, "diff_sha256": "cd" * 32}  # fmt: skip
+
+
+@pytest.mark.parametrize("code", [None, PROVENANCE, PROVENANCE | {"tree_modified": None, "git_revision": None}])
+def test_results_load_with_and_without_their_code(tmp_path: Path, code: dict | None) -> None:
+    """Issue 51: results written before `provenance` was recorded still load, and so do those that record it,
+    modified tree or none to compare with (uh check names them; provenance.made_by)."""
+    write_result(tmp_path, result() | ({"provenance": code} if code else {}))
+    (loaded,) = load_results(tmp_path)
+    assert loaded.get("provenance") == code
+
+
+@pytest.mark.parametrize("code", ["ab" * 32, {"code_sha256": 7, "tree_modified": False},
+                                  PROVENANCE | {"tree_modified": "yes"}, {"tree_modified": False}])  # fmt: skip
+def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path, code: object) -> None:
+    path = write_result(tmp_path, result(provenance=code))
+    with pytest.raises(ResultError) as e:
+        load_results(tmp_path)
+    assert str(e.value) == (f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified "
+                            "(true, false or null), as uh run writes it; restore the result.json that uh run wrote, "
+                            "or re-run it (uh run --force)")
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
-from conftest import matrix_with, smoke_rehearsal
+from conftest import matrix_with, next_look, smoke_rehearsal
 from scipy import stats
 
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS
+from uniform_herding.runs.provenance import code_files, code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.variants import resolve
 from uniform_herding.verdict import judge
@@ -34,6 +35,10 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.words import Metric
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
+# What a result made by this checkout's code records where git cannot compare the tree (as from an unpacked archive):
+# independent of the state of the checkout the tests run in.
+THIS_CODE = {"code_sha256": code_hash("run"), "code_files": len(code_files()), "git_revision": None,
+             "git_revision_verified": False, "tree_modified": None, "diff_sha256": None}  # fmt: skip
 
 
 @pytest.fixture
@@ -49,11 +54,19 @@ def decided(paper: pd.DataFrame) -> pd.DataFrame:
     return next_look(next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
 
 
-def check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Result, dict]:
-    """`uh check --per-seed` on `table` against the paper's expected set; output and JSON report."""
+def check(tmp_path: Path, table: pd.DataFrame, *extra: str, results: bool = False) -> tuple[Result, dict]:
+    """`uh check --per-seed` on `table` against the paper's expected set; output and JSON report. `results`: the
+    table as result.json files made by this checkout's code instead (a per-seed CSV records no code: never the
+    badge)."""
     csv, report = tmp_path / "rerun.csv", tmp_path / "report.json"
-    table.to_csv(csv, index=False)
-    args = ["check", "--per-seed", str(csv), "--json-out", str(report), "--expected", str(EXPECTED), *extra]
+    if results:
+        shutil.rmtree(tmp_path / "results", ignore_errors=True)
+        write_results(tmp_path / "results", table, "paper", code=THIS_CODE)
+        source = ["--results-dir", str(tmp_path / "results")]
+    else:
+        table.to_csv(csv, index=False)
+        source = ["--per-seed", str(csv)]
+    args = ["check", *source, "--json-out", str(report), "--expected", str(EXPECTED), *extra]
     res = CliRunner().invoke(main, args)
     return res, (json.loads(report.read_text()) if report.exists() else {})
 
@@ -66,7 +79,8 @@ def claims(report: dict) -> dict[str, str]:
     return {c["claim_id"]: c["verdict"] for c in report["claims"]}
 
 
-def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
+def write_results(results_dir: Path, table: pd.DataFrame, profile: str, code: dict | None = None) -> None:
+    """Each row as a result.json; `code`, its provenance (None: none, as results made before it was recorded)."""
     for row in table.itertuples():
         write_json_atomic(
             results_dir / row.run_id / f"seed-{row.seed}" / "result.json",
@@ -78,7 +92,7 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str) -> None:
                 "config": resolve(row.run_id, profile).to_dict(),
                 "R": matrix_with(row.acc, row.forgetting, row.bwt, resolve(row.run_id, profile).n_tasks),  # gives them
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
-            },
+            } | ({"provenance": code} if code else {}),
         )
 
 
@@ -124,37 +138,89 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
     assert report["exit_code"] == 4 and report["shipped_paper_set"] is True
 
 
-def next_look(paper: pd.DataFrame, runs: list[str], seeds: list[int], lead: float) -> pd.DataFrame:
-    """The paper's rows plus `runs` on `seeds`: each the run's paper mean, B3 `lead` pp above in ACC."""
-    rows = []
-    for k, seed in enumerate(seeds):
-        for run_id in runs:
-            mean = paper[paper["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
-            wobble = (-0.3, 0.2, 0.1, -0.2, 0.3, -0.1, 0.0)[k % 7]
-            acc = mean["acc"] + wobble + (lead if run_id == "B3" else 0.0)
-            rows.append({"run_id": run_id, "seed": seed, "acc": acc, "forgetting": mean["forgetting"] + wobble,
-                         "bwt": mean["bwt"] - wobble})  # fmt: skip
-    return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
-
-
 def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Path, paper: pd.DataFrame) -> None:
     """next_step's seeds for next_step's runs, look by look: look 2 decides C3 and leaves C1's B3 - B1 ACC (p 0.003
-    at alpha 0.002), so look 3 asks B1 and B3 alone (not a4) and decides C1: RESULTS REPLICATED (exit 0). The same
-    rows against a copy of the set (one byte changed) pass every rule but print no badge."""
+    at alpha 0.002), so look 3 asks B1 and B3 alone (not a4) and decides C1: RESULTS REPLICATED (exit 0), from
+    results made by this checkout's code. The same rows against a copy of the set (one byte changed) pass every rule
+    but print no badge; so do they as a per-seed CSV, which records no code (issue 51)."""
     look2 = next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0)
     res, report = check(tmp_path, look2)
     assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B1", "B3"], "seeds": [3, 4, 5]}, res.output
     assert claims(report)["C3"].startswith("SUPPORTED (look 2 of 5, 5 seeds")
     table = next_look(look2, ["B1", "B3"], [3, 4, 5], lead=0.0)
-    res, report = check(tmp_path, table)
+    res, report = check(tmp_path, table, results=True)
     assert res.exit_code == 0, res.output
     assert report["verdict"] == "RESULTS REPLICATED (ACM v1.1)" and report["next_step"] == {}
     assert claims(report)["C1"].startswith("SUPPORTED (look 3 of 5, 8 seeds")
+    assert report["not_made_by_this_code"] == {} and "not made by this checkout's code" not in res.output
     copy = copy_expected_set(tmp_path / "copy", paper)
     (copy / "tolerances.toml").write_text((copy / "tolerances.toml").read_text() + "\n")
-    res, report = check(tmp_path, table, "--expected", str(copy))
+    res, report = check(tmp_path, table, "--expected", str(copy), results=True)
     assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (against ")
     assert "not the shipped paper set" in report["verdict"] and "RESULTS REPLICATED" not in res.output
+    res, report = check(tmp_path, table)
+    assert res.exit_code == 6 and report["verdict"] == "EXPECTED SET MATCHED (a per-seed CSV records no code: no badge)"
+    assert report["not_made_by_this_code"] is None
+
+
+def made_elsewhere(results_dir: Path) -> None:
+    """Five of the results in `results_dir` (made by this checkout's code) as other code would have made them: B3's
+    seeds 1993 and 2023 from other code, a1 seed 42 from a modified tree, s1 seed 1993 resumed after an edit (its
+    second task under other code), B0 seed 42 before results recorded their code."""
+
+    def edit(run_id: str, seed: int, change: dict) -> None:
+        path = results_dir / run_id / f"seed-{seed}" / "result.json"
+        body = json.loads(path.read_text()) | change
+        write_json_atomic(path, {k: v for k, v in body.items() if v is not None})
+
+    for seed in (1993, 2023):
+        edit("B3", seed, {"provenance": THIS_CODE | {"code_sha256": "ab" * 32}})
+    edit("a1", 42, {"provenance": THIS_CODE | {"git_revision_verified": True, "tree_modified": True}})
+    edit("s1", 1993, {"tasks": [{"task": 0, "code_sha256": THIS_CODE["code_sha256"]},
+                                {"task": 1, "code_sha256": "cd" * 32}]})  # fmt: skip
+    edit("B0", 42, {"provenance": None})
+
+
+def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_badge(
+    tmp_path: Path, decided: pd.DataFrame, paper: pd.DataFrame
+) -> None:
+    """Issue 51: results that would be RESULTS REPLICATED, five of them not made by this checkout's code, are named in
+    one block before the verdict, grouped by why, in the JSON report too, and the badge is withheld (exit 6, saying
+    why). On another profile they are named and the pipeline is checked as before. The report records this
+    checkout's two code hashes."""
+    res, report = check(tmp_path, decided, results=True)
+    assert res.exit_code == 0, res.output
+    made_elsewhere(tmp_path / "results")
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results"), "--expected", str(EXPECTED)])
+    report = json.loads((tmp_path / "results" / "check_report.json").read_text())
+    this = code_hash("run")
+    block = [f"results not made by this checkout's code (run code {this[:12]}...):",
+             "  made from other code (abababababab...): B3 seeds 1993, 2023",
+             "  made from a modified tree (code.diff beside it): a1 seed 42",
+             "  tasks made under different code (a run resumed after an edit): s1 seed 1993",
+             "  no code recorded (made before results recorded it): B0 seed 42",
+             "verdict: EXPECTED SET MATCHED (5 results not made by this checkout's code: no badge) -> exit 6"]
+    lines = res.output.splitlines()
+    assert res.exit_code == 6 and lines[-7:-1] == block, res.output
+    assert report["not_made_by_this_code"] == {
+        "made from other code (abababababab...)": [["B3", 1993], ["B3", 2023]],
+        "made from a modified tree (code.diff beside it)": [["a1", 42]],
+        "tasks made under different code (a run resumed after an edit)": [["s1", 1993]],
+        "no code recorded (made before results recorded it)": [["B0", 42]]}  # fmt: skip
+    assert (report["run_code_sha256"], report["check_code_sha256"]) == (this, code_hash("check"))
+    assert report["expected_sha256"] == load_expected(EXPECTED).sha256
+    smoke = copy_expected_set(tmp_path / "smoke", paper, gate=False, profile="smoke")
+    write_results(tmp_path / "smoke-results", paper, "smoke", code=THIS_CODE)
+    made_elsewhere(tmp_path / "smoke-results")
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "smoke-results"), "--expected",
+                                    str(smoke)])  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines()[-2].startswith("verdict: PIPELINE CHECK PASSED"), res.output
+    assert res.output.splitlines()[-7:-2] == block[:-1]
+    write_results(tmp_path / "old-results", paper, "smoke")  # all made before results recorded their code
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "old-results"), "--expected",
+                                    str(smoke)])  # fmt: skip
+    assert res.exit_code == 0 and res.output.splitlines()[-4:-2] == [
+        block[0], "  no code recorded (made before results recorded it): all 36 results"], res.output
 
 
 def test_the_shipped_paper_sets_digest_is_the_one_in_the_code() -> None:
@@ -261,7 +327,7 @@ def test_a_shift_past_the_tolerance_is_not_replicated(tmp_path: Path, decided: p
 
 def test_a_shift_inside_the_tolerance_is_replicated(tmp_path: Path, decided: pd.DataFrame) -> None:
     res, report = check(tmp_path, decided.assign(forgetting=decided["forgetting"] - 3.0,
-                                                  bwt=decided["bwt"] + 3.0))  # F tolerances >= 4.3 pp
+                                                  bwt=decided["bwt"] + 3.0), results=True)  # F tolerances >= 4.3 pp
     assert res.exit_code == 0 and set(verdicts(report).values()) == {"REPLICATED"}
 
 
@@ -283,7 +349,7 @@ def test_a_noisy_miss_fails_however_wide_its_interval(tmp_path: Path, paper: pd.
 
 def test_a_shift_of_one_point_on_every_seed_replicates(tmp_path: Path, decided: pd.DataFrame) -> None:
     a3 = decided.loc[decided["run_id"] == "a3", "acc"]
-    res, report = check(tmp_path, with_a3_acc(decided, list(a3 + 1.0)))
+    res, report = check(tmp_path, with_a3_acc(decided, list(a3 + 1.0)), results=True)
     assert res.exit_code == 0, res.output
     assert verdicts(report)[("a3", "acc")] == "REPLICATED" and report["verdict"].startswith("RESULTS REPLICATED")
 
@@ -629,7 +695,7 @@ def test_findings_print_paired_means_and_t_intervals_computed_by_hand(tmp_path: 
         acc={"r1": [40.0, 41.0, 42.0], "r2": [41.0, 43.0, 45.0], "r3": [40.88, 43.82, 42.29]},
         forgetting={"r1": [20.0, 20.0, 20.0], "r2": [19.0, 18.0, 20.5], "r3": [25.0, 25.0, 25.0]},
     )
-    res, report = check(tmp_path, table)
+    res, report = check(tmp_path, table, results=True)
     assert res.exit_code == 0, res.output  # the paper's claims hold; findings never gate
     # C6: r2 - r1 acc = +1, +2, +3 (mean 2, sd 1) supports; forgetting -1, -2, +0.5 does not decide
     assert claims(report)["C6"].startswith("INCONCLUSIVE (at this mean and spread about ")

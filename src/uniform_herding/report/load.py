@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, ConfigError
+from uniform_herding.runs.provenance import Made, made_by
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
 from uniform_herding.variants import is_variant, pin
 
@@ -34,6 +35,7 @@ class Runs:
     epoch_loss: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     # run ID -> uh doctor's estimate of one seed in seconds (RESULTS_DIR/doctor.json of this profile), if any
     estimate_s: dict[str, float] = field(default_factory=dict)
+    made: Made | None = None  # the results this checkout's code did not make (provenance.made_by)
 
     def stack(self, run_id: str) -> np.ndarray | None:
         """R of every seed of `run_id` [seeds, T, T], or None when the run is missing."""
@@ -66,7 +68,7 @@ def load_runs(results_dir: Path) -> Runs:
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
     return Runs(profile, per_seed_table(results), R, len(results[0]["R"]), wall_s, devices, epoch_loss=epoch_loss,
-                estimate_s=doctor_estimates(results_dir / "doctor.json", profile))
+                estimate_s=doctor_estimates(results_dir / "doctor.json", profile), made=made_by(results))
 
 
 def compared_with(runs: Runs, base: str) -> Runs:

@@ -92,7 +92,7 @@ def verdicts(runs: Runs) -> Verdicts:
     if expected.profile != runs.profile:
         return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}",
                         check_claims(runs.per_seed, runs.profile), variants)  # fmt: skip
-    checked = check(expected, runs.per_seed)
+    checked = check(expected, runs.per_seed, made=runs.made)
     return Verdicts(checked.metrics, f"checked against {expected.describe()}", checked.claims, variants,
                     overall=checked.verdict.line)
 

@@ -107,7 +107,8 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     profile, was written by this config version with exactly the config that ID has under that
     profile, and holds R in the form uh run writes (check_R) and finite metrics, each in its declared
     range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader takes the metrics
-    from R (per_seed_table), never these stored copies.
+    from R (per_seed_table), never these stored copies. Its code (`provenance`) is optional: results written
+    before it was recorded still load (check_provenance).
     """
     if not isinstance(result, dict):
         raise ResultError(f"{path}: expected a JSON object")
@@ -144,6 +145,7 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
+    check_provenance(result, path)
     check_R(result["R"], config["n_tasks"], path)
     metrics = result["metrics"]
     if not isinstance(metrics, dict):
@@ -162,6 +164,21 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
     check_metrics_of_R(result, path)
     return result
+
+
+def check_provenance(result: dict[str, Any], path: Path) -> None:
+    """Refuse a `provenance` that is not what uh run writes (runs/provenance.py): an object with the code's hash and
+    whether the tree was modified. A result without one (written before it was recorded) is valid: uh check names
+    it (provenance.made_by), and on the paper profile it never gets the badge."""
+    if "provenance" not in result:
+        return
+    code = result["provenance"]
+    if not (isinstance(code, dict) and isinstance(code.get("code_sha256"), str)
+            and any(code.get("tree_modified") is v for v in (True, False, None))):  # fmt: skip
+        raise ResultError(
+            f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified (true, false or "
+            "null), as uh run writes it; restore the result.json that uh run wrote, or re-run it (uh run --force)"
+        )
 
 
 def _R_problem(R: Any, n_tasks: int) -> str | None:

@@ -16,6 +16,7 @@ from click.core import ParameterSource
 
 from uniform_herding.method.config import RUNS, SEEDS
 from uniform_herding.method.metrics import REPORTED
+from uniform_herding.runs.provenance import Made, code_hash, made_by
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -136,8 +137,9 @@ def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.DataFrame, str | None]:
-    """The per-seed table and its profile (None for a CSV, which does not record one)."""
+def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.DataFrame, str | None, Made]:
+    """The per-seed table, its profile (None for a CSV, which does not record one) and the results this checkout's
+    code did not make (a CSV records no code)."""
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.get_parameter_source("results_dir") == ParameterSource.ENVIRONMENT and per_seed:
         results_dir = None  # an explicit --per-seed wins over UH_RESULTS_DIR
@@ -145,9 +147,9 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
         raise click.UsageError("give --results-dir or --per-seed, not both")
     try:
         if per_seed is not None:
-            return read_per_seed_csv(per_seed), None
+            return read_per_seed_csv(per_seed), None, Made(code_hash("run"), recorded=False)
         results = load_results(results_dir or Path("results"))
-        return per_seed_table(results), results_profile(results)
+        return per_seed_table(results), results_profile(results), made_by(results)
     except ResultError as e:
         raise InputError(str(e)) from None
 
@@ -161,7 +163,7 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
 )
 def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None) -> None:
     """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
-    table, profile = load_input(results_dir, per_seed)
+    table, profile, _ = load_input(results_dir, per_seed)
     click.echo(f"profile: {profile or 'not recorded (per-seed CSV)'}")
     click.echo(format_table(table, profile or "paper"))
     if per_seed_out is not None:

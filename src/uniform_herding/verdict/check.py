@@ -30,8 +30,10 @@ from typing import Any
 
 import click
 
-from uniform_herding.method.config import PROFILES, RUNS
+from uniform_herding.method.config import PROFILES, RUNS, SEEDS
+from uniform_herding.runs.provenance import Made, code_hash
 from uniform_herding.runs.results import ResultError, write_json_atomic
+from uniform_herding.variants import sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
 from uniform_herding.verdict.claims import PAPER_CLAIMS
@@ -121,6 +123,22 @@ def format_claims(checks: list[ClaimCheck]) -> list[str]:
     return lines
 
 
+def format_made(made: Made) -> list[str]:
+    """The results this checkout's code did not make, one line per why: each run ID's seeds together, in the order
+    the paper lists them, or "all N results"."""
+    lines = [f"results not made by this checkout's code (run code {made.this[:12]}...):"] if made.others else []
+    def order(pair: tuple[str, int]) -> tuple[Any, ...]:
+        return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
+
+    for why, pairs in made.others.items():
+        seeds: dict[str, list[int]] = {}
+        for run_id, seed in sorted(pairs, key=order):
+            seeds.setdefault(run_id, []).append(seed)
+        runs = "; ".join(f"{r} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for r, s in seeds.items())
+        lines.append(f"  {why}: {f'all {made.read} results' if len(pairs) == made.read > 1 else runs}")
+    return lines
+
+
 def tally(kinds: Iterable[Metric | Claim]) -> str:
     """'35 REPLICATED, 1 NOT REPLICATED': each kind's word with its count, in first-seen order."""
     counts = Counter(map(headword, kinds))
@@ -181,7 +199,7 @@ def check_command(
     and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
     if run_ids_option is not None and claim_id is not None:
         raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
-    observed, run_profile = load_input(results_dir, per_seed)
+    observed, run_profile, made = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
     given = profile or run_profile  # what the user or the results say, if anything
@@ -210,7 +228,7 @@ def check_command(
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
     claim = next((c for c in PAPER_CLAIMS if c.claim_id == claim_id), None)
     run_ids = subset(run_ids_option, expected)
-    checked = check(expected, observed, claim=claim, run_ids=run_ids)
+    checked = check(expected, observed, claim=claim, run_ids=run_ids, made=made)
     metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
     if metrics and all(m.kind is Metric.NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
@@ -228,6 +246,8 @@ def check_command(
         + (f"; variants: {sum(c.kind is Claim.MEASURED for c in variants)} measured, "
            f"{sum(c.kind is not Claim.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
+    if made.others:
+        click.echo("\n".join(format_made(made)))
     click.echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
     report: dict[str, Any] = {
@@ -235,6 +255,11 @@ def check_command(
         "profile": expected.profile,
         "expected_dir": str(expected_dir),
         "expected_sha256": expected.sha256,
+        "check_code_sha256": code_hash("check"),
+        "run_code_sha256": made.this,
+        # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
+        "not_made_by_this_code": (
+            {why: list(map(list, pairs)) for why, pairs in made.others.items()} if made.recorded else None),
         "shipped_paper_set": expected.shipped,
         "tolerance": expected.tolerance if expected.rule is None else {"derive": asdict(expected.rule)},
         "gate": list(expected.gate),

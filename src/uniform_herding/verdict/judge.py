@@ -3,9 +3,9 @@ and the claims: kinds and data only, never their words.
 
 In ACM's terms (artifact badges v1.1): on the paper profile NOT REPLICATED, INCOMPLETE (with the runs and seeds
 missing), UNDECIDED (with the next look's runs and seeds), INCONCLUSIVE, EXPECTED SET MATCHED or RESULTS
-REPLICATED, the badge, with the shipped paper set only (never for a claim alone or a subset of run IDs); on other
-profiles a pipeline check, INCOMPLETE like the paper's while run IDs of its set are missing. Findings C6-C8 and
-variants never change it.
+REPLICATED, the badge, with the shipped paper set and results made by this checkout's code only (never for a claim
+alone or a subset of run IDs); on other profiles a pipeline check, INCOMPLETE like the paper's while run IDs of its
+set are missing. Findings C6-C8 and variants never change it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from uniform_herding.runs.provenance import Made
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
 from uniform_herding.verdict.compare import MetricCheck, compare
@@ -109,13 +110,14 @@ def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], clai
 
 
 def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
-          alone: Claim | None = None, subset: tuple[str, ...] = ()) -> Verdict:  # fmt: skip
+          alone: Claim | None = None, subset: tuple[str, ...] = (), made: Made | None = None) -> Verdict:  # fmt: skip
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its tolerance on
     seeds that are final, or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs the
     procedure asked for are missing (look 1's, or those of a look begun); else UNDECIDED while a claim awaits its
     next look; else INCONCLUSIVE where the last look left a claim undecided; else RESULTS REPLICATED, with the
-    shipped paper set only (never for one claim `alone` or a `subset` of its run IDs: EXPECTED SET MATCHED). Other
-    profiles: a pipeline check, INCOMPLETE too while run IDs are missing.
+    shipped paper set only and results all made by this checkout's code (`made`, where the input's code is known:
+    None judges the numbers alone, as uh oc's simulated re-runs); else EXPECTED SET MATCHED, as for one claim `alone`
+    or a `subset` of its run IDs. Other profiles: a pipeline check, INCOMPLETE too while run IDs are missing.
 
     A metric's miss is final only when its run ID has every seed asked of it and no gating claim that includes it
     can still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
@@ -152,8 +154,10 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
         return Verdict(Kind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
     if scope:
         return Verdict(Kind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {})
-    if not expected.shipped:
-        return Verdict(Kind.SET_MATCHED, (f"against {expected.describe()}: no badge",), {})
+    withheld = [] if expected.shipped else [f"against {expected.describe()}"]
+    withheld += [why] if made is not None and (why := made.withheld()) else []
+    if withheld:
+        return Verdict(Kind.SET_MATCHED, (*withheld[:-1], f"{withheld[-1]}: no badge"), {})
     return Verdict(Kind.RESULTS_REPLICATED, ("ACM v1.1",), {})
 
 
@@ -169,13 +173,14 @@ class Checked:
 
 
 def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None,
-          run_ids: tuple[str, ...] = ()) -> Checked:  # fmt: skip
+          run_ids: tuple[str, ...] = (), made: Made | None = None) -> Checked:  # fmt: skip
     """The procedure's state replayed from `observed` (the set's [procedure], else one look at its own seeds), then
     the metrics on the seeds it counts, the claims off it, and the verdict. `claim`: one claim of the paper alone,
     on its run IDs alone (its own looks, never the other run IDs; no badge). `run_ids`: a subset of the set's run
     IDs alone: the set's others are left out of the re-run (run IDs it does not hold stay, judged by nothing), and
-    only the claims within the subset are followed; no badge. `explain=False` leaves the claims' evidence text out
-    (uh oc judges thousands of re-runs; the verdicts are the same)."""
+    only the claims within the subset are followed; no badge. `made`: which results this checkout's code did not
+    make (none of them gets the badge). `explain=False` leaves the claims' evidence text out (uh oc judges thousands
+    of re-runs; the verdicts are the same)."""
     plan = expected.procedure or single_look(expected.seeds)
     evidence = not_evidence(expected.profile, False) is None
     subset = claim.runs if claim else run_ids
@@ -196,4 +201,4 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
     metrics = compare(expected, observed, state)
-    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids))
+    return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids, made))

@@ -65,17 +65,18 @@ EXIT_CODES = {
     Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE, Verdict.SET_MATCHED: EXIT_MATCHED,
 }  # fmt: skip
 EXIT_POLICY = (
-    "Exit code: 0 RESULTS REPLICATED (the shipped paper set only) or PIPELINE CHECK PASSED (other "
-    "profiles: every run ID of the set present, or of the subset --run-ids names, and every gating metric "
-    "REPLICATED); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its tolerance, or, where the "
-    "set gates on claims, a claim NOT SUPPORTED); 2 unusable or mismatched inputs, or a JSON report that "
-    "cannot be written; 3 INCOMPLETE (nothing failed, but runs, or an expected set, are missing, on any profile: "
-    "the verdict names the run IDs, next_step the runs); 4 UNDECIDED (nothing failed, a claim needs the "
-    "procedure's next look: run next_step, e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE (nothing "
-    "failed, the procedure's last look left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every rule "
-    "passed against a set of profile paper that is not the shipped one, or for one claim alone, uh check "
-    "--claim, or for a subset of run IDs, uh check --run-ids: no badge). Findings C6-C8 (beyond the paper) and "
-    "variants (uh run --set, uh sweep) never change it."
+    "Exit code: 0 RESULTS REPLICATED (the shipped paper set only, on results made by this checkout's code) or "
+    "PIPELINE CHECK PASSED (other profiles: every run ID of the set present, or of the subset --run-ids names, "
+    "and every gating metric REPLICATED); 1 NOT REPLICATED or PIPELINE CHECK FAILED (a gating metric beyond its "
+    "tolerance, or, where the set gates on claims, a claim NOT SUPPORTED); 2 unusable or mismatched inputs, or a "
+    "JSON report that cannot be written; 3 INCOMPLETE (nothing failed, but runs, or an expected set, are missing, "
+    "on any profile: the verdict names the run IDs, next_step the runs); 4 UNDECIDED (nothing failed, a claim "
+    "needs the procedure's next look: run next_step, e.g. ./reproduce.sh next, and check again); 5 INCONCLUSIVE "
+    "(nothing failed, the procedure's last look left a claim undecided: no badge); 6 EXPECTED SET MATCHED (every "
+    "rule passed against a set of profile paper that is not the shipped one, on results not all made by this "
+    "checkout's code or on a per-seed CSV, or for one claim alone, uh check --claim, or for a subset of run IDs, "
+    "uh check --run-ids: no badge). Findings C6-C8 (beyond the paper) and variants (uh run --set, uh sweep) never "
+    "change it."
 )
 
 
