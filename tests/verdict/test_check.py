@@ -826,9 +826,9 @@ def test_a_subset_of_the_paper_set_never_gets_the_badge(tmp_path: Path, paper: p
     assert report["verdict"] == ("EXPECTED SET MATCHED (subset B3, a2 of 12 run IDs: no badge, which needs every "
                                  "claim and run ID)")  # fmt: skip
     assert claims(report)["C2"].startswith("SUPPORTED (look 1 of 5") and claims(report)["C1"].startswith("NOT CHECKED")
-    res, report = check(tmp_path, decided)
+    res, report = check(tmp_path, decided, results=True)
     assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
-    res, report = check(tmp_path, decided, "--run-ids", ",".join(PAPER_RUNS))
+    res, report = check(tmp_path, decided, "--run-ids", ",".join(PAPER_RUNS), results=True)
     assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (subset B0-B3, a1-a4, s1-s4 of "
                                                                "12 run IDs: no badge")  # fmt: skip
 
