@@ -5,22 +5,25 @@ active exemplars of each class (the prototypes' items, positions in the task str
 on the CPU, with the run it belongs to (run ID, seed, profile, config, the archive's md5), sealed with its payload's
 SHA-256 as a checkpoint is (durability.seal). run.py writes it atomically before result.json, so a result whose run
 finished under this code always has it; `uh bundle --with-weights` ships it and `uh check --bundle F --recompute`
-evaluates it (verdict/recompute.py). No optimizer, pool or generator: nothing that trains further.
+evaluates it (verdict/recompute.py). No optimizer, pool or generator: nothing that trains further. torch is
+imported where the file is written or read: `uh check --bundle` names the file without loading torch.
 """
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from uniform_herding.method.config import Config
-from uniform_herding.method.memory import Memory
-from uniform_herding.method.model import Learner
 from uniform_herding.runs.durability import seal, unseal
 from uniform_herding.runs.results import write_bytes_atomic
+
+if TYPE_CHECKING:
+    import torch
+
+    from uniform_herding.method.config import Config
+    from uniform_herding.method.memory import Memory
+    from uniform_herding.method.model import Learner
 
 FINAL_NAME = "final.pt"  # beside result.json
 
@@ -37,6 +40,8 @@ def key(result: dict[str, Any]) -> dict[str, Any]:
 
 def save_final(path: Path, result: dict[str, Any], learner: Learner, memory: Memory) -> None:
     """Write the learner's weights and the memory's active sets, on the CPU, for `result` (its `key`)."""
+    import torch
+
     state = {
         **key(result),
         "learner": {k: v.detach().cpu().contiguous() for k, v in learner.state_dict().items()},
@@ -50,6 +55,10 @@ def save_final(path: Path, result: dict[str, Any], learner: Learner, memory: Mem
 def load_final(path: Path, result: dict[str, Any], cfg: Config) -> tuple[Learner, dict[int, torch.Tensor]]:
     """The learner after the last task, on the CPU, and the memory's active sets, from `path`; FinalError when the
     file is damaged, does not load into this code's learner, or belongs to another run than `result`."""
+    import torch
+
+    from uniform_herding.method.model import Learner
+
     try:
         payload = unseal(path.read_bytes())
     except (OSError, ValueError) as e:
