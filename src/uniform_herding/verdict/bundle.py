@@ -60,7 +60,7 @@ CHUNK = 1 << 20
 FORMATS = {".pt": "application/octet-stream", ".out": "text/plain", ".err": "text/plain"}  # mimetypes guesses these
 
 # What `opened` accepts of a zip, checked on its directory before anything is extracted. At the paper's size a
-# bundle with weights of 20 seeds of the 15 run IDs is about 14 GB (final.pt ~45 MB) in some 1,000 files.
+# bundle with weights of 20 seeds of the 15 run IDs is about 14 GB (final.pt ~45 MB) in under 2,000 files.
 MAX_MEMBERS = 10_000
 MAX_MEMBER_BYTES = 1 << 30  # 1 GiB uncompressed per file
 MAX_TOTAL_BYTES = 16 << 30  # 16 GiB uncompressed in all
