@@ -157,7 +157,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(referenc
     second = Uh(data, tmp_path)
     second.wait_for("resuming after task")
     assert second.finish() == 0, second.errors()
-    assert sorted(p.name for p in (tmp_path / "B3" / f"seed-{SEED}").iterdir()) == [".lock", "result.json"]
+    assert sorted(p.name for p in (tmp_path / "B3" / f"seed-{SEED}").iterdir()) == [".lock", "final.pt", "result.json"]
     assert same_result(result_of(tmp_path), reference), f"SIGKILL {delay:.2f} s after task 1"
 
 

@@ -35,6 +35,8 @@ from uniform_herding.variants import name_runs, resolve
 LAZY_COMMANDS = {
     "aggregate": ("uniform_herding.verdict.aggregate:aggregate_command",
                   "Mean +/- std over seeds per run ID, paired deltas vs B3."),
+    "bundle": ("uniform_herding.verdict.bundle:bundle_command",
+               "The results as one zip to send, with every file's SHA-256."),
     "check": ("uniform_herding.verdict.check:check_command",
               "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
     "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),

@@ -278,10 +278,58 @@ def test_each_task_says_where_it_trained_when_a_run_resumes_elsewhere(smoke_dirs
             "--results-dir", str(tmp_path)]  # fmt: skip
     monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
     monkeypatch.setattr(run, "device_name", lambda device: "cpu: Machine A (AVX512)")
+    monkeypatch.setattr(run, "now", lambda: "first")
     assert CliRunner().invoke(main, args).exit_code == 143
     monkeypatch.setattr(durability.Checkpoint, "save", save)
     monkeypatch.setattr(run, "device_name", lambda device: "cpu: Machine B (AVX2)")
+    monkeypatch.setattr(run, "now", lambda: "second")
     assert CliRunner().invoke(main, args).exit_code == 0
     result = json.loads(result_path(tmp_path, "B0", SEED).read_text())
     assert [t["device"] for t in result["tasks"]] == ["cpu: Machine A (AVX512)"] * 2 + ["cpu: Machine B (AVX2)"] * 3
     assert result["environment"]["device"] == "cpu: Machine B (AVX2)"
+    assert (result["started"], result["finished"]) == ("first", "second")  # the start survives the resume
+
+
+def test_the_stack_records_cuda_cudnn_and_the_driver_on_a_gpu_only() -> None:
+    """A CPU run records None for them: this torch build has CUDA kernels (torch.version.cuda is set) that the run
+    never used."""
+    from uniform_herding.runs.run import cpu_name, stack
+
+    cpu = stack(torch.device("cpu"))
+    assert (cpu["cuda"], cpu["cudnn"], cpu["driver"]) == (None, None, None)
+    assert cpu["cpu"] == cpu_name() and cpu["device"] == f"cpu: {cpu_name()}"
+
+
+@pytest.mark.trains
+def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_finishes_it(smoke_dirs, tmp_path,
+                                                                                          monkeypatch):
+    """final.pt is written before result.json: a failed write of it leaves the last checkpoint and no result, and
+    the same command again finishes the run from that checkpoint, final state first."""
+    import errno
+
+    from uniform_herding.runs import run
+    from uniform_herding.runs.final import load_final
+
+    def full(path, *args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    data_dir, _ = smoke_dirs
+    args = ["run", "B3", "--profile", "smoke", "--seed", str(SEED), "--data-dir", str(data_dir),
+            "--results-dir", str(tmp_path)]  # fmt: skip
+    out = result_path(tmp_path, "B3", SEED)
+    save_final = run.save_final
+    monkeypatch.setattr(run, "save_final", full)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and f"cannot write {out.with_name('final.pt')} (No space left on device)" in res.output
+    assert not out.exists() and out.with_name("checkpoint.pt").exists()
+
+    def before_the_result(path, *args):
+        assert not out.exists(), "final.pt comes before result.json"
+        save_final(path, *args)
+
+    monkeypatch.setattr(run, "save_final", before_the_result)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "resuming after task 5/5" in res.output, res.output
+    result = json.loads(out.read_text())
+    load_final(out.with_name("final.pt"), result, resolve("B3", "smoke"))  # the result's own final state
+    assert not out.with_name("checkpoint.pt").exists()

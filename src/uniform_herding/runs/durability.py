@@ -61,7 +61,7 @@ def unseal(data: bytes) -> bytes:
     return payload
 
 
-WRITTEN = ("checkpoint.pt", "result.json")  # the files a run writes into its folder, atomically
+WRITTEN = ("checkpoint.pt", "final.pt", "result.json")  # the files a run writes into its folder, atomically
 
 
 @contextmanager

@@ -63,9 +63,14 @@ def code_files(part: str = "run", package: Path = PACKAGE, checkout: Path = CHEC
     return dict(sorted(files.items()))
 
 
+def sha256sum(files: dict[str, str]) -> str:
+    """A file list {path: SHA-256} as `sha256sum` prints it ("<hash>  <path>" a line), sorted by path."""
+    return "".join(f"{digest}  {path}\n" for path, digest in sorted(files.items()))
+
+
 def manifest_hash(files: dict[str, str]) -> str:
-    """One SHA-256 over a file list, as `sha256sum` prints it ("<hash>  <path>" a line): anyone can recompute it."""
-    return _sha256("".join(f"{digest}  {path}\n" for path, digest in sorted(files.items())).encode())
+    """One SHA-256 over a file list, as `sha256sum` prints it: anyone can recompute it."""
+    return _sha256(sha256sum(files).encode())
 
 
 def code_hash(part: str = "run", package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,9 @@ def current_umask() -> int:
     return mask
 
 
-def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> None:
-    """Write `data` so that `path` holds either its old content or all of the new one, never part.
+def write_atomic(path: Path | str, fill: Callable[[BinaryIO], object], replace: bool = True) -> None:
+    """Write what `fill` writes into the file it is handed so that `path` holds either its old content or all of
+    the new one, never part (a large file, a bundle, is streamed rather than held in memory).
 
     The temp file is unique per process and fsynced before the rename, and the folder after it, so
     a kill, a crash or a full disk (ENOSPC at write or fsync) leaves the old file and no temp file.
@@ -62,9 +63,9 @@ def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "w+b") as f:
             os.fchmod(f.fileno(), 0o666 & ~current_umask())  # mkstemp makes 0600; others may need to read
-            f.write(data)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         if replace:
@@ -80,6 +81,11 @@ def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> N
         os.fsync(folder)  # makes the rename itself durable
     finally:
         os.close(folder)
+
+
+def write_bytes_atomic(path: Path | str, data: bytes, replace: bool = True) -> None:
+    """Atomic, durable write of `data` (see write_atomic)."""
+    write_atomic(path, lambda f: f.write(data), replace)
 
 
 def write_text_atomic(path: Path | str, text: str, replace: bool = True) -> None:

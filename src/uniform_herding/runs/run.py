@@ -2,7 +2,8 @@
 
 For t = 0..T-1: one task of the method (method/task.py's learn_task, in the order of the paper's Section 3), then
 the task's record and a checkpoint. This module adds nothing to the method: it holds the run's lock, resumes from
-its last checkpoint by itself, and writes results/<RUN>/seed-<S>/result.json last.
+its last checkpoint by itself, and writes the final state (final.pt, runs/final.py), then
+results/<RUN>/seed-<S>/result.json last.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import lightning as L
@@ -35,8 +37,15 @@ from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.method.task import Diverged, learn_task
 from uniform_herding.method.train import TaskStats
-from uniform_herding.runs.devices import cpu_threads, deterministic_algorithms, peak_gpu_memory_gb, select
+from uniform_herding.runs.devices import (
+    cpu_threads,
+    deterministic_algorithms,
+    driver_version,
+    peak_gpu_memory_gb,
+    select,
+)
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
+from uniform_herding.runs.final import FINAL_NAME, save_final
 from uniform_herding.runs.provenance import DIFF_NAME, code_hash, provenance
 from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path, write_text_atomic
 
@@ -46,8 +55,8 @@ def synthetic_sizes(cfg: Config) -> tuple[int, int]:
     return cfg.probe_per_class + cfg.val_per_class + (cfg.train_per_class or 450), cfg.test_per_class or 100
 
 
-def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[str, Path]:
-    """The run's dataset and verified archive (downloaded if need be); the smoke profile's synthetic
+def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None, download: bool = True) -> tuple[str, Path]:
+    """The run's dataset and verified archive (downloaded if need be and `download`); the smoke profile's synthetic
     archive is written on first use."""
     dataset = "cifar100" if cfg.dataset == "synthetic" else cfg.dataset
     fix = ""
@@ -58,7 +67,7 @@ def prepare_archive(cfg: Config, data_dir: Path, archive: Path | None) -> tuple[
         fix = f"regenerate it with `{synth_command(cfg, folder)}`"
         if not archive.exists():
             write_synthetic_archive("cifar100", folder, train_per_class=n_train, test_per_class=n_test)
-    return dataset, locate_archive(dataset, data_dir, archive, fix=fix)[0]
+    return dataset, locate_archive(dataset, data_dir, archive, download, fix)[0]
 
 
 def synth_command(cfg: Config, folder: Path) -> str:
@@ -67,9 +76,9 @@ def synth_command(cfg: Config, folder: Path) -> str:
     return f"uh data synth --out {folder} --train-per-class {n_train} --test-per-class {n_test}"
 
 
-def load_data(cfg: Config, data_dir: Path, archive: Path | None) -> RawData:
+def load_data(cfg: Config, data_dir: Path, archive: Path | None, download: bool = True) -> RawData:
     """The run's archive, read; a synthetic profile checks that it got the sizes it needs."""
-    dataset, path = prepare_archive(cfg, data_dir, archive)
+    dataset, path = prepare_archive(cfg, data_dir, archive, download)
     raw = read_archive(dataset, path)
     if cfg.dataset == "synthetic":
         need = synthetic_sizes(cfg)
@@ -100,24 +109,43 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
 
 
 def device_name(device: torch.device) -> str:
-    """"cuda: <the GPU's name>", or "cpu: <its model> (<the instruction set torch's kernels use>)": smoke
-    numbers differ between CPU kinds (expected_results/README.md), so a result says which it is."""
+    """"cuda: <the GPU's name>", or "cpu: <cpu_name()>": smoke numbers differ between CPU kinds
+    (expected_results/README.md), so a result says which it is."""
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
+    return f"cpu: {cpu_name()}"
+
+
+def cpu_name() -> str:
+    """"<the CPU's model> (<the instruction set torch's CPU kernels use>)"."""
     try:
         model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
         model = None
     name = model[1].strip() if model else platform.processor() or "cpu"
-    return f"cpu: {name} ({torch.backends.cpu.get_cpu_capability()})"
+    return f"{name} ({torch.backends.cpu.get_cpu_capability()})"
 
 
-def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
+def stack(device: torch.device) -> dict:
+    """The software and hardware a process computes with on `device`: Python, torch, Lightning, and on a GPU the
+    CUDA, cuDNN and driver versions (None on a CPU), the device and the CPU."""
+    gpu = device.type == "cuda"
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "lightning": L.__version__,
+        "cuda": torch.version.cuda if gpu else None,
+        "cudnn": str(torch.backends.cudnn.version()) if gpu else None,
+        "driver": driver_version() if gpu else None,
         "device": device_name(device),
+        "cpu": cpu_name(),
+    }
+
+
+def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
+    """The stack a result was made on and the settings besides its config that fix its numbers."""
+    return {
+        **stack(device),
         "cpu_threads": torch.get_num_threads(),
         "precision": settings["precision"],
         "compile": settings["compile"],
@@ -185,7 +213,8 @@ def run_seed(
         data_gen = torch.Generator(device=device).manual_seed(seed)  # shuffles, replay draws, augmentation
         memory_gen = torch.Generator().manual_seed(seed)  # the memory policies' random choices
         memory = make_memory(cfg, memory_gen)
-        record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or {"rows": [], "tasks": []}
+        fresh = {"rows": [], "tasks": [], "started": now()}
+        record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or fresh
         if checkpoint.task >= 0:
             echo(f"{run_id} seed {seed}: resuming after task {checkpoint.task + 1}/{cfg.n_tasks} ({checkpoint.path})")
         trained_on = device_name(device)
@@ -209,12 +238,19 @@ def run_seed(
             code, diff = provenance()
             result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings) | {"provenance": code}
             keep_diff(out, diff)
+            with checkpoint.writing(out.with_name(FINAL_NAME)):
+                save_final(out.with_name(FINAL_NAME), result, learner, memory)  # before the result: never one without
             checkpoint.finish(out, result)
         except Interrupted as e:
             raise Interrupted(e.signum, checkpoint.kept()) from None
     m = result["metrics"]
     echo(f"{run_id} seed {seed}: ACC {m['acc']:.2f}  F {m['forgetting']:.2f}  BWT {m['bwt']:.2f} -> {out}")
     return out
+
+
+def now() -> str:
+    """The time now in UTC, ISO 8601 to the second: when a run started and finished (result.json)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def keep_diff(out: Path, diff: str | None) -> None:
@@ -261,6 +297,8 @@ def assemble(
         "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
+        "started": record.get("started"),  # None for a run resumed from a checkpoint written before it was recorded
+        "finished": now(),
         "environment": environment(device, raw, settings),
         "command": " ".join(sys.argv),
     }

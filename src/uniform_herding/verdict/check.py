@@ -178,7 +178,7 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
 @click.option(
     "--json-out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="JSON report [default: <results-dir>/check_report.json; ./check_report.json for --per-seed].",
+    help="JSON report [default: <results-dir>/check_report.json; ./check_report.json for --per-seed or --bundle].",
 )
 @click.option("--claim", "claim_id", type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
               help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
@@ -186,6 +186,14 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
 @click.option("--run-ids", "run_ids_option", metavar="IDS",
               help="Only these run IDs of the expected set, comma-separated (B0,B3): the verdict names the subset; "
                    "never the badge. Without it every run ID of the set is asked for: one missing is INCOMPLETE.")
+@click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
+              help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
+                   "provenance printed, then its results checked (verdict/bundle.py).")
+@click.option("--recompute", is_flag=True,
+              help="With --bundle: evaluate R's last row of each run again on the CPU from its final state "
+                   "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.")
+@click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,
+              help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.")
 def check_command(
     results_dir: Path | None,
     per_seed: Path | None,
@@ -194,11 +202,23 @@ def check_command(
     json_out: Path | None,
     claim_id: str | None,
     run_ids_option: str | None,
+    bundle: Path | None = None,
+    recompute: bool = False,
+    data_dir: Path = Path("data"),
 ) -> None:
     """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
     and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
     if run_ids_option is not None and claim_id is not None:
         raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
+    if bundle is not None or recompute:
+        from uniform_herding.verdict.bundle import check_bundle
+
+        ctx = click.get_current_context()
+        check_bundle(ctx, bundle, recompute, data_dir, lambda results: ctx.invoke(
+            check_command, results_dir=results, expected_dir=expected_dir, profile=profile,
+            json_out=json_out or Path("check_report.json"), claim_id=claim_id,
+            run_ids_option=run_ids_option))  # fmt: skip
+        return  # the check exits with its verdict's code; a bundle's never goes on to ./results
     observed, run_profile, made = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")

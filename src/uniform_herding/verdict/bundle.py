@@ -1,0 +1,454 @@
+"""`uh bundle`: a re-run's results as one zip to send; `uh check --bundle`: such a zip verified, then checked.
+
+A bundle is an RO-Crate (the `rocrate` package) that follows the Process Run Crate profile (`PROCESS_RUN_CRATE`):
+one CreateAction per run (run ID and seed) whose instrument is the code that made it (a SoftwareApplication
+identified by the result's code hash, runs/provenance.py), whose object is the dataset archive (not included:
+identified by its md5), the profile, the seed and the config, whose result is its result.json (with its final.pt
+under --with-weights), and whose environment is the stack it ran on. Beside them: profile.json, check_report.json,
+report/, submitit's logs and any code.diff, all under `results/` in the zip, and `manifest-sha256.txt`, the SHA-256
+of every other file as `sha256sum -c` reads it (each File entity carries its own as `sha256` too).
+
+The hashes prove integrity, not authorship: anyone can make a bundle with matching hashes. A bundle is untrusted
+input: `opened` refuses a hostile zip (`LIMITS`) before it writes anything, extracts into a temporary directory
+only, and hands back the results folder only once every file matches the manifest and the crate lists exactly
+the files there are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import re
+import stat
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import quote, unquote
+
+import click
+from click.core import ParameterSource
+from rocrate.model import ContextEntity, File
+from rocrate.rocrate import ROCrate
+
+from uniform_herding import __version__
+from uniform_herding.data.archive import DATASETS
+from uniform_herding.runs.final import FINAL_NAME
+from uniform_herding.runs.provenance import DIFF_NAME, code_hash, sha256sum
+from uniform_herding.runs.results import (
+    PROFILE_FILE,
+    ResultError,
+    load_results,
+    result_path,
+    results_profile,
+    write_atomic,
+)
+
+METADATA = "ro-crate-metadata.json"
+MANIFEST = "manifest-sha256.txt"
+RESULTS = "results"  # the zip's folder that holds the results dir
+PROCESS_RUN_CRATE = "https://w3id.org/ro/wfrun/process/0.5"
+WORKFLOW_RUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"  # the profile's terms (sha256, environment)
+LOGS = (".out", ".err", ".json")  # under submitit/: its jobs' logs and uh's submission records, never its pickles
+CHUNK = 1 << 20
+FORMATS = {".pt": "application/octet-stream", ".out": "text/plain", ".err": "text/plain"}  # mimetypes guesses these
+
+# What `opened` accepts of a zip, checked on its directory before anything is extracted. At the paper's size a
+# bundle with weights of 20 seeds of the 15 run IDs is about 14 GB (final.pt ~45 MB) in under 2,000 files.
+MAX_MEMBERS = 10_000
+MAX_MEMBER_BYTES = 1 << 30  # 1 GiB uncompressed per file
+MAX_TOTAL_BYTES = 16 << 30  # 16 GiB uncompressed in all
+MAX_RATIO = 100  # uncompressed / compressed, of each file over RATIO_FROM bytes and of the whole zip
+RATIO_FROM = 1 << 20
+
+
+class BundleError(click.ClickException):
+    """A bundle that cannot be written or used (exists already, hostile, changed, not a crate): one line, exit 2."""
+
+    exit_code = 2
+
+
+# --- writing ------------------------------------------------------------------------------------------------------
+
+
+def bundled_files(results_dir: Path, results: list[dict], with_weights: bool) -> dict[str, Path]:
+    """{name in the zip: file} of what a bundle holds: each run's result.json (its final.pt with weights, its
+    code.diff where there is one), profile.json, check_report.json, report/ and submitit's logs; no hidden file,
+    no link, no checkpoint of an unfinished run."""
+    files = []
+    for r in results:
+        out = result_path(results_dir, r["run_id"], r["seed"])
+        final = out.with_name(FINAL_NAME)
+        if with_weights and not final.is_file():
+            raise BundleError(f"{r['run_id']} seed {r['seed']} has no final state ({final}): it finished before uh "
+                              "kept one; re-run it (uh run --force) or bundle without --with-weights")  # fmt: skip
+        files += [out, *([final] if with_weights else []), out.with_name(DIFF_NAME)]
+    files += [results_dir / PROFILE_FILE, results_dir / "check_report.json"]
+    files += sorted((results_dir / "report").rglob("*"))
+    files += [p for p in sorted((results_dir / "submitit").rglob("*")) if p.suffix in LOGS]
+    return {f"{RESULTS}/{p.relative_to(results_dir).as_posix()}": p for p in files
+            if p.is_file() and not p.is_symlink()
+            and not any(part.startswith(".") for part in p.relative_to(results_dir).parts)}
+
+
+def _value(crate: ROCrate, kind: str, name: str, value: Any, description: str | None = None) -> ContextEntity:
+    """A PropertyValue entity, one per kind, name and value, shared by the runs that have it."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    identifier = "#" + quote(f"{kind}:{name}={text}", safe=":=")
+    if identifier not in crate:
+        crate.add(ContextEntity(crate, identifier, {"@type": "PropertyValue", "name": name, "value": value,
+                                                    **({"description": description} if description else {})}))
+    return crate.get(identifier)
+
+
+def _code(crate: ROCrate, provenance: dict[str, Any]) -> ContextEntity:
+    """The SoftwareApplication a run's result records as its code: its code hash is its identifier."""
+    code, revision = provenance.get("code_sha256"), provenance.get("git_revision")
+    identifier = f"#code-{code or 'unrecorded'}" + (f"@{revision}" if revision else "")
+    if provenance.get("tree_modified"):
+        identifier += "+modified"
+    if identifier not in crate:
+        facts = [_value(crate, "code", k, provenance.get(k))
+                 for k in ("code_files", "git_revision_verified", "tree_modified", "diff_sha256")]  # fmt: skip
+        crate.add(ContextEntity(crate, identifier, {
+            "@type": "SoftwareApplication", "name": "uniform_herding: the code that trains and records a run",
+            "softwareVersion": __version__, "additionalProperty": facts, **({"version": revision} if revision else {}),
+            **({"identifier": code} if code else {"description": "the result records no code hash"}),
+        }))  # fmt: skip
+    return crate.get(identifier)
+
+
+def _archive(crate: ROCrate, result: dict[str, Any]) -> ContextEntity:
+    """The dataset archive the run read: not in the crate, identified by its md5."""
+    env = result.get("environment", {})
+    md5, dataset = env.get("data_md5"), result["config"]["dataset"]
+    identifier = f"#data-md5-{md5}"
+    if identifier not in crate:
+        name = DATASETS["cifar100" if dataset == "synthetic" else dataset].filename
+        how = ("uh run and uh check --recompute write it again, byte for byte" if dataset == "synthetic" else
+               f"uh run downloads it ({env.get('data_source')} archive)")
+        crate.add(ContextEntity(crate, identifier, {
+            "@type": "File", "name": name, "identifier": f"md5:{md5}", "encodingFormat": "application/gzip",
+            "description": f"the {dataset} archive the run read, not included: {how}",
+        }))  # fmt: skip
+    return crate.get(identifier)
+
+
+def _stack(crate: ROCrate, result: dict[str, Any], here: dict[str, Any]) -> list[ContextEntity]:
+    """The run's environment (result.json's) as PropertyValues; a stack entry the result lacks is what this
+    process's torch reports, and says so."""
+    env = {k: v for k, v in result.get("environment", {}).items() if k not in ("data_md5", "data_source")}
+    values = [_value(crate, "environment", k, v) for k, v in env.items()]
+    return values + [_value(crate, "environment", k, v, "not recorded by the run: what torch reports where the bundle "
+                            "was made") for k, v in here.items() if k not in env]  # fmt: skip
+
+
+def _action(crate: ROCrate, result: dict[str, Any], parts: dict[str, File], here: dict[str, Any]) -> ContextEntity:
+    """The run as a CreateAction: its code, inputs, outputs and environment."""
+    run_id, seed = result["run_id"], result["seed"]
+    folder = f"{RESULTS}/{run_id}/seed-{seed}/"
+    inputs = [_archive(crate, result), _value(crate, "run", "profile", result["profile"]),
+              _value(crate, "run", "seed", seed), *(_value(crate, "config", k, v) for k, v in result["config"].items())]
+    times = {"startTime": result.get("started"), "endTime": result.get("finished")}
+    return crate.add(ContextEntity(crate, "#" + quote(f"run-{run_id}-seed-{seed}"), {
+        "@type": "CreateAction", "name": f"{run_id} seed {seed}", "description": result.get("command"),
+        "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+        "instrument": _code(crate, result.get("provenance") or {}),
+        "object": inputs + [parts[n] for n in (folder + DIFF_NAME,) if n in parts],
+        "result": [parts[n] for n in (folder + "result.json", folder + FINAL_NAME) if n in parts],
+        "environment": _stack(crate, result, here),
+        **{k: v for k, v in times.items() if v},
+    }))  # fmt: skip
+
+
+RUN_FILES = {"result.json": "its result (uh run)",
+             FINAL_NAME: "its final state: the learner's weights and the memory's active exemplars",
+             DIFF_NAME: "the diff of the modified tree that ran it against its git revision"}  # fmt: skip
+OTHER_FILES = {PROFILE_FILE: "the results' profile", "check_report.json": "uh check's report as the sender ran it",
+               MANIFEST: "the SHA-256 of every other file of the bundle, as sha256sum -c reads it",
+               "report": "uh report's output", "submitit": "a job's log"}  # fmt: skip
+
+
+def _describe(name: str) -> str:
+    """What a bundled file is, for its File entity: results/<RUN>/seed-<S>/<file>, results/<file>, results/report/...,
+    results/submitit/... or the manifest."""
+    parts = name.split("/")
+    if len(parts) == 4 and parts[3] in RUN_FILES:
+        return f"{parts[1]} seed {parts[2].removeprefix('seed-')}: {RUN_FILES[parts[3]]}"
+    return OTHER_FILES.get(parts[-1]) or OTHER_FILES.get(parts[1] if len(parts) > 2 else "", name)
+
+
+def crate_of(results: list[dict], files: dict[str, Path], here: dict[str, Any]) -> tuple[ROCrate, dict[str, File]]:
+    """The crate's metadata for `results` and their `files` (each File entity's sha256 is set as it is zipped)."""
+    crate = ROCrate(version="1.1")
+    crate.metadata.extra_contexts.append(WORKFLOW_RUN_CONTEXT)
+    profile = crate.add(ContextEntity(crate, PROCESS_RUN_CRATE, {"@type": "CreativeWork", "name": "Process Run Crate",
+                                                                 "version": "0.5"}))  # fmt: skip
+    parts = {name: crate.add_file(source, dest_path=name, properties={
+        "name": Path(name).name, "description": _describe(name),
+        "encodingFormat": FORMATS.get(Path(name).suffix) or mimetypes.guess_type(name)[0] or FORMATS[".pt"]})
+        for name, source in files.items()}  # fmt: skip
+    parts[MANIFEST] = crate.add_file(None, dest_path=MANIFEST, properties={
+        "name": MANIFEST, "description": _describe(MANIFEST), "encodingFormat": "text/plain"})  # fmt: skip
+    crate.name = f"Uniform Herding re-run: {len(results)} runs of profile {results_profile(results)}"
+    crate.description = ("uh bundle: one CreateAction per run (run ID and seed); every file's SHA-256 in "
+                         f"{MANIFEST}; check it with uh check --bundle")  # fmt: skip
+    crate.datePublished = datetime.now(UTC).isoformat(timespec="seconds")
+    crate.root_dataset["conformsTo"] = profile
+    crate.root_dataset["mentions"] = [_action(crate, r, parts, here) for r in results]
+    return crate, parts
+
+
+def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File]) -> None:
+    """Each file, hashed as it is written; then the crate's metadata, which holds those hashes; then the manifest."""
+    hashes = {}
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, source in files.items():
+            digest, size = hashlib.sha256(), 0
+            info = zipfile.ZipInfo.from_file(source, name)  # its time and mode (a regular file's)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with source.open("rb") as src, zf.open(info, "w", force_zip64=True) as dst:
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    dst.write(chunk)
+                    size += len(chunk)
+            hashes[name] = parts[name]["sha256"] = digest.hexdigest()
+            parts[name]["contentSize"] = str(size)
+        metadata = b"".join(chunk for _, chunk in crate.metadata.stream())
+        zf.writestr(METADATA, metadata)
+        hashes[METADATA] = hashlib.sha256(metadata).hexdigest()
+        zf.writestr(MANIFEST, sha256sum(hashes))
+
+
+def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int, int]:
+    """Write `results_dir` as a bundle at `out`, atomically and never over a file; (runs, files) bundled."""
+    from uniform_herding.runs.run import stack
+
+    if out.exists():
+        raise BundleError(f"{out} exists; uh bundle never overwrites a file: choose another -o name")
+    try:
+        results = load_results(results_dir)
+    except ResultError as e:
+        raise BundleError(str(e)) from None
+    files = bundled_files(results_dir, results, with_weights)
+    import torch
+
+    crate, parts = crate_of(results, files, stack(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
+    try:
+        write_atomic(out, lambda f: _zip(f, crate, files, parts), replace=False)
+    except FileExistsError:
+        raise BundleError(f"{out} appeared while the bundle was written; choose another -o name") from None
+    except OSError as e:
+        raise BundleError(f"cannot write {out} ({e.strerror or e}); choose a writable -o path") from None
+    return len(results), len(files) + 2
+
+
+@click.command("bundle")
+@click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path), envvar="UH_RESULTS_DIR",
+              default="results", show_default=True, help="The results to send. Env: UH_RESULTS_DIR.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The zip to write (a new file: never overwritten).")
+@click.option("--with-weights", is_flag=True, help="Also each run's final state (final.pt: weights and exemplar "
+              "indices, ~45 MB a run at the paper's size), so that uh check --bundle --recompute can evaluate R's "
+              "last row again on a CPU.")
+def bundle_command(results_dir: Path, out: Path, with_weights: bool) -> None:
+    """Write the results as one zip to send (an RO-Crate, Process Run Crate profile): each run with its code hash,
+    dataset md5 and stack, uh check's report, uh report's output, the logs, and every file's SHA-256."""
+    runs, files = write_bundle(results_dir, out, with_weights)
+    click.echo(f"wrote {out}: {runs} runs, {files} files{' with weights' if with_weights else ''}, "
+               f"{out.stat().st_size / 1e6:.1f} MB; the receiver checks it with uh check --bundle {out}")
+
+
+# --- verifying ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenedBundle:
+    """A verified bundle: the zip, its results folder (extracted into a temporary directory) and its crate."""
+
+    path: Path
+    results_dir: Path
+    crate: ROCrate
+
+
+def _unsafe(name: str) -> str | None:
+    """Why a member's name could write outside the folder it is extracted into, or None."""
+    if name.startswith("/") or re.match(r"[A-Za-z]:", name) or "\\" in name:
+        return "is an absolute path"
+    if any(part in ("", ".", "..") for part in name.removesuffix("/").split("/")) or "\0" in name:
+        return "has a '..', '.' or empty part"
+    return None
+
+
+def members(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
+    """The zip's files, once none is hostile (LIMITS); BundleError naming the first that is."""
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise BundleError(f"{path} holds {len(infos)} members, more than the {MAX_MEMBERS} a bundle may hold; refused")
+    names, files, total, packed = set(), [], 0, 0
+    for info in infos:
+        name, mode = info.filename, info.external_attr >> 16
+        refuse = "" if not (problem := _unsafe(name)) else problem
+        if not refuse and name in names:
+            refuse = "appears twice"
+        if not refuse and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: a zip that records none
+            refuse = "is a symbolic link or another non-regular file"
+        if not refuse and info.file_size > MAX_MEMBER_BYTES:
+            refuse = f"is {info.file_size} bytes uncompressed, more than {MAX_MEMBER_BYTES}"
+        if not refuse and info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            refuse = f"compresses {info.file_size // max(info.compress_size, 1)}:1, more than {MAX_RATIO}:1"
+        if refuse:
+            raise BundleError(f"{path}: member {name!r} {refuse}; refused, nothing extracted")
+        names.add(name)
+        if not info.is_dir():
+            files.append(info)
+            total, packed = total + info.file_size, packed + info.compress_size
+    if total > MAX_TOTAL_BYTES or (total > RATIO_FROM and total > MAX_RATIO * max(packed, 1)):
+        raise BundleError(f"{path} holds {total} bytes uncompressed from {packed} ({total // max(packed, 1)}:1), more "
+                          f"than {MAX_TOTAL_BYTES} or {MAX_RATIO}:1; refused, nothing extracted")  # fmt: skip
+    return files
+
+
+def extract(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], into: Path, path: Path) -> dict[str, str]:
+    """Each file written under `into` (names checked by `members`), hashed as it is read: {name: SHA-256}."""
+    hashes = {}
+    for info in files:
+        target, digest, size = into / info.filename, hashlib.sha256(), 0
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, target.open("xb") as dst:
+                while chunk := src.read(CHUNK):
+                    size += len(chunk)
+                    if size > info.file_size:
+                        raise zipfile.BadZipFile("more bytes than its header says")
+                    digest.update(chunk)
+                    dst.write(chunk)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as e:
+            raise BundleError(f"{path}: member {info.filename!r} cannot be extracted ({e}); refused") from None
+        hashes[info.filename] = digest.hexdigest()
+    return hashes
+
+
+def verify_manifest(hashes: dict[str, str], into: Path, path: Path) -> None:
+    """Every file but the manifest is in it with the SHA-256 it has, and nothing else is."""
+    if MANIFEST not in hashes:
+        raise BundleError(f"{path} has no {MANIFEST}: not a bundle uh bundle wrote")
+    listed: dict[str, str] = {}
+    try:
+        lines = (into / MANIFEST).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        lines = ["?"]
+    for n, line in enumerate(lines, 1):
+        entry = re.fullmatch(r"([0-9a-f]{64})  (.+)", line)
+        if not entry or entry[2] in listed:
+            raise BundleError(f"{path}: {MANIFEST} line {n} is not '<sha256>  <file>' of a file not listed before")
+        listed[entry[2]] = entry[1]
+    present = set(hashes) - {MANIFEST}
+    if missing := sorted(set(listed) - present):
+        raise BundleError(f"{path}: {MANIFEST} lists {missing[0]}, which the bundle lacks")
+    if extra := sorted(present - set(listed)):
+        raise BundleError(f"{path}: {extra[0]} is not in {MANIFEST}: a file was added")
+    if changed := sorted(n for n in present if hashes[n] != listed[n]):
+        raise BundleError(f"{path}: {changed[0]} has changed: its SHA-256 is not the one {MANIFEST} records")
+
+
+def _ids(value: Any) -> list[str]:
+    """The @ids an entity's property refers to (an entity, a list of them, or nothing)."""
+    values = value if isinstance(value, list) else [value]
+    return [unquote(v if isinstance(v, str) else v.id) for v in values if v is not None]
+
+
+def verify_crate(into: Path, hashes: dict[str, str], path: Path) -> ROCrate:
+    """The crate lists exactly the files there are, each with its SHA-256, conforms to the Process Run Crate profile,
+    and holds one CreateAction per result.json."""
+    try:
+        crate = ROCrate(into)  # a folder: rocrate extracts nothing itself
+    except Exception as e:  # rocrate raises what its parsing meets: KeyError, ValueError, JSON errors, ...
+        raise BundleError(f"{path}: not an RO-Crate ({type(e).__name__}: {e})") from None
+    if PROCESS_RUN_CRATE not in _ids(crate.root_dataset.get("conformsTo")):
+        raise BundleError(f"{path}: the crate does not conform to {PROCESS_RUN_CRATE}: not a bundle uh bundle wrote")
+    entities = {unquote(e.id): e for e in crate.data_entities}
+    files = set(hashes) - {METADATA}
+    if unlisted := sorted(files - set(entities)):
+        raise BundleError(f"{path}: {unlisted[0]} is not listed in the crate ({METADATA})")
+    if absent := sorted(set(entities) - files):
+        raise BundleError(f"{path}: the crate lists {absent[0]}, which the bundle lacks")
+    if wrong := sorted(n for n, e in entities.items() if n != MANIFEST and e.get("sha256") != hashes[n]):
+        raise BundleError(f"{path}: the crate records another SHA-256 for {wrong[0]} than it has")
+    made = [n for a in crate.get_by_type("CreateAction") for n in _ids(a.get("result")) if n.endswith("/result.json")]
+    for name in sorted(n for n in files if n.endswith("/result.json")):
+        if made.count(name) != 1:
+            raise BundleError(f"{path}: {made.count(name)} CreateActions have {name} as their result, not one")
+    if len(made) != len(crate.get_by_type("CreateAction")):
+        raise BundleError(f"{path}: a CreateAction of the crate has no result.json of the bundle as its result")
+    return crate
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[OpenedBundle]:
+    """The bundle at `path`, verified (`members`, `verify_manifest`, `verify_crate`) and extracted into a temporary
+    directory that is removed on exit; BundleError (exit 2, one line) for any failure."""
+    with tempfile.TemporaryDirectory(prefix="uh-bundle-") as tmp:
+        into = Path(tmp)
+        try:
+            with zipfile.ZipFile(path) as zf:
+                hashes = extract(zf, members(zf, path), into, path)
+        except (zipfile.BadZipFile, OSError) as e:
+            raise BundleError(f"{path} cannot be read as a zip ({e}); give the bundle uh bundle wrote") from None
+        verify_manifest(hashes, into, path)
+        crate = verify_crate(into, hashes, path)
+        if not (into / RESULTS).is_dir():
+            raise BundleError(f"{path} has no {RESULTS}/ folder: not a bundle uh bundle wrote")
+        yield OpenedBundle(path, into / RESULTS, crate)
+
+
+def provenance_lines(results: list[dict]) -> list[str]:
+    """Who made the bundle's results with what: each code hash against this checkout's, each stack."""
+    here, lines = code_hash("run"), []
+    for code in dict.fromkeys((r.get("provenance") or {}).get("code_sha256") for r in results):
+        runs = [r for r in results if (r.get("provenance") or {}).get("code_sha256") == code]
+        p = runs[0].get("provenance") or {}
+        same = "this checkout's" if code == here else f"NOT this checkout's ({here})" if code else "not recorded"
+        modified = {True: "yes", False: "no"}.get(p.get("tree_modified"), "unknown (no git)")
+        git = (f"git {p.get('git_revision')} ({'verified' if p.get('git_revision_verified') else 'claimed'}), "
+               f"tree modified: {modified}")  # fmt: skip
+        lines.append(f"code {code}: {same}; {git}; {len(runs)} run(s)" if code else
+                     f"code not recorded (made before uh recorded it); {len(runs)} run(s)")
+    stacks = [tuple(r.get("environment", {}).get(k) for k in ("device", "torch", "cuda", "python")) for r in results]
+    for device, torch, cuda, python in dict.fromkeys(stacks):
+        n = stacks.count((device, torch, cuda, python))
+        lines.append(f"stack: {device}, torch {torch}, CUDA {cuda or '-'}, Python {python}; {n} run(s)")
+    return lines
+
+
+def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path,
+                 check: Callable[[Path], None]) -> None:  # fmt: skip
+    """`uh check --bundle`: verify, print the provenance, recompute R's last rows where asked, then `check` the
+    bundled results (uh check --results-dir's own command), never the bundled report."""
+    if path is None:
+        raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
+    given = [f"--{k.replace('_', '-')}" for k in ("results_dir", "per_seed")
+             if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT]
+    if given:
+        raise click.UsageError(f"give --bundle or {given[0]}, not both")
+    with opened(path) as bundle:
+        click.echo(f"bundle {path}: {len(bundle.crate.data_entities)} files, each as {MANIFEST} records it; an "
+                   f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json")  # fmt: skip
+        try:
+            results = load_results(bundle.results_dir)
+        except ResultError as e:
+            raise BundleError(str(e)) from None
+        click.echo("\n".join(provenance_lines(results)))
+        if recompute:
+            from uniform_herding.verdict.recompute import recompute as recompute_rows
+
+            if differ := recompute_rows(bundle.results_dir, data_dir, click.echo):
+                raise BundleError(f"{path}: the recorded last row of R is not what the run's final state gives for "
+                                  f"{', '.join(differ)}: those results are not the runs'")  # fmt: skip
+        check(bundle.results_dir)

@@ -1,0 +1,320 @@
+"""uh bundle and uh check --bundle (verdict/bundle.py): an RO-Crate of a re-run, verified byte for byte, refused when
+hostile, its verdict re-derived from its results, its last rows recomputed from its weights."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import stat
+import warnings
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from rocrate.rocrate import ROCrate
+
+from uniform_herding.cli import main
+from uniform_herding.method.metrics import PAPER, REPORTED
+from uniform_herding.runs.results import load_results
+from uniform_herding.verdict import bundle
+from uniform_herding.verdict.recompute import final_path, last_row
+
+SEED = 1993
+
+
+def uh(*args: str) -> Result:
+    return CliRunner().invoke(main, [*args])
+
+
+def error_line(res: Result) -> str:
+    """The one `Error:` line of a refused command (no traceback)."""
+    errors = [line for line in res.output.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and "Traceback" not in res.output, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return errors[0]
+
+
+def verdict(res: Result) -> str:
+    return next(line for line in res.output.splitlines() if line.startswith("verdict:"))
+
+
+@pytest.fixture(scope="module")
+def sent(smoke_sweep, tmp_path_factory) -> tuple[Path, Path]:
+    """(data dir, results dir): the session's smoke sweep (B3, r2 and B3+rho=5, seed 1993, made by the local
+    executor: with submitit's logs), copied, then checked and reported as a sender would before bundling."""
+    data, results, _ = smoke_sweep
+    copy = tmp_path_factory.mktemp("sent") / "results"
+    shutil.copytree(results, copy)
+    uh("check", "--results-dir", str(copy))
+    assert uh("report", "--results-dir", str(copy)).exit_code == 0
+    return data, copy
+
+
+@pytest.fixture(scope="module")
+def zipped(sent, tmp_path_factory) -> Path:
+    """The sent results bundled with their weights."""
+    out = tmp_path_factory.mktemp("bundle") / "rerun.zip"
+    res = uh("bundle", "--results-dir", str(sent[1]), "-o", str(out), "--with-weights")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def remanifest(files: dict[str, bytes]) -> None:
+    """The manifest made again from the files as they are."""
+    files[bundle.MANIFEST] = "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n"
+                                     for n in sorted(files) if n != bundle.MANIFEST).encode()  # fmt: skip
+
+
+def rezip(source: Path, target: Path, change: Callable[[dict[str, bytes]], None], rehash: bool = False) -> Path:
+    """`source`'s members, changed by `change`, written to `target`; with `rehash`, the crate's sha256 and the
+    manifest made again to match, as anyone can: then only a recompute can tell."""
+    with zipfile.ZipFile(source) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    change(files)
+    if rehash:
+        metadata = json.loads(files[bundle.METADATA])
+        for entity in metadata["@graph"]:
+            if entity["@id"] in files and entity["@id"] != bundle.MANIFEST:
+                entity["sha256"] = hashlib.sha256(files[entity["@id"]]).hexdigest()
+        files[bundle.METADATA] = json.dumps(metadata, indent=4).encode()
+        remanifest(files)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return target
+
+
+# --- the crate ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.trains
+def test_a_bundle_is_a_process_run_crate_with_a_create_action_per_run_and_a_sha256_per_file(sent, zipped) -> None:
+    crate = ROCrate(zipped)  # rocrate's own reader, as a receiver would load it
+    assert bundle.PROCESS_RUN_CRATE in [e.id for e in [crate.root_dataset["conformsTo"]]]
+    results = {(r["run_id"], r["seed"]): r for r in load_results(sent[1])}
+    actions = crate.get_by_type("CreateAction")
+    assert sorted(a["name"] for a in actions) == sorted(f"{run} seed {seed}" for run, seed in results)
+    assert set(crate.root_dataset["mentions"]) == set(actions)
+    with zipfile.ZipFile(zipped) as zf:
+        digests = {n: hashlib.sha256(zf.read(n)).hexdigest() for n in zf.namelist()}
+        manifest = zf.read(bundle.MANIFEST).decode()
+    assert manifest == "".join(f"{d}  {n}\n" for n, d in sorted(digests.items()) if n != bundle.MANIFEST)
+    files = {e.id: e for e in crate.data_entities}
+    assert {n for n in digests if n != bundle.METADATA} == {bundle.unquote(i) for i in files}
+    assert all(e["sha256"] == digests[bundle.unquote(i)] for i, e in files.items() if i != bundle.MANIFEST)
+    assert any(n.startswith("results/submitit/") and n.endswith("_log.out") for n in digests)  # the jobs' logs
+    assert {"results/check_report.json", "results/report/summary.md"} <= set(digests)
+    for action in actions:
+        run, _, seed = action["name"].rpartition(" seed ")
+        result = results[run, int(seed)]
+        assert action["instrument"]["identifier"] == result["provenance"]["code_sha256"]
+        assert {bundle.unquote(e.id) for e in action["result"]} == {f"results/{run}/seed-{seed}/result.json",
+                                                                    f"results/{run}/seed-{seed}/final.pt"}
+        objects = {e.id: e for e in action["object"]}
+        assert objects[f"#data-md5-{result['environment']['data_md5']}"]["identifier"].endswith(
+            result["environment"]["data_md5"])
+        assert {(e["name"], e["value"]) for e in action["object"] if e.type == "PropertyValue"} >= {
+            ("seed", SEED), ("profile", "smoke"), *result["config"].items()}
+        assert (action["startTime"], action["endTime"]) == (result["started"], result["finished"])
+        stack = {e["name"]: e["value"] for e in action["environment"]}
+        assert stack["cuda"] is None and stack["torch"] == result["environment"]["torch"]  # a CPU run: no CUDA
+
+
+def test_results_that_lack_the_stack_and_the_code_hash_get_this_machines_stack_saying_so(finished_result,
+                                                                                          tmp_path) -> None:
+    finished_result(tmp_path / "r", "B3", SEED)  # a result.json without environment or provenance
+    out = tmp_path / "old.zip"
+    assert uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(out)).exit_code == 0
+    (action,) = ROCrate(out).get_by_type("CreateAction")
+    assert "identifier" not in action["instrument"] and "no code hash" in action["instrument"]["description"]
+    assert {e["name"] for e in action["environment"]} >= {"python", "torch", "cuda", "cpu"}
+    assert all("not recorded by the run" in e["description"] for e in action["environment"])
+
+
+# --- uh bundle's refusals -----------------------------------------------------------------------------------------
+
+
+def test_uh_bundle_refuses_no_results_an_existing_file_and_weights_a_run_lacks(finished_result, tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert "no <RUN>/seed-<SEED>/result.json found" in error_line(res := uh(
+        "bundle", "--results-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "a.zip")))
+    assert res.exit_code == 2 and not (tmp_path / "a.zip").exists()
+
+    finished_result(tmp_path / "r", "B3", SEED)
+    (tmp_path / "taken.zip").write_bytes(b"mine")
+    res = uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "taken.zip"))
+    assert res.exit_code == 2 and "never overwrites" in error_line(res) and "another -o name" in error_line(res)
+    assert (tmp_path / "taken.zip").read_bytes() == b"mine"
+
+    res = uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "w.zip"), "--with-weights")
+    assert res.exit_code == 2 and "B3 seed 1993 has no final state" in error_line(res)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "r", "taken.zip"]  # no zip, no temp file
+
+
+# --- uh check --bundle ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.trains
+def test_uh_check_bundle_exits_as_uh_check_results_dir_does_wherever_the_zip_is(sent, zipped, tmp_path,
+                                                                                 monkeypatch) -> None:
+    direct = uh("check", "--results-dir", str(sent[1]), "--json-out", str(tmp_path / "direct.json"))
+    code = json.loads((sent[1] / "B3" / f"seed-{SEED}" / "result.json").read_text())["provenance"]["code_sha256"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(zipped, elsewhere / "copy.zip")
+    monkeypatch.chdir(elsewhere)
+    for zip_path in (zipped, Path("copy.zip")):
+        res = uh("check", "--bundle", str(zip_path))
+        assert (res.exit_code, verdict(res)) == (direct.exit_code, verdict(direct)), res.output
+        assert "each as manifest-sha256.txt records it" in res.output
+        assert f"code {code}: this checkout's" in res.output
+        assert "stack: cpu: " in res.output and "CUDA -" in res.output
+    report = json.loads((elsewhere / "check_report.json").read_text())  # --bundle writes ./check_report.json
+    assert report["metrics"] == json.loads((tmp_path / "direct.json").read_text())["metrics"]
+
+
+@pytest.mark.trains
+def test_one_changed_byte_of_a_result_is_exit_2_naming_the_file(zipped, tmp_path) -> None:
+    name = f"results/B3/seed-{SEED}/result.json"
+
+    def flip(files: dict[str, bytes]) -> None:
+        data = bytearray(files[name])
+        at = data.index(b'"seed": 1993') + len(b'"seed": 199')
+        data[at] = ord("4")  # 1993 -> 1994: still JSON, still a valid-looking result
+        files[name] = bytes(data)
+
+    res = uh("check", "--bundle", str(rezip(zipped, tmp_path / "changed.zip", flip)))
+    assert res.exit_code == 2
+    assert f"{name} has changed: its SHA-256 is not the one manifest-sha256.txt records" in error_line(res)
+
+
+def test_a_crate_that_lists_another_sha256_than_the_manifest_is_refused(finished_result, tmp_path) -> None:
+    finished_result(tmp_path / "r", "B3", SEED)
+    uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+
+    def lie(files: dict[str, bytes]) -> None:  # the crate's hash of one file changed, the manifest made to match
+        real = hashlib.sha256(files[f"results/B3/seed-{SEED}/result.json"]).hexdigest().encode()
+        files[bundle.METADATA] = files[bundle.METADATA].replace(real, b"0" * 64)
+        remanifest(files)
+
+    res = uh("check", "--bundle", str(rezip(tmp_path / "b.zip", tmp_path / "lie.zip", lie)))
+    assert res.exit_code == 2
+    assert f"the crate records another SHA-256 for results/B3/seed-{SEED}/result.json" in error_line(res)
+
+
+def hostile(kind: str, path: Path) -> str:
+    """A zip of one kind of attack at `path`; the words its refusal must hold."""
+    if kind == "not-a-zip":
+        path.write_bytes(b"PK\x03\x04 not really")
+        return "cannot be read as a zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf, warnings.catch_warnings(action="ignore"):
+        if kind == "dotdot":
+            zf.writestr("results/../../../escaped.txt", b"x")
+            return "has a '..', '.' or empty part"
+        if kind == "absolute":
+            zf.writestr(zipfile.ZipInfo("/tmp/escaped.txt"), b"x")
+            return "is an absolute path"
+        if kind == "symlink":
+            link = zipfile.ZipInfo("results/link")
+            link.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(link, "/etc/passwd")
+            return "is a symbolic link"
+        if kind == "duplicate":
+            zf.writestr("results/profile.json", b"{}")
+            zf.writestr("results/profile.json", b"{}")
+            return "appears twice"
+        if kind == "many":
+            for i in range(bundle.MAX_MEMBERS + 1):
+                zf.writestr(f"results/{i}", b"")
+            return f"more than the {bundle.MAX_MEMBERS} a bundle may hold"
+        if kind == "bomb":  # one member of zeros compressing ~1000:1
+            zf.writestr("results/bomb", bytes(2 * bundle.RATIO_FROM))
+            return f"more than {bundle.MAX_RATIO}:1"
+        if kind == "small-bombs":  # many members under RATIO_FROM each, ~1000:1 together
+            for i in range(40):
+                zf.writestr(f"results/{i}", bytes(bundle.RATIO_FROM // 2))
+            return f"or {bundle.MAX_RATIO}:1; refused"
+        if kind == "large":  # incompressible, over the per-file limit (set low by the test)
+            zf.writestr("results/large", bytes(range(256)) * 8)
+            return "bytes uncompressed, more than 1000"
+        if kind == "total":  # incompressible, over the total limit (set low by the test)
+            for i in range(3):
+                zf.writestr(f"results/{i}", bytes(range(256)) * 4)
+            return "more than 2000 or"
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate", "many", "bomb", "small-bombs",
+                                  "large", "total", "not-a-zip"])
+def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_temporary_dir(kind, tmp_path,
+                                                                                            monkeypatch) -> None:
+    tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    tmp.mkdir(), cwd.mkdir()
+    path = tmp_path / "hostile.zip"
+    words = hostile(kind, path)
+    monkeypatch.setattr(bundle, "MAX_MEMBER_BYTES", 1000 if kind == "large" else bundle.MAX_MEMBER_BYTES)
+    monkeypatch.setattr(bundle, "MAX_TOTAL_BYTES", 2000 if kind == "total" else bundle.MAX_TOTAL_BYTES)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp))
+    monkeypatch.chdir(cwd)
+    res = uh("check", "--bundle", str(path))
+    assert res.exit_code == 2 and words in error_line(res), res.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["cwd", "hostile.zip", "tmp"]  # the temp dir is gone too
+
+
+def test_usage_bundle_with_results_dir_and_recompute_without_bundle(tmp_path) -> None:
+    res = uh("check", "--bundle", str(tmp_path / "b.zip"), "--results-dir", str(tmp_path))
+    assert res.exit_code == 2 and "give --bundle or --results-dir, not both" in res.output
+    res = uh("check", "--recompute", "--results-dir", str(tmp_path))
+    assert res.exit_code == 2 and "--recompute goes with --bundle" in res.output
+
+
+# --- --recompute --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.trains
+def test_recompute_gives_each_runs_recorded_last_row_bit_for_bit(sent, zipped, tmp_path) -> None:
+    data, results = sent
+    for result in load_results(results):  # on this CPU, the smoke run's own: equal to the last bit
+        row, _ = last_row(result, final_path(results, result), data, {})
+        assert row == result["R"][-1], result["run_id"]
+    direct = uh("check", "--results-dir", str(results), "--json-out", str(tmp_path / "direct.json"))
+    res = uh("check", "--bundle", str(zipped), "--recompute", "--data-dir", str(tmp_path / "fresh-data"),
+             "--json-out", str(tmp_path / "bundle.json"))  # the synthetic archive written again
+    assert res.exit_code == direct.exit_code, res.output
+    assert res.output.count("last row recomputed on the CPU equals the recorded one (largest difference 0.00)") == 3
+
+
+@pytest.mark.trains
+def test_recompute_names_the_run_whose_recorded_row_was_forged_with_its_hashes_made_again(zipped, tmp_path) -> None:
+    name = f"results/B3/seed-{SEED}/result.json"
+
+    def forge(files: dict[str, bytes]) -> None:  # +10 points on the last task, metrics made to agree with R
+        result = json.loads(files[name])
+        result["R"][-1][-1] = min(100.0, result["R"][-1][-1] + 10)
+        result["metrics"] = {n: m.of(result["R"]) for n, m in {**PAPER, **REPORTED}.items()}
+        files[name] = json.dumps(result, indent=2).encode()
+
+    forged = rezip(zipped, tmp_path / "forged.zip", forge, rehash=True)
+    plain = uh("check", "--bundle", str(forged), "--json-out", str(tmp_path / "r.json"))
+    assert plain.exit_code in (0, 1, 3, 4, 5, 6), plain.output  # the hashes match: only the recompute can tell
+    res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(tmp_path / "data"))
+    assert res.exit_code == 2
+    line = error_line(res)
+    assert "B3 seed 1993 (task 5: recorded" in line and "r2 seed" not in line and "rho=5" not in line
+
+
+def test_recompute_of_a_bundle_without_weights_says_to_bundle_them(finished_result, tmp_path) -> None:
+    finished_result(tmp_path / "r", "B3", SEED)
+    uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+    res = uh("check", "--bundle", str(tmp_path / "b.zip"), "--recompute")
+    assert res.exit_code == 2 and "uh bundle --with-weights" in error_line(res)
+
+
+def test_the_limits_the_docs_state_are_the_codes() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reproducing.md").read_text()
+    assert f"{bundle.MAX_MEMBERS:,} files" in text and f"{bundle.MAX_RATIO}:1" in text
+    assert f"{bundle.MAX_MEMBER_BYTES >> 30} GiB per file" in text and f"{bundle.MAX_TOTAL_BYTES >> 30} GiB" in text
+
