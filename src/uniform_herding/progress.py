@@ -44,7 +44,7 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
     pending = state.pending_look
     look = pending + 1 if pending is not None else max((s.reached for s in state.claims.values()), default=1)
     decided = [f"{c} ({s.decision}, look {s.reached})" for c, s in state.claims.items() if s.settled]
-    waiting = [f"{c} (look {s.reached + 1})" for c, s in state.claims.items() if not s.settled]
+    waiting = [f"{c} (look {s.look + 1})" for c, s in state.claims.items() if not s.settled]
     step = verdict.next_step
     return [f"procedure: look {max(look, 1)} of {looks}; claims decided: {', '.join(decided) or 'none'}; waiting: "
             f"{', '.join(waiting) or 'none'}",

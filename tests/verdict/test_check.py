@@ -228,6 +228,24 @@ def test_the_shipped_paper_sets_digest_is_the_one_in_the_code() -> None:
     assert load_expected(EXPECTED).shipped
 
 
+def test_a_byte_identical_copy_of_the_shipped_set_is_the_shipped_set(tmp_path: Path, decided: pd.DataFrame) -> None:
+    """Issue 53.3: the shipped set is known by its content (expected.PAPER_SET_SHA256), wherever it lies: a
+    byte-identical copy passed with --expected gets the badge, on results made by this checkout's code; the copy
+    with one byte changed is another set: EXPECTED SET MATCHED (exit 6), saying so."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("tolerances.toml", "paper_per_seed.csv"):
+        shutil.copyfile(EXPECTED / name, copy / name)
+    res, report = check(tmp_path, decided, "--expected", str(copy), results=True)
+    assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
+    assert report["shipped_paper_set"] is True
+    toml = (copy / "tolerances.toml").read_bytes()
+    (copy / "tolerances.toml").write_bytes(toml.replace(b"# Expected set", b"# expected set", 1))
+    res, report = check(tmp_path, decided, "--expected", str(copy), results=True)
+    assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (against "), res.output
+    assert "not the shipped paper set" in report["verdict"] and report["shipped_paper_set"] is False
+
+
 def test_a_substituted_expected_set_found_from_the_working_directory_prints_no_badge(
     tmp_path: Path, paper: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1105,6 +1123,22 @@ def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path:
     assert report["verdict"].startswith("INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
                                         "tolerance on 3 seeds, decided on the next look's seeds (1, 2)")
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
+
+
+def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_path: Path, paper: pd.DataFrame
+                                                                           ) -> None:  # fmt: skip
+    """Issue 53.2: B1's look-1 runs missing and B2's ACC 9 pp low (its tolerance 7.55 pp): both comparisons that
+    read B2 (C1's B3 - B2 ACC and forgetting) have their seeds and are decided at look 1, so B2's miss is final:
+    NOT REPLICATED (exit 1), naming it, not INCOMPLETE; C1 itself waits for B1. B2 at B3's ACC + 0.5 contradicts
+    C1 at look 1, so C1 is NOT SUPPORTED though B1 is missing."""
+    no_b1 = paper[paper["run_id"] != "B1"]
+    res, report = check(tmp_path, no_b1.assign(acc=no_b1["acc"] - 9.0 * (no_b1["run_id"] == "B2")))
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED)", res.output
+    assert claims(report)["C1"].startswith("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.005: B3-B1 acc waits "
+                                           "for its runs (seeds 1993, 2023, 42 missing for B1)")  # fmt: skip
+    res, report = check(tmp_path, set_from(no_b1, "B2", "B3", "acc", +0.5))
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED; C1 NOT SUPPORTED)"
+    assert claims(report)["C1"].startswith("NOT SUPPORTED (look 1 of 5"), res.output
 
 
 @pytest.mark.parametrize("run_id", ["a2", "a3"])

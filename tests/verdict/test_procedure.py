@@ -21,8 +21,10 @@ from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import read_per_seed_csv
 from uniform_herding.verdict import oc
+from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim, Comparison
 from uniform_herding.verdict.expected import load_expected
 from uniform_herding.verdict.judge import Verdict, check
+from uniform_herding.verdict.procedure import State, claim_state, replay
 from uniform_herding.verdict.words import Verdict as Kind
 
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
@@ -103,6 +105,49 @@ def test_the_papers_own_table_repeated_needs_one_more_look_then_passes() -> None
     assert [asked for _, asked in states[1:]] == [{(r, s) for r in ("B1", "B3", "a4") for s in (1, 2)},
                                                   {(r, s) for r in ("B1", "B3") for s in (3, 4, 5)}]
     assert final.kind is Kind.RESULTS_REPLICATED
+
+
+def state_of(table: pd.DataFrame) -> State:
+    return replay(table, EXPECTED.procedure, EXPECTED.run_ids, PAPER_CLAIMS, gating=True)
+
+
+def test_each_comparison_is_decided_at_the_first_look_its_own_runs_have() -> None:
+    """Issue 53.2, on the paper's own values with B1's look-1 runs missing: C1's B3 - B2 comparisons, whose runs have
+    look 1's seeds, are decided there (supported), so B2, read by no other comparison, is asked for nothing more and
+    its seeds are final; B3 - B1 waits for B1, and C1 with it (SUPPORTED only when all are: with B1 at B3 less 5 pp
+    ACC and 5 pp more forgetting, at look 1). B2 at B3's ACC + 0.5, B1 still missing, contradicts C1 at look 1: NOT
+    SUPPORTED, settled, and B1 is asked for look 1's seeds alone."""
+    paper = EXPECTED.per_seed
+    no_b1 = paper[paper["run_id"] != "B1"]
+    state = state_of(no_b1)
+    c1 = state.claims["C1"]
+    assert [(c.comparison.label, c.decision, c.reached) for c in c1.comparisons] == [
+        ("B3-B1 acc", "undecided", 0), ("B3-B1 forgetting", "undecided", 0), ("B3-B2 acc", "supports", 1),
+        ("B3-B2 forgetting", "supports", 1)]  # fmt: skip
+    assert (c1.decision, c1.settled, c1.look) == ("undecided", False, 0)
+    assert state.final("B2") and not state.final("B3") and state.missing("B1") == EXPECTED.seeds
+    b3 = paper[paper["run_id"] == "B3"]
+    b1 = b3.assign(run_id="B1", acc=b3["acc"] - 5.0, forgetting=b3["forgetting"] + 5.0, bwt=b3["bwt"] - 5.0)
+    supported = state_of(pd.concat([no_b1, b1], ignore_index=True)).claims["C1"]
+    assert (supported.decision, supported.reached) == ("supports", 1)
+    contradicted, b2 = no_b1.copy(), no_b1["run_id"] == "B2"
+    contradicted.loc[b2, "acc"] = contradicted.loc[b2, "seed"].map(b3.set_index("seed")["acc"]) + 0.5
+    c1 = state_of(contradicted).claims["C1"]
+    assert (c1.decision, c1.settled, c1.reached, c1.asks("B1")) == ("contradicts", True, 1, 0)
+
+
+def test_a_claim_goes_on_to_its_next_look_only_once_every_open_comparison_has_had_this_one() -> None:
+    """A comparison undecided at look 1 (the paper's B3 - B1 ACC deltas, p 0.048) whose run has look 2's seeds too
+    is not tested at look 2 while the claim's other comparison lacks look 1's: had it run ahead, a contradiction at
+    look 1 would settle the claim there and leave look 2's seeds uncounted, as no look asked for them."""
+    claim = Claim("X", "x", ("r0", "r1"), (Comparison("r0", "acc", (("r0", 1),), +1),
+                                           Comparison("r1", "acc", (("r1", 1),), +1)))  # fmt: skip
+    seeds = len(EXPECTED.procedure.seeds)
+    values = {("acc", "r0"): np.array([2.76, 0.90, 1.36, 1.9, 1.5, *[np.nan] * (seeds - 5)]),
+              ("acc", "r1"): np.full(seeds, np.nan)}  # fmt: skip
+    state = claim_state(claim, values, EXPECTED.procedure)
+    assert [(c.decision, c.reached) for c in state.comparisons] == [("undecided", 1), ("undecided", 0)]
+    assert (state.look, state.asks("r0"), state.asks("r1")) == (0, 0, 0)
 
 
 @PROPERTY

@@ -21,7 +21,7 @@ from uniform_herding.variants import base_of, describe, sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
-from uniform_herding.verdict.procedure import State, seeds_by_run
+from uniform_herding.verdict.procedure import ComparisonState, State, seeds_by_run
 from uniform_herding.verdict.words import Claim as Kind
 from uniform_herding.verdict.words import seeds_text, word
 
@@ -146,35 +146,56 @@ def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCh
     return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, claim.finding, needed, claim.runs)
 
 
+def _lacks(state: State, cs: ComparisonState, look: int) -> str:
+    """What a comparison that has not had a look waits for: the look's seeds its runs lack."""
+    gaps: dict[tuple[int, ...], list[str]] = {}
+    for run_id in cs.comparison.runs:
+        missing = tuple(s for s in state.procedure.seeds_at(look) if s not in state.have.get(run_id, frozenset()))
+        if missing:
+            gaps.setdefault(missing, []).append(run_id)
+    return "; ".join(f"seeds {seeds_text(seeds)} missing for {', '.join(runs)}" for seeds, runs in gaps.items())
+
+
 def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFrame], registered: bool,
                      explain: bool, paper: dict[str, float]) -> ClaimCheck:  # fmt: skip
     """A claim of the paper read off its state: where a set registers a procedure, the look that decided it (or
-    left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds."""
+    left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds. A comparison
+    whose runs lack the look's seeds waits for them, and the claim with it (unless another has contradicted it)."""
     s, procedure = state.claims[claim_id], state.procedure
-    claim, total = s.claim, len(procedure.looks)
+    claim, total, m = s.claim, len(procedure.looks), len(s.comparisons)
     shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
     if not s.reached:
         missing = [seed for seed in procedure.seeds_at(0) if seed not in shared]
         return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
                           f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}", [], runs=claim.runs,
                           looks=total if registered else None)  # fmt: skip
-    look, tests = s.reached - 1, [c.tests[-1] for c in s.comparisons]
+    look = s.reached - 1
+    waiting = s.waiting() if not s.settled and s.look == look else ()  # this look is not over for them
     seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
     last = s.decision == "undecided" and s.settled
     evidence, below = [], []
     for cs in s.comparisons:  # each at the look that decided it, or the last it used
-        c, t, k = cs.comparison, cs.tests[-1], cs.reached - 1
+        c = cs.comparison
+        if not cs.tests:
+            evidence += [f"{c.label}: not tested yet: {_lacks(state, cs, look)}"] if explain else []
+            continue
+        t, k = cs.tests[-1], cs.reached - 1
         excludes = last and c.label in paper and _excludes(t, procedure.alpha[k], paper[c.label])
         below += [c.label] if excludes else []
         if explain:
             evidence.append(_evidence_line(c, c.deltas(table()).reindex(list(procedure.seeds_at(k))), t, True,
-                                           procedure.alpha[k], decide.against(procedure.alpha[k], len(tests)),
+                                           procedure.alpha[k], decide.against(procedure.alpha[k], m),
                                            paper.get(c.label) if last else None))  # fmt: skip
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:
         evidence.append(f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
                         f"(the procedure counts the seeds each look asks for)")  # fmt: skip
     if not registered:
+        tests = [cs.tests[-1] for cs in s.comparisons if cs.tests]
+        if waiting:  # its one look: a comparison's runs lack the set's seeds
+            return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+                              "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting),
+                              evidence, False, runs=claim.runs)  # fmt: skip
         if not tests[0].decidable:  # a set of fewer seeds than a claim needs
             return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
                               f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}", evidence, False,
@@ -185,7 +206,11 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
         return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, False, needed, claim.runs)
     where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
     kind, next_seeds = DECIDED[s.decision], ()
-    if not s.settled:
+    if waiting:
+        kind = Kind.UNDECIDED
+        where += ": " + "; ".join(f"{cs.comparison.label} waits for its runs ({_lacks(state, cs, look)})"
+                                  for cs in waiting)  # fmt: skip
+    elif not s.settled:
         open_ = [cs for cs in s.comparisons if not cs.settled]
         runs = [r for r in claim.runs if any(r in cs.comparison.runs for cs in open_)]
         kind, next_seeds = Kind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
@@ -213,7 +238,8 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
     checks = []
     for claim in claims:
         missing = [r for r in claim.runs if r not in have]
-        if missing or not frozenset.intersection(*(have[r] for r in claim.runs)):
+        tested = state is not None and claim.claim_id in state.claims and state.claims[claim.claim_id].reached
+        if not tested and (missing or not frozenset.intersection(*(have[r] for r in claim.runs))):
             why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
             checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
                                      runs=claim.runs))  # fmt: skip

@@ -103,7 +103,8 @@ class Expected:
 
     @property
     def shipped(self) -> bool:
-        """The paper set this artifact ships, byte for byte: the only one that awards the badge."""
+        """The paper set this artifact ships, known by its content (a byte-identical copy anywhere is it; one byte
+        changed is another set): the only one that awards the badge."""
         return self.profile == "paper" and self.sha256 == PAPER_SET_SHA256
 
     def describe(self) -> str:

@@ -119,8 +119,8 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     None judges the numbers alone, as uh oc's simulated re-runs); else EXPECTED SET MATCHED, as for one claim `alone`
     or a `subset` of its run IDs. Other profiles: a pipeline check, INCOMPLETE too while run IDs are missing.
 
-    A metric's miss is final only when its run ID has every seed asked of it and no gating claim that includes it
-    can still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
+    A metric's miss is final only when its run ID has every seed asked of it and no comparison that reads it can
+    still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
     once, on the seeds it ends with, and the family's alpha holds over the whole procedure."""
     gating = [c for c in claims if not c.finding and c.claim_id in state.gating]
     scope = _scope(expected, alone, subset)

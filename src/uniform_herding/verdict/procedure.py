@@ -3,14 +3,15 @@ uh oc all read it, and nothing of it is stored, so no interruption, file order o
 
 The pre-registered procedure (tolerances.toml's [procedure]) takes the registered seeds in order and looks at
 fixed counts of them, each look at its own alpha. Look 1 asks every run ID of the expected set (and every run ID
-of a gating claim) for the set's seeds. A claim is decided at the first look that decides it; a claim a look
-leaves undecided asks each of its run IDs for the seeds of the next look. So what each look asks follows from
-the looks before it:
+of a gating claim) for the set's seeds. Each comparison of a claim is decided at the first look whose seeds its
+own runs have and that decides it, whatever the claim's other run IDs lack; a claim moves to its next look once
+every comparison it leaves open has had this one, and one it leaves undecided asks the runs of its open
+comparisons for the next look's seeds. So what each look asks follows from the looks before it:
   - a run ID's counted seeds are exactly the seeds asked of it, up to the last look that asked for it; fewer is a
     look still to run or interrupted (next_step names the rest), more are shown and never counted;
-  - a run ID's seeds are final when it has every seed asked of it and no gating claim that includes it can
-    still ask for more; a metric's miss is final only then (so each metric is judged once, on the seeds it ends
-    with, and the family's alpha holds over the whole procedure);
+  - a run ID's seeds are final when it has every seed asked of it and no comparison that reads it can still ask
+    for more; a metric's miss is final only then (so each metric is judged once, on the seeds it ends with, and
+    the family's alpha holds over the whole procedure);
   - next_step: the missing runs of the earliest look that misses any.
 A set that registers no procedure has one look: its own seeds, at decide.ALPHA.
 """
@@ -51,9 +52,9 @@ class ComparisonState:
 
 @dataclass(frozen=True)
 class ClaimState:
-    """One claim replayed, comparison by comparison: each is decided at the first look that decides it and extended
-    no further; the claim is SUPPORTED when all are, NOT SUPPORTED when one is contradicted (at alpha / 2m), and
-    undecided otherwise. `total`: the procedure's looks."""
+    """One claim replayed, comparison by comparison: each is decided at the first look whose seeds its own runs have
+    and that decides it, and extended no further; the claim is SUPPORTED when all are, NOT SUPPORTED when one is
+    contradicted (at alpha / 2m), and undecided otherwise. `total`: the procedure's looks."""
 
     claim: Claim
     comparisons: tuple[ComparisonState, ...]
@@ -71,14 +72,27 @@ class ClaimState:
     @cached_property
     def settled(self) -> bool:
         """Decided (a contradicted comparison settles it at once), or every comparison settled: it asks for nothing
-        more."""
+        beyond the look it stands at."""
         return self.decision != "undecided" or (bool(self.comparisons) and all(c.settled for c in self.comparisons))
 
+    @cached_property
+    def look(self) -> int:
+        """The (0-based) look whose seeds its open comparisons ask for: the earliest look one of them has not had;
+        once settled, the look that settled it (one it left untested there asks for that look's seeds, which the
+        completed look would count)."""
+        if self.settled:
+            return self.reached - 1
+        return min(c.reached for c in self.comparisons if not c.settled)
+
+    def waiting(self) -> tuple[ComparisonState, ...]:
+        """Its open comparisons that have not had the look it stands at (their runs lack its seeds); while the claim
+        is undecided, the others have had it."""
+        return tuple(c for c in self.comparisons if not c.settled and c.reached == self.look)
+
     def asks(self, run_id: str) -> int | None:
-        """The (0-based) look whose seeds it asks of a run ID: the last look of its comparisons that read it, or the
-        next one while one of them waits; None if no comparison reads it."""
-        looks = [c.reached - 1 if self.settled or c.settled else c.reached for c in self.comparisons
-                 if run_id in c.comparison.runs]  # fmt: skip
+        """The (0-based) look whose seeds it asks of a run ID: the last look of its settled comparisons that read
+        it, the claim's look for its open ones; None if no comparison reads it."""
+        looks = [c.reached - 1 if c.settled else self.look for c in self.comparisons if run_id in c.comparison.runs]
         return max(looks) if looks else None
 
 
@@ -111,13 +125,13 @@ class State:
         return tuple(s for s in self.asked.get(run_id, ()) if s not in have)
 
     def waiting_on(self, run_id: str) -> tuple[str, ...]:
-        """The gating claims with an open comparison that reads a run ID: they can still ask it for seeds."""
+        """The gating claims with an open comparison that reads a run ID and may ask it for the next look's seeds."""
         return tuple(c for c in self.gating if not self.claims[c].settled and any(
             run_id in s.comparison.runs and not s.settled for s in self.claims[c].comparisons))
 
     def final(self, run_id: str) -> bool:
         """Whether a run ID's counted seeds can still change: no (final) once it has every seed asked of it and no
-        gating claim that includes it waits for a look."""
+        comparison that reads it can still ask for more."""
         return not self.missing(run_id) and not self.waiting_on(run_id)
 
     def look_of(self, seed: int) -> int:
@@ -211,21 +225,21 @@ def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
 
 
 def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> ClaimState:
-    """A claim on the registered seeds' values, look by look: each open comparison on exactly that look's seeds at its
-    alpha (contradicting at alpha / 2m), until the claim is settled or an open comparison's runs lack the look's
-    seeds. A comparison decided stays decided, and its runs are asked for nothing more by it."""
+    """A claim on the registered seeds' values, look by look: each open comparison whose runs have the look's seeds
+    is tested on exactly those at the look's alpha (contradicting at alpha / 2m), whatever the claim's other run
+    IDs lack; the claim goes on to the next look only once every open comparison has had this one, and stops once
+    settled. A comparison decided stays decided, and its runs are asked for nothing more by it."""
     m, last = len(claim.comparisons), len(procedure.looks) - 1
     deltas = [c.deltas(values) if all(("acc", r) in values for r in c.runs) else None for c in claim.comparisons]
     tests: list[list[decide.PairedTest]] = [[] for _ in range(m)]
     decisions: list[decide.Decision] = ["undecided"] * m
     for k, n in enumerate(procedure.looks):
         open_ = [i for i in range(m) if decisions[i] == "undecided"]
-        if any(deltas[i] is None or np.isnan(deltas[i][:n]).any() for i in open_):  # type: ignore[index]
-            break
-        for i in open_:
+        ready = [i for i in open_ if deltas[i] is not None and not np.isnan(deltas[i][:n]).any()]  # type: ignore[index]
+        for i in ready:
             tests[i].append(decide.PairedTest(tuple(deltas[i][:n]), claim.comparisons[i].sign))  # type: ignore[index]
             decisions[i] = tests[i][-1].outcome(procedure.alpha[k], decide.against(procedure.alpha[k], m))
-        if "contradicts" in decisions or k == last or all(d != "undecided" for d in decisions):
+        if len(ready) < len(open_) or "contradicts" in decisions or k == last or "undecided" not in decisions:
             break
     return ClaimState(claim, tuple(ComparisonState(c, tuple(t), d, len(procedure.looks))
                                    for c, t, d in zip(claim.comparisons, tests, decisions, strict=True)),
