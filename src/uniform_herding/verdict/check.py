@@ -49,6 +49,8 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.words import EXIT_POLICY, Claim, Metric, Verdict, headword, run_ids_text
 
+BUNDLE_SOURCE = "uh.check.bundle"  # click's shared meta: the bundle a check's results were extracted from
+
 
 class UnwritableReport(click.ClickException):
     """The JSON report cannot be written: exit 2, as the check did not complete (EXIT_POLICY)."""
@@ -214,6 +216,7 @@ def check_command(
         from uniform_herding.verdict.bundle import check_bundle
 
         ctx = click.get_current_context()
+        ctx.meta[BUNDLE_SOURCE] = f"--bundle {bundle}"  # the source the check names, not the temporary directory
         check_bundle(ctx, bundle, recompute, data_dir, lambda results: ctx.invoke(
             check_command, results_dir=results, expected_dir=expected_dir, profile=profile,
             json_out=json_out or Path("check_report.json"), claim_id=claim_id,
@@ -224,7 +227,8 @@ def check_command(
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
     given = profile or run_profile  # what the user or the results say, if anything
     profile = given or "paper"
-    source = f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
+    source = click.get_current_context().meta.get(BUNDLE_SOURCE) or (
+        f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}")
     json_out = json_out or (
         Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
     )
