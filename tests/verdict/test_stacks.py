@@ -195,3 +195,24 @@ def test_an_unwritable_json_out_is_one_line_after_the_figures(tmp_path) -> None:
     result = CliRunner().invoke(main, ["stacks", str(a), str(b), "--json-out", str(under_a_file)])
     assert result.exit_code == 2 and "uh stacks: 2 stacks" in result.output
     assert result.output.strip().splitlines()[-1].startswith("Error: cannot write")
+
+
+def test_bundles_made_by_uh_bundle_are_read_as_their_results_folders(tmp_path) -> None:
+    """A zip from `uh bundle` is verified, extracted and read as the folder it was made from: the same figures."""
+    h100 = write_stack(tmp_path / "h100", "cuda: NVIDIA H100", {"B3": [50, 52, 54], "B1": [40, 41, 45]})
+    t4 = write_stack(tmp_path / "t4", "cuda: Tesla T4", {"B3": [55, 57, 59], "B1": [42, 44, 43]})
+    zips = [tmp_path / "h100.zip", tmp_path / "t4.zip"]
+    for folder, zipped in zip((h100, t4), zips, strict=True):
+        result = CliRunner().invoke(main, ["bundle", "--results-dir", str(folder), "-o", str(zipped)])
+        assert result.exit_code == 0, result.output
+    figures = []
+    for sources in ((h100, t4), zips):
+        out = tmp_path / "tau.json"
+        result = CliRunner().invoke(main, ["stacks", *map(str, sources), "--json-out", str(out)])
+        assert result.exit_code == 0, result.output
+        figures.append([{k: m[k] for k in ("metric", "tau", "tau2_pooled", "interval")}
+                        for m in json.loads(out.read_text())["metrics"]])  # fmt: skip
+    assert figures[0] == figures[1]
+    (tmp_path / "t4.zip").write_bytes((tmp_path / "t4.zip").read_bytes()[:-30])  # a damaged zip: one line, exit 2
+    result = CliRunner().invoke(main, ["stacks", *map(str, zips)])
+    assert result.exit_code == 2 and "t4.zip" in result.output, result.output
