@@ -17,6 +17,7 @@ from uniform_herding.doctor import (
     procedure_seconds,
     run_seconds,
     run_steps,
+    trains_on,
 )
 from uniform_herding.method.config import PAPER_RUNS, RUNS, resolve
 from uniform_herding.runs.terminal import duration
@@ -182,23 +183,28 @@ def expected_root(tmp_path: Path, procedure: str) -> Path:
 
 def test_uh_price_on_the_smoke_profile_with_a_registered_procedure(tmp_path, monkeypatch):
     """Issue 46.3: the runs of `all` under a procedure of 2 looks (3 and 5 seeds): 36, and at most 10 x 5 + 2 x 3;
-    in hours where uh doctor timed this machine (doctor.json of the profile), else runs alone, saying so."""
+    in hours where uh doctor timed the device that will train (doctor.json of the profile and that device: issue
+    52), else runs alone, saying so."""
     expected_root(tmp_path, "[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\nalpha = [0.01, 0.04]\n")
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
+    cpu = trains_on(torch.device("cpu"))[0]
     assert res.output.splitlines() == [
-        "the price of ./reproduce.sh all (profile smoke), one run at a time on this machine (hours: once "
-        "`uh doctor --profile smoke` has timed it):",
+        f"the price of ./reproduce.sh all (profile smoke), one run at a time on {cpu}; hours: none until `uh doctor "
+        "--profile smoke --device cpu` has timed them:",
         "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs",
         "  at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs",
     ]  # fmt: skip
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "doctor.json").write_text(json.dumps(
-        {"profile": "smoke", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}))  # fmt: skip
+    timed = {"profile": "smoke", "device": "cuda:0", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}
+    (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed))  # a GPU's times: not this CPU's
+    res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
+    assert res.exit_code == 0 and "hours: none until `uh doctor --profile smoke --device cpu`" in res.output
+    (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed | {"device": "cpu"}))
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
-    assert "on this machine, as uh doctor timed it (r/doctor.json):" in res.output
+    assert f"on {cpu}; hours: this CPU's own, as uh doctor timed them (r/doctor.json):" in res.output
     assert "36 runs, 36.0 min" in res.output and "56 runs, 56.0 min" in res.output
 
 
@@ -216,7 +222,11 @@ def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_
                              pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
     claims = ["B1", "B2", "B3", "a1", "a2", "a4", "s1", "s2", "s3", "s4"]
     most = 20 * t4[claims].sum() + 3 * t4[["B0", "a3"]].sum()
-    assert "one run at a time on the paper's Tesla T4" in res.output
+    # issue 52: the device that will train named, and the T4's hours named as such, not as this CPU's
+    assert res.output.splitlines()[0] == (
+        f"the price of ./reproduce.sh all (profile paper), one run at a time on {trains_on(torch.device('cpu'))[0]}; "
+        "hours: the paper's Tesla T4's (expected_results/paper_compute.csv), not this CPU's: `uh doctor --profile "
+        "paper --device cpu` times them:")  # fmt: skip
     assert f"36 runs, {duration(3 * t4.sum())}" in res.output
     assert (f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
             f"{duration(whole['p90_s'])}") in res.output

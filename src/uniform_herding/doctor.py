@@ -335,6 +335,19 @@ def _procedure_runs_csv() -> Path | None:
     return path if path.is_file() else None
 
 
+def trains_on(device) -> tuple[str, str]:
+    """The device the runs will train on (None: a Slurm node's), as the price names it, and its possessive: "this
+    machine's CPU (AMD EPYC, AVX512)", "this CPU's"."""
+    if device is None:
+        return "the Slurm nodes' devices", "the nodes'"
+    from uniform_herding.runs.run import device_name
+
+    kind, _, name = device_name(device).partition(": ")
+    model, _, detail = name.removesuffix(")").rpartition(" (")  # a CPU's model (its instruction set)
+    kind = "GPU" if kind == "cuda" else "CPU"
+    return f"this machine's {kind} ({f'{model}, {detail}' if model else name})", f"this {kind}'s"
+
+
 def cfg_profile(cfg: Config) -> str:
     return next(name for name in PROFILES if resolve("B3", name) == cfg)
 
@@ -489,9 +502,10 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
     from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
     from uniform_herding.verdict.oc import paper_seconds
 
+    chosen = None  # on Slurm, the nodes' device: not this machine's
     if executor != "slurm":
         try:
-            select(device, profile)
+            chosen = select(device, profile)
         except DeviceError as e:
             raise click.ClickException(f"{e}; to try the whole pipeline at a tiny size on this machine: "
                                        "./reproduce.sh smoke") from None  # fmt: skip
@@ -505,12 +519,16 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
     extra_runs = None if runs_csv is None else pd.read_csv(runs_csv)
 
     timed = results_dir / "doctor.json"
-    seconds, where = doctor_estimates(timed, profile), f"this machine, as uh doctor timed it ({timed})"
+    seconds = doctor_estimates(timed, profile, None if chosen is None else chosen.type)
+    on, its = trains_on(chosen)
+    timer = f"`uh doctor --profile {profile}" + ("`" if chosen is None else f" --device {chosen.type}`")
+    hours = (f"{its} own, as uh doctor timed them ({timed})" if chosen is not None else
+             f"this machine's, as uh doctor timed them ({timed}), not necessarily {its}")  # fmt: skip
     if not seconds and profile == "paper" and expected is not None:
         seconds = paper_seconds(expected)
-        where = "the paper's Tesla T4 (expected_results/paper_compute.csv; uh doctor times this machine)"
+        hours = f"the paper's Tesla T4's (expected_results/paper_compute.csv), not {its}: {timer} times them"
     elif not seconds:
-        where = f"this machine (hours: once `uh doctor --profile {profile}` has timed it)"
+        hours = f"none until {timer} has timed them"
     runs = price(dict.fromkeys(PAPER_RUNS, 1.0), len(seeds or SEEDS), procedure, extra_runs)
     cost = price(seconds, len(seeds or SEEDS), procedure, extra_runs) if seconds else {}
 
@@ -518,7 +536,7 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
         n = f"{runs[key]:.0f}" if runs[key] == round(runs[key]) else f"{runs[key]:.1f}"
         return f"{n} runs" + (f", {duration(cost[key])}" if cost else "")
 
-    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {where}:")
+    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {on}; hours: {hours}:")
     click.echo(f"  the paper's {len(PAPER_RUNS)} run IDs on seeds {' '.join(map(str, seeds or SEEDS))}: "
                f"{both('paper')}")
     if seeds:
