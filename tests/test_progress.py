@@ -104,3 +104,20 @@ def test_status_waits_seconds_for_a_slurm_that_does_not_answer(tmp_path: Path, m
             "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown") in lines
     assert lines[-1] == ("B0 seed 1993: unknown [Slurm job 4_0] (Slurm's accounting could not be read: sacct failed or "
                          f"gave no answer in time); log: {results}/submitit/slurm/4_0_0_log.err")  # fmt: skip
+
+
+def test_status_wraps_its_lines_to_columns_and_wide_keeps_them_whole(tmp_path: Path, monkeypatch) -> None:
+    """Issue 52: uh status's lines fit COLUMNS (120 where unset), each long line wrapped at spaces, its continuation
+    indented; --wide prints them whole. The procedure's line on the paper's table is 131 characters."""
+    write(tmp_path / "r", read_per_seed_csv(EXPECTED / "paper_per_seed.csv"))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = status(tmp_path / "r")
+    out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "r")])
+    assert out.exit_code == 0 and max(map(len, wide)) > 120 >= max(map(len, out.output.splitlines())), out.output
+    joined: list[str] = []
+    for line in out.output.splitlines():
+        if line.startswith("    "):
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    assert joined == wide
