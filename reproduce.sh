@@ -21,9 +21,11 @@ Targets:
             the GPU, the archive, disk; a self-test of the fp16 GPU path against Lightning's stock
             path; a timed step and the estimated hours of every run ID (uh doctor)
   RUN_ID    one run ID, every seed: ${RUN_IDS[*]}; beyond the paper: ${BEYOND_PAPER_IDS[*]}
-  all       first its price (uh price: runs and hours of the 36 runs and of the whole procedure)
-            and a question (y/N; --yes answers it); refused at once where this machine cannot
-            train the profile. Then the paper's twelve run IDs in turn (finished runs are skipped; a
+  all       first its price (uh price: runs and hours of the 36 runs and of the whole procedure,
+            on the device that will train them: its own hours once uh doctor has timed it, else
+            the paper's T4 hours, named as such) and a question (y/N; --yes answers it);
+            refused at once where this machine cannot train the profile. Then the paper's
+            twelve run IDs in turn (finished runs are skipped; a
             failed run does not stop the others and is reported at the end, after check and report),
             then the procedure to a decided verdict, as 'next'. With --paper-runs-only, or seeds of
             your own (--seeds), it checks and reports once after the twelve. With --executor slurm:

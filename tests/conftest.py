@@ -284,3 +284,13 @@ def smoke_rehearsal(directory: Path) -> Path:
                                                       "alpha = [0.0001, 0.0499]\n")  # fmt: skip
     return directory
 
+
+
+def fake_slurm_clients(folder: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    """squeue and sacct on PATH as shell scripts of `script`'s body (`exit 0`: an empty queue; `sleep 60`: a Slurm
+    that gives no answer, as squeue retrying a missing SLURM_CONF for a minute)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for client in ("squeue", "sacct"):
+        (folder / client).write_text(f"#!/bin/sh\n{script}\n")
+        (folder / client).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
+from conftest import fake_slurm_clients
 
 from uniform_herding.chain import Chain, Controller
 from uniform_herding.cli import main
@@ -49,16 +50,23 @@ def chain(results: Path, ended: dict | None) -> None:
 
 
 def test_status_says_where_the_chain_stands_ended_or_stalled(tmp_path: Path, monkeypatch) -> None:
-    """An ended chain says why; one not ended whose jobs are all gone from the queue (here: no Slurm answers) is
-    stalled, and the line says how to go on."""
-    monkeypatch.delenv("SLURM_CONF", raising=False)  # squeue fails at once (a missing file: it retries for 60 s)
-    chain(tmp_path, {"at": 1.0, "reason": "a run of step 1 did not finish: B0 seed 1993: failed"})
-    res = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path)])
+    """An ended chain says why; one not ended whose jobs are all gone from Slurm's queue (here: a squeue that answers
+    with none) is stalled, and the line says how to go on; where squeue gives no answer, the line says that whether
+    its jobs are queued is unknown, never that it stalled."""
+    fake_slurm_clients(tmp_path / "bin", monkeypatch, "exit 0")
+    results = tmp_path / "results"
+    chain(results, {"at": 1.0, "reason": "a run of step 1 did not finish: B0 seed 1993: failed"})
+    res = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results)])
     assert "chain 20261127-120000: ended: a run of step 1 did not finish: B0 seed 1993: failed" in res.output
-    chain(tmp_path, None)
-    res = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path)])
-    assert (f"chain 20261127-120000: stalled at step 1: its jobs ended without a verdict (log: {tmp_path}/submitit/"
+    chain(results, None)
+    res = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results)])
+    assert (f"chain 20261127-120000: stalled at step 1: its jobs ended without a verdict (log: {results}/submitit/"
             "slurm/6_0_log.out); the same command resumes from the results") in res.output.splitlines()  # fmt: skip
+    fake_slurm_clients(tmp_path / "bin", monkeypatch, "exit 1")
+    res = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results)])
+    assert ("chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
+            "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown"
+            ) in res.output.splitlines()  # fmt: skip
 
 
 def checked(kind: Verdict, step: dict) -> SimpleNamespace:

@@ -16,6 +16,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import itertools
+import json
 import re
 import shlex
 import shutil
@@ -524,6 +525,24 @@ def test_citation_cff_is_valid_cff_and_claims_no_release_that_does_not_exist() -
         assert "version" not in citation and "date-released" not in citation
     else:
         assert citation["version"] == project["version"] and "date-released" in citation
+
+
+def test_zenodo_json_says_what_citation_cff_says() -> None:
+    """Issue 52: Zenodo's GitHub integration archives a tagged release with .zenodo.json's metadata (which it reads
+    before CITATION.cff): its title, creators (a person as "Family, Given"), license, keywords and version are
+    CITATION.cff's, its description the abstract; neither has a version before a release (the test above), and the
+    DOI is Zenodo's to mint."""
+    zenodo = json.loads((ROOT / ".zenodo.json").read_text())
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+
+    def creator(author: dict) -> str:
+        return author.get("name") or f"{author['family-names']}, {author['given-names']}"
+
+    assert zenodo["upload_type"] == "software" and zenodo["access_right"] == "open"
+    assert zenodo["title"] == citation["title"] and zenodo["description"] == citation["abstract"]
+    assert [c["name"] for c in zenodo["creators"]] == [creator(a) for a in citation["authors"]]
+    assert zenodo["license"] == citation["license"] and zenodo["keywords"] == citation["keywords"]
+    assert zenodo.get("version") == citation.get("version") and "doi" not in zenodo
 
 
 EXTENDING = ROOT / "docs" / "extending.md"

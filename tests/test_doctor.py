@@ -1,6 +1,7 @@
 """`uh doctor`: the preflight passes on this CPU, says it is a CPU, prints estimates, and can fail."""
 
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -10,15 +11,16 @@ from click.testing import CliRunner
 
 from uniform_herding.cli import main
 from uniform_herding.doctor import (
-    duration,
     estimates,
     feature_images,
     price,
     procedure_seconds,
     run_seconds,
     run_steps,
+    trains_on,
 )
 from uniform_herding.method.config import PAPER_RUNS, RUNS, resolve
+from uniform_herding.runs.terminal import duration
 from uniform_herding.verdict.decide import Procedure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,23 +183,28 @@ def expected_root(tmp_path: Path, procedure: str) -> Path:
 
 def test_uh_price_on_the_smoke_profile_with_a_registered_procedure(tmp_path, monkeypatch):
     """Issue 46.3: the runs of `all` under a procedure of 2 looks (3 and 5 seeds): 36, and at most 10 x 5 + 2 x 3;
-    in hours where uh doctor timed this machine (doctor.json of the profile), else runs alone, saying so."""
+    in hours where uh doctor timed the device that will train (doctor.json of the profile and that device: issue
+    52), else runs alone, saying so."""
     expected_root(tmp_path, "[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\nalpha = [0.01, 0.04]\n")
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
+    cpu = trains_on(torch.device("cpu"))[0]
     assert res.output.splitlines() == [
-        "the price of ./reproduce.sh all (profile smoke), one run at a time on this machine (hours: once "
-        "`uh doctor --profile smoke` has timed it):",
+        f"the price of ./reproduce.sh all (profile smoke), one run at a time on {cpu}; hours: none until `uh doctor "
+        "--profile smoke --device cpu` has timed them:",
         "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs",
         "  at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs",
     ]  # fmt: skip
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "doctor.json").write_text(json.dumps(
-        {"profile": "smoke", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}))  # fmt: skip
+    timed = {"profile": "smoke", "device": "cuda:0", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}
+    (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed))  # a GPU's times: not this CPU's
+    res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
+    assert res.exit_code == 0 and "hours: none until `uh doctor --profile smoke --device cpu`" in res.output
+    (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed | {"device": "cpu"}))
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
-    assert "on this machine, as uh doctor timed it (r/doctor.json):" in res.output
+    assert f"on {cpu}; hours: this CPU's own, as uh doctor timed them (r/doctor.json):" in res.output
     assert "36 runs, 36.0 min" in res.output and "56 runs, 56.0 min" in res.output
 
 
@@ -215,7 +222,11 @@ def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_
                              pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
     claims = ["B1", "B2", "B3", "a1", "a2", "a4", "s1", "s2", "s3", "s4"]
     most = 20 * t4[claims].sum() + 3 * t4[["B0", "a3"]].sum()
-    assert "one run at a time on the paper's Tesla T4" in res.output
+    # issue 52: the device that will train named, and the T4's hours named as such, not as this CPU's
+    assert res.output.splitlines()[0] == (
+        f"the price of ./reproduce.sh all (profile paper), one run at a time on {trains_on(torch.device('cpu'))[0]}; "
+        "hours: the paper's Tesla T4's (expected_results/paper_compute.csv), not this CPU's: `uh doctor --profile "
+        "paper --device cpu` times them:")  # fmt: skip
     assert f"36 runs, {duration(3 * t4.sum())}" in res.output
     assert (f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
             f"{duration(whole['p90_s'])}") in res.output
@@ -236,11 +247,6 @@ def test_uh_price_refuses_a_machine_that_cannot_train_the_profile_in_one_line(tm
     assert CliRunner().invoke(main, ["price", "--executor", "slurm", "--results-dir", str(tmp_path)]).exit_code == 0
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(42.4, "42 s"), (119, "119 s"), (600, "10.0 min"), (3 * 3600, "3.00 h")])
-def test_durations_are_printed_in_the_unit_a_reader_wants(seconds, text):
-    assert duration(seconds) == text
-
-
 @pytest.mark.parametrize(("variable", "value", "message"), [
     ("UH_CPU_THREADS", "two", "UH_CPU_THREADS='two' is not a thread count; set an integer >= 1"),
     ("UH_COMPILE", "fast", "UH_COMPILE='fast' is not a setting; use 0, 1, reduce-overhead, max-autotune"),
@@ -250,5 +256,48 @@ def test_a_bad_setting_in_the_environment_is_one_line_before_any_check(variable,
     monkeypatch.setenv(variable, value)
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "d"),
                                     "--results-dir", str(tmp_path / "r")])  # fmt: skip
-    assert res.exit_code == 1 and res.output.startswith(f"Error: {message}") and res.output.count("\n") == 1
+    # no check printed (standard output), the error one line, after the line that says what is being checked
+    assert res.exit_code == 1 and res.stdout == "" and res.stderr.count("\n") == 2
+    assert res.stderr.splitlines()[-1].startswith(f"Error: {message}")
     assert not (tmp_path / "r").exists()
+
+
+def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, monkeypatch):
+    """Issue 52: `uh doctor --device cpu` printed "PASS self-test", then nothing for 400 s while it timed a paper-size
+    step (13.6 s each here), the features, a job's start and two processes at once. Each step now says what it
+    times as it starts and, away from a terminal, beats at least every HEARTBEAT_S (here each step is a fake that
+    takes a second, and the beat 0.3 s)."""
+    from uniform_herding import doctor
+    from uniform_herding.runs import selftest
+
+    def slow(value, progress=None):
+        time.sleep(1.0)
+        if progress is not None:
+            progress.advance()
+        return value
+
+    trace = selftest.Trace([1.0], [1], [torch.zeros(1)], [0.1])
+    monkeypatch.setattr(doctor, "HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(selftest, "compare", lambda *a, progress=None, **k: slow(
+        selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress))  # fmt: skip
+    monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
+    monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow({"feature_image_s": 1e-4, "checkpoint_s": 0.1}))
+    monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))
+    monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow(1.5))
+    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--device", "cpu", "--jobs", "2", "--data-dir",
+                                    str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    steps = ["environment: Python, torch, Lightning, the GPU, the archive, the disk",
+             "self-test: 8 fp16 steps through our path, then Lightning's, at width 8",
+             "timing: a B3 training step (32+16 images, width 8, 32-true), fits of 1, 1 and 4 steps",
+             "timing: the features of 512 images and the writing of a checkpoint",
+             "timing: the start of a job (a fresh process importing a run)",
+             "timing: 2 processes each timing a step at once (the speed-up of --jobs 2)"]  # fmt: skip
+    err = res.stderr.splitlines()
+    starts = [err.index(f"{step} ...") for step in steps]
+    assert starts == sorted(starts)
+    for step in steps[1:]:  # the environment's check may take under a beat
+        assert any(line.startswith(f"{step}: ") and line.endswith(" so far") for line in err), (step, err)
+        assert any(line.startswith(f"{step}: done") for line in err)
+    assert "1 of 16 steps" in res.stderr and "1 of 6 steps" in res.stderr  # what the fakes counted
+    assert "PASS  timing" in res.stdout and "so far" not in res.stdout

@@ -4,16 +4,18 @@ each run with --runs."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
-from conftest import matrix_with, next_look
+from conftest import fake_slurm_clients, matrix_with, next_look
 
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.provenance import code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
+from uniform_herding.runs.status import SLURM_WAIT_S
 from uniform_herding.variants import resolve
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
@@ -31,7 +33,7 @@ def write(results: Path, table: pd.DataFrame, wall_s: float | None = None, profi
 
 
 def status(results: Path, *options: str) -> list[str]:
-    out = CliRunner().invoke(main, ["status", "--results-dir", str(results), *options])
+    out = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results), *options])
     assert out.exit_code == 0, out.output
     return out.output.splitlines()
 
@@ -128,3 +130,43 @@ def test_status_prints_why_uh_check_cannot_check(tmp_path: Path) -> None:
     lines = status(tmp_path / "r")
     assert lines[0].startswith("6 runs: 6 done") and not any(line.startswith("procedure:") for line in lines)
     assert lines[1] == f"verdict now: cannot check: {checked.output.removeprefix('Error: ').rstrip()}"
+
+
+def test_status_waits_seconds_for_a_slurm_that_does_not_answer(tmp_path: Path, monkeypatch) -> None:
+    """Issue 52: squeue and sacct that give no answer (SLURM_CONF naming a missing file: squeue retries for a minute)
+    hold uh status for a few seconds in all, not a minute each; the chain's line and the run's say what could not
+    be read."""
+    fake_slurm_clients(tmp_path / "bin", monkeypatch, "sleep 60")
+    results = tmp_path / "r"
+    write_json_atomic(results / "chain.json", {
+        "id": "20261127-120000", "started": 0.0, "profile": "smoke", "ended": None,
+        "steps": [{"step": {"run_ids": ["B0"], "seeds": [1993]}, "by": "the command", "array": "4", "controller": "5",
+                   "rescue": "6"}]})  # fmt: skip
+    write_json_atomic(results / "submitit" / "submissions" / "1.json", {"written": 1.0, "pairs": [
+        {"run_id": "B0", "seed": 1993, "profile": "smoke", "executor": "slurm", "job_id": "4_0",
+         "folder": str(results / "submitit" / "slurm")}]})  # fmt: skip
+    tic = time.monotonic()
+    lines = status(results, "--runs")
+    assert time.monotonic() - tic < SLURM_WAIT_S + 4
+    assert lines[0] == "1 run: 0 done, 0 running, 0 queued, 0 failed, 1 unknown"
+    assert ("chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
+            "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown") in lines
+    assert lines[-1] == ("B0 seed 1993: unknown [Slurm job 4_0] (Slurm's accounting could not be read: sacct failed or "
+                         f"gave no answer in time); log: {results}/submitit/slurm/4_0_0_log.err")  # fmt: skip
+
+
+def test_status_wraps_its_lines_to_columns_and_wide_keeps_them_whole(tmp_path: Path, monkeypatch) -> None:
+    """Issue 52: uh status's lines fit COLUMNS (120 where unset), each long line wrapped at spaces, its continuation
+    indented; --wide prints them whole. The procedure's line on the paper's table is 131 characters."""
+    write(tmp_path / "r", read_per_seed_csv(EXPECTED / "paper_per_seed.csv"))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = status(tmp_path / "r")
+    out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "r")])
+    assert out.exit_code == 0 and max(map(len, wide)) > 120 >= max(map(len, out.output.splitlines())), out.output
+    joined: list[str] = []
+    for line in out.output.splitlines():
+        if line.startswith("    "):
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    assert joined == wide

@@ -60,7 +60,7 @@ def uh(cluster: SlurmCluster, *args: str, cwd: Path | None = None) -> subprocess
 def status(cluster: SlurmCluster, results: Path, cwd: Path | None = None) -> dict[str, str]:
     """`uh status --runs`' lines by what they start with ('B0 seed 1993' -> 'done', 'verdict now', 'ETA', a chain's
     'chain <id>'), and 'summary', its first line."""
-    out, _ = uh(cluster, "status", "--runs", "--results-dir", str(results), cwd=cwd).communicate(timeout=120)
+    out, _ = uh(cluster, "status", "--runs", "--wide", "--results-dir", str(results), cwd=cwd).communicate(timeout=120)
     summary, *lines = out.strip().splitlines()
     return {**{line.split(": ")[0]: line.split(": ", 1)[1] for line in lines}, "summary": summary}
 

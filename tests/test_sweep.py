@@ -55,6 +55,14 @@ def test_a_sweep_of_another_spelling_of_a_run_prints_its_one_name(finished_resul
     ], res.output
 
 
+def test_a_sweep_of_one_setting_and_one_seed_says_so_in_the_singular(no_training, tmp_path):
+    """Issue 52: `uh sweep --dry-run` printed "1 settings" (and "1 runs")."""
+    res = uh("sweep", "B3", "rho=5", "--seed", "42", "--profile", "smoke", "--results-dir", str(tmp_path), "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == (f"sweep of B3: 1 setting x 1 seed = 1 run (profile smoke, {tmp_path}); "
+                                          "0 done already")
+
+
 @pytest.mark.parametrize(
     ("grid", "words"),
     [

@@ -37,8 +37,10 @@ import click
 from uniform_herding.runs import executor
 from uniform_herding.runs.executor import RunPair
 from uniform_herding.runs.results import result_path, write_json_atomic
+from uniform_herding.runs.status import pair_status, slurm, slurm_states, submissions
 
 CONTROLLER_TIME_MIN = 30  # a controller checks, submits, or reports: minutes at most, even on the paper's results
+CLIENT_WAIT_S = 60.0  # a controller, inside the cluster, waits this long for squeue or sacct (uh status: seconds)
 
 
 def chain_path(results_dir: Path) -> Path:
@@ -71,39 +73,36 @@ def job_ids(chain: dict[str, Any]) -> list[str]:
     return [step[k] for step in chain["steps"] for k in ("array", "controller", "rescue") if step.get(k)]
 
 
-def _slurm(*args: str) -> str:
-    """A Slurm client's output; empty where it fails (no accounting, a job long gone)."""
-    try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout if out.returncode == 0 else ""
-
-
-def queue() -> dict[str, str]:
-    """This user's jobs in Slurm's queue: base job ID (an array's, for its tasks) -> state (RUNNING first)."""
+def queue(timeout: float = CLIENT_WAIT_S) -> dict[str, str] | None:
+    """This user's jobs in Slurm's queue: base job ID (an array's, for its tasks) -> state (RUNNING first); None where
+    squeue could not be read within `timeout` seconds."""
+    out = slurm("squeue", "-h", "--me", "-o", "%F %T", timeout=timeout)
+    if out is None:
+        return None
     states: dict[str, str] = {}
-    for line in _slurm("squeue", "-h", "--me", "-o", "%F %T").splitlines():
+    for line in out.splitlines():
         job, _, state = line.partition(" ")
         if states.get(job) != "RUNNING":
             states[job] = state
     return states
 
 
-def active(chain: dict[str, Any] | None) -> list[str]:
-    """The chain's jobs still in Slurm's queue; none for a chain that ended (or was never started)."""
+def active(chain: dict[str, Any] | None, queued: dict[str, str] | None = None) -> list[str]:
+    """The chain's jobs in Slurm's queue (`queued`, else read now; one that cannot be read holds none); none for a
+    chain that ended (or was never started)."""
     if chain is None or chain.get("ended"):
         return []
-    queued = queue()
+    queued = (queue() or {}) if queued is None else queued
     return [job for job in job_ids(chain) if job in queued]
 
 
 def find_job(name: str, since: float) -> str | None:
     """The job named `name` that Slurm has, queued or (accounting) ended since `since`; None where it has none."""
-    for line in _slurm("squeue", "-h", "--me", "--name", name, "-o", "%F").split():
+    for line in (slurm("squeue", "-h", "--me", "--name", name, "-o", "%F", timeout=CLIENT_WAIT_S) or "").split():
         return line
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 60))
-    for line in _slurm("sacct", "-n", "-X", "-P", "--name", name, "-S", start, "-o", "JobID").split():
+    sacct = slurm("sacct", "-n", "-X", "-P", "--name", name, "-S", start, "-o", "JobID", timeout=CLIENT_WAIT_S)
+    for line in (sacct or "").split():
         return line.split("_")[0]
     return None
 
@@ -233,13 +232,12 @@ class Controller:
 
     def unfinished(self, step: dict[str, list[Any]]) -> str:
         """The uh status line of the step's first pair without a result (failed, cancelled, ...), else ''."""
-        from uniform_herding.runs.status import pair_status, submissions
-
         missing = [p for p in pairs_of(step) if not result_path(self.chain.results_dir, *p).exists()]
         if not missing:
             return ""
-        recorded = submissions(self.chain.results_dir)
-        line = str(pair_status(self.chain.results_dir, *missing[0], recorded.get(missing[0])))
+        entry = submissions(self.chain.results_dir).get(missing[0])
+        states = slurm_states([entry] if entry else [], timeout=CLIENT_WAIT_S)
+        line = str(pair_status(self.chain.results_dir, *missing[0], entry, states))
         return line + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
 
     def decide(self, state: dict[str, Any]) -> str:

@@ -44,6 +44,7 @@ from uniform_herding.method.config import (
     images_per_class,
     resolve,
 )
+from uniform_herding.runs.terminal import Progress, duration
 
 if TYPE_CHECKING:
     from uniform_herding.verdict.decide import Procedure
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
 CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
+HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a step is timed: under 10 s of silence
+TIMING_STEPS = 3  # the timed fit's steps beyond the one-step fit it is compared with
 
 
 @dataclass
@@ -143,7 +146,9 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
 
     width = 64 if device.type == "cuda" else CPU_SELFTEST_WIDTH
     size = "paper size (width 64)" if width == 64 else f"CPU size (width {width}; the paper's is 64)"
-    c = selftest.compare(device, width=width, steps=steps)
+    with Progress(f"self-test: {steps} fp16 steps through our path, then Lightning's, at width {width}",
+                  total=2 * steps, every=HEARTBEAT_S) as progress:  # fmt: skip
+        c = selftest.compare(device, width=width, steps=steps, progress=progress)
     failures = c.failures()
     detail = (f"{steps} steps at {size}, batch 128 + 64 replayed, scale from 2^16, overflows forced at "
               f"{list(c.overflow_at)}: skipped {c.ours.skipped} (reference {c.reference.skipped}), max weight "
@@ -157,10 +162,12 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
     return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
 
 
-def step_seconds(device, precision: str, cfg: Config, steps: int) -> tuple[float, float]:
+def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None
+                 ) -> tuple[float, float]:  # fmt: skip
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
-    1 + `steps` steps minus a fit of 1 step; and the seconds of a fit beyond its steps (the Trainer's
-    start-up and teardown, which every task pays once)."""
+    1 + `steps` steps minus a fit of 1 step (after a warm-up fit of 1: 4 + `steps` steps in all, each counted in
+    `progress` where given); and the seconds of a fit beyond its steps (the Trainer's start-up and teardown,
+    which every task pays once)."""
     import torch
 
     from uniform_herding.method.engine import quiet_lightning
@@ -171,7 +178,13 @@ def step_seconds(device, precision: str, cfg: Config, steps: int) -> tuple[float
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
     stream, learner, teacher = task_one(one_epoch, steps + 1, device)
     gen = torch.Generator(device=device).manual_seed(0)
-    module = TaskModule(one_epoch, learner, teacher, stream, stream.train_items(0), gen, precision)
+
+    class Counted(TaskModule):
+        def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
+            if progress is not None:
+                progress.advance()
+
+    module = Counted(one_epoch, learner, teacher, stream, stream.train_items(0), gen, precision)
 
     def fit(n: int) -> float:
         tic = time.perf_counter()
@@ -322,17 +335,21 @@ def _procedure_runs_csv() -> Path | None:
     return path if path.is_file() else None
 
 
+def trains_on(device) -> tuple[str, str]:
+    """The device the runs will train on (None: a Slurm node's), as the price names it, and its possessive: "this
+    machine's CPU (AMD EPYC, AVX512)", "this CPU's"."""
+    if device is None:
+        return "the Slurm nodes' devices", "the nodes'"
+    from uniform_herding.runs.run import device_name
+
+    kind, _, name = device_name(device).partition(": ")
+    model, _, detail = name.removesuffix(")").rpartition(" (")  # a CPU's model (its instruction set)
+    kind = "GPU" if kind == "cuda" else "CPU"
+    return f"this machine's {kind} ({f'{model}, {detail}' if model else name})", f"this {kind}'s"
+
+
 def cfg_profile(cfg: Config) -> str:
     return next(name for name in PROFILES if resolve("B3", name) == cfg)
-
-
-def duration(seconds: float) -> str:
-    """Seconds in the unit a reader wants: s below 2 minutes, min below 2 hours, else h."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
 
 
 def print_line(line: Line) -> None:
@@ -361,27 +378,33 @@ def print_line(line: Line) -> None:
 def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, device: str | None,
                    jobs: int | None, steps: int, json_path: Path | None, step_only: bool) -> None:  # fmt: skip
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
-    import torch
-
-    from uniform_herding.method.engine import compile_mode
-    from uniform_herding.method.engine import precision as run_precision
-    from uniform_herding.runs.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
-    from uniform_herding.runs.results import write_json_atomic
-
-    try:
-        compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS: one line, before any check runs
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
     cfg = resolve("B3", profile)
     if step_only:  # one of jobs_speedup's processes
+        from uniform_herding.method.engine import precision as run_precision
+        from uniform_herding.runs.devices import select
+
         chosen = select(device, profile)
-        click.echo(step_seconds(chosen, run_precision(chosen, precision), cfg, steps=3)[0])
+        click.echo(step_seconds(chosen, run_precision(chosen, precision), cfg, steps=TIMING_STEPS)[0])
         return
-    lines = check_environment(data_dir, results_dir, cfg, jobs)
-    try:
-        device = select(device, profile)
-    except DeviceError as e:
-        for line in [*lines, Line("FAIL", "device", str(e))]:
+    with Progress("environment: Python, torch, Lightning, the GPU, the archive, the disk", every=HEARTBEAT_S):
+        import torch  # seconds, more on a busy machine: hence inside the progress
+
+        from uniform_herding.method.engine import compile_mode
+        from uniform_herding.method.engine import precision as run_precision
+        from uniform_herding.runs.devices import DeviceError, cpu_threads, peak_gpu_memory_gb, select
+        from uniform_herding.runs.results import write_json_atomic
+
+        try:
+            compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS: one line, before any check runs
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        lines = check_environment(data_dir, results_dir, cfg, jobs)
+        try:
+            device, unusable = select(device, profile), None
+        except DeviceError as e:
+            unusable = Line("FAIL", "device", str(e))
+    if unusable is not None:
+        for line in [*lines, unusable]:
             print_line(line)
         click.echo("uh doctor: FAIL: device")
         click.get_current_context().exit(1)
@@ -395,15 +418,26 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     print_line(selftest_line)
     lines.append(selftest_line)
 
-    step_s, startup_s = step_seconds(device, precision, cfg, steps=3)
-    timing = {"step_s": step_s, "startup_s": startup_s, **overhead_seconds(device, cfg), "launch_s": launch_seconds()}
+    size = f"{cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, {precision}"
+    with Progress(f"timing: a B3 training step ({size}), fits of 1, 1 and {1 + TIMING_STEPS} steps",
+                  total=3 + TIMING_STEPS, every=HEARTBEAT_S) as progress:  # fmt: skip
+        step_s, startup_s = step_seconds(device, precision, cfg, TIMING_STEPS, progress)
+    with Progress(f"timing: the features of {2 * cfg.eval_batch_size} images and the writing of a checkpoint",
+                  every=HEARTBEAT_S):  # fmt: skip
+        timing = {"step_s": step_s, "startup_s": startup_s, **overhead_seconds(device, cfg)}
+    with Progress("timing: the start of a job (a fresh process importing a run)", every=HEARTBEAT_S):
+        timing["launch_s"] = launch_seconds()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n_jobs = jobs or (min(cores, 3) if device.type == "cpu" else 3)
-    speedup = jobs_speedup(device, precision, cfg, n_jobs, step_s) if n_jobs > 1 else 1.0
+    speedup: float | None = 1.0
+    if n_jobs > 1:
+        with Progress(f"timing: {n_jobs} processes each timing a step at once (the speed-up of --jobs {n_jobs})",
+                      every=HEARTBEAT_S):  # fmt: skip
+            speedup = jobs_speedup(device, precision, cfg, n_jobs, step_s)
     est = estimates(timing, profile, n_jobs, speedup)
     peak = peak_gpu_memory_gb(device)
-    lines.append(Line("PASS", "timing", f"{1000 * step_s:.1f} ms per B3 step ({cfg.batch_size}+{cfg.retrieval} "
-                      f"images, width {cfg.width}, {precision}); per task {startup_s:.1f} s of fit start-up, "
+    lines.append(Line("PASS", "timing", f"{1000 * step_s:.1f} ms per B3 step ({size}); per task {startup_s:.1f} s of "
+                      "fit start-up, "
                       f"{1e6 * timing['feature_image_s']:.0f} us per image's features, {timing['checkpoint_s']:.2f} s "
                       f"per checkpoint; {timing['launch_s']:.1f} s to start a job"
                       + ("" if peak is None else f"; peak GPU memory {peak:.2f} GB")))  # fmt: skip
@@ -468,9 +502,10 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
     from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
     from uniform_herding.verdict.oc import paper_seconds
 
+    chosen = None  # on Slurm, the nodes' device: not this machine's
     if executor != "slurm":
         try:
-            select(device, profile)
+            chosen = select(device, profile)
         except DeviceError as e:
             raise click.ClickException(f"{e}; to try the whole pipeline at a tiny size on this machine: "
                                        "./reproduce.sh smoke") from None  # fmt: skip
@@ -484,12 +519,16 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
     extra_runs = None if runs_csv is None else pd.read_csv(runs_csv)
 
     timed = results_dir / "doctor.json"
-    seconds, where = doctor_estimates(timed, profile), f"this machine, as uh doctor timed it ({timed})"
+    seconds = doctor_estimates(timed, profile, None if chosen is None else chosen.type)
+    on, its = trains_on(chosen)
+    timer = f"`uh doctor --profile {profile}" + ("`" if chosen is None else f" --device {chosen.type}`")
+    hours = (f"{its} own, as uh doctor timed them ({timed})" if chosen is not None else
+             f"this machine's, as uh doctor timed them ({timed}), not necessarily {its}")  # fmt: skip
     if not seconds and profile == "paper" and expected is not None:
         seconds = paper_seconds(expected)
-        where = "the paper's Tesla T4 (expected_results/paper_compute.csv; uh doctor times this machine)"
+        hours = f"the paper's Tesla T4's (expected_results/paper_compute.csv), not {its}: {timer} times them"
     elif not seconds:
-        where = f"this machine (hours: once `uh doctor --profile {profile}` has timed it)"
+        hours = f"none until {timer} has timed them"
     runs = price(dict.fromkeys(PAPER_RUNS, 1.0), len(seeds or SEEDS), procedure, extra_runs)
     cost = price(seconds, len(seeds or SEEDS), procedure, extra_runs) if seconds else {}
 
@@ -497,7 +536,7 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
         n = f"{runs[key]:.0f}" if runs[key] == round(runs[key]) else f"{runs[key]:.1f}"
         return f"{n} runs" + (f", {duration(cost[key])}" if cost else "")
 
-    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {where}:")
+    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {on}; hours: {hours}:")
     click.echo(f"  the paper's {len(PAPER_RUNS)} run IDs on seeds {' '.join(map(str, seeds or SEEDS))}: "
                f"{both('paper')}")
     if seeds:

@@ -5,6 +5,7 @@ as uh check would decide it now, the Slurm chain's step, the run time left), the
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
@@ -12,7 +13,8 @@ import click
 from uniform_herding import chain
 from uniform_herding.runs.provenance import made_by
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
-from uniform_herding.runs.status import Line, status_lines, summary
+from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
+from uniform_herding.runs.terminal import columns, fit_line
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -93,8 +95,9 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
             f"at once (from {source})")
 
 
-def chain_line(results_dir: Path) -> str | None:
-    """Where the Slurm chain stands (uh run --procedure): its step and jobs, its end, or that it stalled."""
+def chain_line(results_dir: Path, wait: float = SLURM_WAIT_S) -> str | None:
+    """Where the Slurm chain stands (uh run --procedure): its step and jobs, its end, that it stalled, or that Slurm's
+    queue could not be read within `wait` seconds."""
     state = chain.read(results_dir)
     if state is None:
         return None
@@ -103,31 +106,44 @@ def chain_line(results_dir: Path) -> str | None:
         return f"{head}: ended: {chain.ended_text(state['ended'])}"
     last = len(state["steps"])
     step = state["steps"][-1]
-    queued = chain.queue()
+    where = f"step {last} ({chain.step_text(step['step'])}, asked by {step['by']})"
+    queued = chain.queue(wait)
+    if queued is None:
+        return (f"{head}: {where}: Slurm's queue could not be read (squeue failed or gave no answer in time), so "
+                "whether its jobs are queued is unknown")
     jobs = [f"{what} Slurm job {step[key]} {queued.get(step[key], 'ended')}"
             for what, key in (("runs", "array"), ("controller", "controller")) if step.get(key)]  # fmt: skip
-    if not chain.active(state):
+    if not chain.active(state, queued):
         log = results_dir / "submitit" / "slurm" / f"{step.get('rescue') or step.get('controller')}_0_log.out"
         return (f"{head}: stalled at step {last}: its jobs ended without a verdict (log: {log}); the same command "
                 "resumes from the results")
-    return f"{head}: step {last} ({chain.step_text(step['step'])}, asked by {step['by']}): {', '.join(jobs)}"
+    return f"{head}: {where}: {', '.join(jobs)}"
 
 
 @click.command("status")
 @click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), envvar="UH_RESULTS_DIR",
               default="results", show_default=True, help="The results dir of the runs. Env: UH_RESULTS_DIR.")
 @click.option("--runs", "-v", "each_run", is_flag=True, help="Then one line per run ID and seed.")
-def status_command(results_dir: Path, each_run: bool) -> None:
+@click.option("--wide", is_flag=True, help="Lines as long as they are (else wrapped to COLUMNS, 120 where unset).")
+def status_command(results_dir: Path, each_run: bool, wide: bool) -> None:
     """Where the re-run stands: its runs done, running, queued and failed; the procedure's look and the claims it
     decided; the verdict uh check would decide now; the Slurm chain's step (uh run --procedure); the run time left.
     With --runs, one line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...
 
-    Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are.
+    Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are. Slurm's
+    clients get a few seconds in all: where they do not answer, the lines say so.
     """
     if not results_dir.is_dir():
         raise click.ClickException(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
-    lines = status_lines(results_dir)
-    click.echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
+    slurm_by = time.monotonic() + SLURM_WAIT_S  # Slurm's clients share these seconds: a dead controller costs no more
+    lines = status_lines(results_dir, SLURM_WAIT_S)
+    chain_now = chain_line(results_dir, max(slurm_by - time.monotonic(), 0.1))
+    width = columns(wide)
+
+    def echo(text: str) -> None:
+        click.echo(fit_line(text, width))
+
+    echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
     try:
         expected, checked = checked_now(results_dir)
     except click.ClickException as e:  # where uh check exits 2: its one line, never nothing
@@ -135,11 +151,10 @@ def status_command(results_dir: Path, each_run: bool) -> None:
         expected = checked = None
     if expected is not None and checked is not None:
         for line in procedure_lines(expected, checked):
-            click.echo(line)
+            echo(line)
     step = checked.verdict.next_step if checked is not None else None
-    for line in filter(None, (chain_line(results_dir), eta_line(results_dir, lines, expected and expected.profile,
-                                                                step))):  # fmt: skip
-        click.echo(line)
+    for line in filter(None, (chain_now, eta_line(results_dir, lines, expected and expected.profile, step))):
+        echo(line)
     if each_run:
         for line in lines:
-            click.echo(str(line))
+            echo(str(line))

@@ -68,8 +68,9 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
     done = {rid: done_seeds(results_dir, rid, seeds, profile) for rid in ids}
     n_done = sum(len(d) for d in done.values())
     varied = parse(run_id).run_id  # the canonical ID of the run the grid varies
-    lines = [f"sweep of {varied}: {len(ids)} settings x {len(seeds)} seed{'s' * (len(seeds) > 1)} = "
-             f"{len(ids) * len(seeds)} runs (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
+    runs = len(ids) * len(seeds)
+    lines = [f"sweep of {varied}: {len(ids)} setting{'s' * (len(ids) > 1)} x {len(seeds)} seed{'s' * (len(seeds) > 1)}"
+             f" = {runs} run{'s' * (runs > 1)} (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
     if varied != run_id:
         lines.append(f"{run_id} is {varied} (the same run, by its canonical name)")
     rows = []

@@ -599,6 +599,32 @@ def test_a_sweep_on_a2s_settings_centres_its_band_on_a2_which_is_on_the_plot(tmp
         assert band.get_y() + band.get_height() / 2 == pytest.approx(values.mean())
 
 
+def test_with_base_a1_the_sweep_figure_and_the_variants_table_compare_with_a1(tmp_path: Path) -> None:
+    """Issue 52: `uh report --base a1` on a sweep of kd_temperature drew "paper's setting of a1: kd_temperature=2.0"
+    (a1 reads no temperature: it has no KD) and each point's interval against B3, while the variants table compared
+    with a1. Now the figure marks no setting of a1, and its intervals and seed band are a1's, as the table's base."""
+    from uniform_herding.report.load import compared_with
+
+    results = tmp_path / "results"
+    sweep_results(results, ("B3", "B3+kd_temperature=1", "B3+kd_temperature=4", "a1"))
+    res = CliRunner().invoke(main, ["report", "--base", "a1", "--results-dir", str(results)])
+    assert res.exit_code == 0, res.output
+    rows = md_rows(results / "report" / "tables" / "variants.md")
+    assert [row[:2] for row in rows] == [["B3+kd_temperature=1.0+vs=a1", "a1"], ["B3+kd_temperature=4.0+vs=a1", "a1"]]
+    runs = compared_with(load_runs(results), "a1")
+    (spec,) = sweep_specs(runs)
+    fig = spec.draw(runs)
+    for ax in fig.axes:
+        labels = [x.get_label() for x in [*ax.get_lines(), *ax.patches]]
+        assert not [label for label in labels if "setting of" in label or "'s setting" in label], labels
+        (band,) = [p for p in ax.patches if "seed band" in p.get_label()]
+        assert band.get_label().startswith("a1's seed band")
+        bars = {next(iter(x.get_xdata())) for x in ax.get_lines() if x.get_label().startswith("paired 95% t-interval")}
+        assert bars == {1.0, 2.0, 4.0}  # B3 at its 2.0 too: every point against a1
+        assert {x.get_label() for x in ax.get_lines() if "t-interval" in x.get_label()} == {
+            "paired 95% t-interval vs a1 (3 seeds)"}
+
+
 def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_path: Path) -> None:
     """Issue 36: a variant against its base had no figure (only tables/variants.md). fig_variants draws, per metric,
     the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%

@@ -41,7 +41,7 @@ def entry(run_id, seed, job_id, folder, uh_pid, executor="local"):
 
 def status(results):
     """`uh status --runs`: its lines of one run each, then its summary of them (which it prints first)."""
-    out = CliRunner().invoke(main, ["status", "--runs", "--results-dir", str(results)])
+    out = CliRunner().invoke(main, ["status", "--runs", "--wide", "--results-dir", str(results)])
     assert out.exit_code == 0, out.output
     summary, *lines = out.output.splitlines()
     return [line for line in lines if " seed " in line.split(": ")[0]] + [summary]
@@ -90,7 +90,7 @@ def test_the_lock_of_an_ended_run_is_not_running_and_a_later_record_wins(tmp_pat
     data = json.loads(path.read_text())
     data["written"] += 1
     path.write_text(json.dumps(data))
-    assert status(results) == ["B0 seed 1: queued", "1 runs: 0 done, 0 running, 1 queued, 0 failed"]
+    assert status(results) == ["B0 seed 1: queued", "1 run: 0 done, 0 running, 1 queued, 0 failed"]
 
 
 def test_a_missing_results_dir_is_one_line(tmp_path):

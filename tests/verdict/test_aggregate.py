@@ -175,7 +175,7 @@ def test_uh_aggregate_lists_variants_after_the_run_ids_with_deltas_against_their
     assert list(summarize(per_seed).index) == ["B3", "a1", "B3+rho=5", "a1+lr=0.05"]
     csv, out = tmp_path / "in.csv", tmp_path / "out.csv"
     per_seed.to_csv(csv, index=False)
-    res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv), "--per-seed-out", str(out)])
+    res = CliRunner().invoke(main, ["aggregate", "--wide", "--per-seed", str(csv), "--per-seed-out", str(out)])
     assert res.exit_code == 0, res.output
     lines = {line.split()[0]: line for line in res.output.splitlines()[2:-1]}
     assert "dACC  +1.50  dF  -2.50" in lines["B3+rho=5"] and "(n=2)" in lines["B3+rho=5"]  # (1 + 2) / 2, (-1 - 4) / 2
@@ -207,8 +207,31 @@ def test_every_run_is_compared_with_what_base_of_says(tmp_path: Path) -> None:
     assert paired_deltas(per_seed)["acc"].to_dict() == {"a2": 10.0, "s4": 20.0, "r1": 30.0, "r3": 50.0}
     csv = tmp_path / "in.csv"
     per_seed.to_csv(csv, index=False)
-    res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv)])
+    res = CliRunner().invoke(main, ["aggregate", "--wide", "--per-seed", str(csv)])
     lines = {line.split()[0]: line for line in res.output.splitlines()[2:]}
     assert "dACC +30.00" in lines["r1"] and lines["r1"].endswith("(n=2)")
     assert "dACC +50.00" in lines["r3"] and lines["r3"].endswith("(n=2) vs B1")
     assert "dACC" not in lines["B1"] + lines["B3"]
+
+
+def test_uh_aggregate_fits_columns_leaving_out_aia_and_la_first_then_wrapping_the_deltas(monkeypatch) -> None:
+    """Issue 52: the table fits COLUMNS (120 where unset, at least 100): AIA and LA, reported and never checked, are
+    left out first, with a line saying so; then each row's deltas move to a line under it. --wide prints every
+    column, as before (160 characters on the refresh study's results: r3 is compared with B1)."""
+    args = ["aggregate", "--results-dir", str(EXPECTED.parent / "docs" / "validation" / "refresh" / "results")]
+    wide = CliRunner().invoke(main, [*args, "--wide"]).output.splitlines()
+    assert max(map(len, wide)) > 150 and "AIA" in wide[1] and wide[1].endswith("deltas vs B3 (paired)")
+    for columns in (None, "100", "40"):  # unset: 120; never under 100
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        width = 120 if columns is None else 100
+        res = CliRunner().invoke(main, args)
+        *lines, last = res.output.splitlines()
+        assert res.exit_code == 0 and max(map(len, res.output.splitlines())) <= width, res.output
+        assert last == f"(AIA, LA left out to fit {width} columns; --wide shows every column)"
+        rows = [line for line in lines[1:] if not line.startswith(" ")]
+        assert len(rows) == len(wide) - 1 and all(w.startswith(row) for row, w in zip(rows, wide[1:], strict=True))
+        assert [line.strip() for line in lines if line.startswith("    ")] == [
+            "deltas vs B3 (paired)", *(w.split("   ")[-1].strip() for w in wide[2:] if "dACC" in w)]

@@ -191,8 +191,8 @@ def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
     """Each simulation draws from its own stream spawned from --seed, so one process and two give the same, and
     three identical simulations give three different draws."""
     expected = load_expected(EXPECTED)
-    calls = [oc.partial(oc.gating_draws, expected, 0.5, 3)] * 3
-    one, two = ([d.differences.tolist() for d in oc.run_calls(calls, 5, jobs)] for jobs in (1, 2))
+    parts = {"gating": [oc.simulation(oc.gating_draws, expected, 0.5, 3)] * 3}
+    one, two = ([d.differences.tolist() for d in oc.run_calls(parts, 5, jobs)["gating"]] for jobs in (1, 2))
     assert one == two and one[0] != one[1] != one[2] != one[0]
 
 
@@ -207,3 +207,48 @@ def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     targets = res.output.split("targets:")[1]
     assert "tau 0.75" in targets and "tau 1:" not in targets
     assert re.search(r"took \d+ min \d+ s in 1 process on this machine's \d+ CPUs", res.output)
+
+
+def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
+    """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
+    its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
+    standard error: standard output keeps the figures alone."""
+    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--rho", "0.5", "--tau", "0.5", "-j", "2",
+                                    "--expected", str(EXPECTED)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    err = res.stderr.splitlines()
+    # 3 faithful cells x 10, 13 misses and 5 nulls x 10, 1 gating tau x 10, 5 claims x 10
+    assert err[0] == "uh oc ..." and re.fullmatch(r"uh oc: done, 270 of 270 re-runs in \d+ s", err[-1])
+    assert sorted(re.sub(r" \(\d+ s\)$", "", line) for line in err[1:-1]) == [
+        "uh oc: claims: 5 simulations done", "uh oc: contradicts: 5 simulations done",
+        "uh oc: faithful: 3 simulations done", "uh oc: gating: 1 simulation done", "uh oc: misses: 13 simulations done"]
+    assert "uh oc:" not in res.stdout.split("simulations on 2 processes")[1]
+
+
+def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
+    """Issue 52: on a (pseudo-)terminal a bar of the simulated re-runs done, redrawn as they go."""
+    import os
+    import subprocess
+    import sys
+    import termios
+
+    main_fd, terminal = os.openpty()
+    termios.tcsetwinsize(terminal, (24, 100))
+    proc = subprocess.Popen([sys.executable, "-m", "uniform_herding", "oc", "-n", "30", "--grid-draws", "10", "--rho",
+                             "0.5", "--tau", "0.5", "--only", "faithful", "-j", "2", "--expected", str(EXPECTED)],
+                            stdin=terminal, stdout=terminal, stderr=terminal)  # fmt: skip
+    os.close(terminal)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main_fd)
+    assert proc.wait(timeout=60) == 0, out
+    text = out.decode(errors="replace")
+    assert re.search(r"uh oc:\s+0%\|", text) and "| 90/90 [" in text and "re-run/s]" in text, text
+    assert "faithful re-runs, over rho x tau" in text

@@ -91,12 +91,13 @@ def compared_with(runs: Runs, base: str) -> Runs:
                                epoch_loss=by_name(runs.epoch_loss))  # fmt: skip
 
 
-def doctor_estimates(path: Path, profile: str) -> dict[str, float]:
-    """uh doctor's estimate of one seed of each run ID, in seconds, where `path` holds a report of `profile`
-    (the doctor writes RESULTS_DIR/doctor.json): the compute table sets each run's measured time beside it."""
+def doctor_estimates(path: Path, profile: str, device: str | None = None) -> dict[str, float]:
+    """uh doctor's estimate of one seed of each run ID, in seconds, where `path` holds a report of `profile` (the
+    doctor writes RESULTS_DIR/doctor.json) and, where `device` is given ('cpu', 'cuda'), timed on a device of that
+    type: the compute table sets each run's measured time beside it, uh price prices the device that will train."""
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
-        if report.get("profile") != profile:
+        if report.get("profile") != profile or device not in (None, str(report.get("device")).split(":")[0]):
             return {}
         return {run_id: float(parts["total_s"]) for run_id, parts in report["estimates"]["per_run_s"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -15,7 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.method import config
-from uniform_herding.method.config import SEEDS
+from uniform_herding.method.components import settings_read
+from uniform_herding.method.config import PAPER_RUNS, SEEDS
 from uniform_herding.method.metrics import PAPER
 from uniform_herding.report.figures import (
     RC,
@@ -91,8 +92,10 @@ class SweepLine:
     key: str
     context: str  # the ID of the line's other settings (B3, B3+M=1000)
     points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
-    base: str  # the run ID the line's variants are compared with (variants.base_of)
-    base_value: Any  # the base's own value of `key`: the paper's setting when the base is a paper run
+    base: str  # the run ID the line's variants are compared with (variants.base_of, as the variants table)
+    base_value: Any  # the base's own value of `key`, the paper's setting for a paper run; None: the base reads no `key`
+    reference: str | None  # what every point is compared with: the base chosen (--base, `vs=`), else the line's run
+    # at the base's own value, on the line; None where the line has no such run
 
 
 def value_order(key: str, value: Any) -> Any:
@@ -121,15 +124,19 @@ def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[st
             v, base = parse(variant), base_of(variant)
             context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
             points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
-            out.setdefault(key, []).append(SweepLine(key, context, points, base, getattr(config.resolve(base), key)))
+            cfg = config.resolve(base)
+            value = getattr(cfg, key) if key in settings_read(cfg) else None
+            reference = v.vs or (members.get(value) if value is not None else None)
+            out.setdefault(key, []).append(SweepLine(key, context, points, base, value, reference))
     return out
 
 
 def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
     """Final ACC and F against the swept value: one line per setting of the other keys through the means over
-    seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band. The seed noise is that
-    of the runs compared: each line's reference, its run at the base's own value (on the plot), with its seed band,
-    and every other point's paired 95% t-interval against it."""
+    seeds, each seed a hollow mark, the base's own value (the paper's setting) a grey band where the base reads the
+    key. The seed noise is that of the runs compared: each line's reference (SweepLine.reference: its run at the
+    base's own value, on the plot, or the base --base chose, as the variants table) with its seed band, and every
+    other point's paired 95% t-interval against it."""
 
     def draw(runs: Runs) -> Figure:
         fig = Figure(figsize=(7.5, 4.0), layout="constrained")
@@ -141,8 +148,10 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
         for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
             x_of = _sweep_axis(ax, key, values, runs.profile)
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
-                ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
-                           label=f"paper's setting of {base}: {key}={format_value(value)}")  # fmt: skip
+                if value is not None and value in values:  # a base that reads `key`, at a value on the axis
+                    setting = f"paper's setting of {base}" if base in PAPER_RUNS else f"{base}'s setting"
+                    ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
+                               label=f"{setting}: {key}={format_value(value)}")  # fmt: skip
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
                 xs = [x_of(v) for v in line.points]
@@ -154,9 +163,10 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
                         ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
                                 linestyle="none", alpha=0.6)  # fmt: skip
                         seeds_shown.add(seed)
-                reference = line.points.get(line.base_value)  # the line's run at the base's own value
+                reference = line.reference
                 if reference is None:
-                    unpaired.append(f"{line.context}: no run at {key}={format_value(line.base_value)} to pair with")
+                    at = "" if line.base_value is None else f" at {key}={format_value(line.base_value)}"
+                    unpaired.append(f"{line.context}: no run{at} to pair with")
                     continue
                 seed_band(ax, runs, reference, metric, colour)
                 for value, run_id in line.points.items():

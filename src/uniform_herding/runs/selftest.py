@@ -36,6 +36,7 @@ from uniform_herding.method.engine import compile_backbone, quiet_lightning
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.method.train import Batches, TaskModule, fit_task, freeze
+from uniform_herding.runs.terminal import Progress
 
 INIT_SCALE = 2.0**16  # torch's and Lightning's default, and where every task of a run starts
 
@@ -44,6 +45,7 @@ class Probe:
     """Mixed into both paths: forces overflows at the given steps and records the scale after each."""
 
     overflow_at: tuple[int, ...] = ()
+    progress: Progress | None = None  # counts each step (uh doctor shows it)
 
     def on_train_start(self) -> None:
         super().on_train_start()
@@ -58,6 +60,8 @@ class Probe:
         self.scales.append(self.trainer.precision_plugin.scaler.get_scale())  # a host read: test only
         self.step_s.append(time.perf_counter() - self._tic)
         self._tic = time.perf_counter()
+        if self.progress is not None:
+            self.progress.advance()
 
     def on_train_end(self) -> None:
         """The final weights, read before Lightning's teardown moves the module off the device."""
@@ -154,8 +158,9 @@ def task_one(cfg: Config, steps: int, device: torch.device) -> tuple[TaskStream,
     return stream, learner, teacher
 
 
-def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison:
-    """Train `steps` steps of task 1 through both paths; overflows forced at step 1 and steps // 2."""
+def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Progress | None = None) -> Comparison:
+    """Train `steps` steps of task 1 through both paths; overflows forced at step 1 and steps // 2; each step
+    counted in `progress`, where given."""
     quiet_lightning()
     cfg = step_config(width)
     stream, learner, teacher = task_one(cfg, steps, device)
@@ -166,7 +171,7 @@ def compare(device: torch.device, width: int = 64, steps: int = 6) -> Comparison
     def module(kind: type[Probe]) -> Probe:
         gen = torch.Generator(device=device).manual_seed(0)
         m = kind(cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen, "16-mixed")
-        m.overflow_at = overflow_at
+        m.overflow_at, m.progress = overflow_at, progress
         return m
 
     ours = module(Ours)

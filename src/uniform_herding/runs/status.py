@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,33 @@ from uniform_herding.runs.executor import process_alive, submitit_folder
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
+SLURM_WAIT_S = 2.0  # uh status waits this long for Slurm's clients, all together, then says what it could not read
+
+
+def slurm(*args: str, timeout: float = SLURM_WAIT_S) -> str | None:
+    """A Slurm client's output; None where it is missing, fails, or gives no answer within `timeout` seconds (a
+    controller that does not answer, or SLURM_CONF naming no file: squeue then retries for a minute)."""
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def slurm_states(entries: Iterable[dict], timeout: float = SLURM_WAIT_S) -> dict[str, str] | None:
+    """The state in Slurm's accounting of each Slurm job among the recorded `entries` (record_submission's; an
+    array's task as BASE_INDEX), from one sacct within `timeout` seconds: submitit's own query, read by submitit's
+    own parser, but bounded (submitit waits on sacct for as long as it takes); None where sacct could not be read."""
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    bases = sorted({str(e["job_id"]).split("_")[0] for e in entries if e["executor"] == "slurm" and e.get("job_id")})
+    if not bases:
+        return {}
+    out = slurm("sacct", "-o", "JobID,State,NodeList", "--parsable2", *(a for b in bases for a in ("-j", b)),
+                timeout=timeout)  # fmt: skip
+    if out is None:
+        return None
+    return {job: info.get("State") or "UNKNOWN" for job, info in SlurmInfoWatcher().read_info(out).items()}
 
 
 def checkpoint_progress(seed_dir: Path) -> tuple[int, int] | None:
@@ -103,8 +132,10 @@ class Line:
         return f"{self.run_id} seed {self.seed}: {self.state}{f' {self.detail}' if self.detail else ''}"
 
 
-def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -> Line:
-    """The state of one pair: done, running, queued, failed, cancelled, stopped, unknown or not started."""
+def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None,
+                slurm_state: dict[str, str] | None) -> Line:  # fmt: skip
+    """The state of one pair: done, running, queued, failed, cancelled, stopped, unknown or not started.
+    `slurm_state`: Slurm's states of the jobs (slurm_states; None: it could not be read)."""
     folder = results_dir / run_id / f"seed-{seed}"
     if (folder / "result.json").exists():
         return Line(run_id, seed, "done")
@@ -133,8 +164,11 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -
         return Line(run_id, seed, "queued" if alive else "not started", "" if alive else "(its uh run has ended)")
     if entry["executor"] == "local":
         alive = _local_alive(entry, int(job.job_id))
+    elif slurm_state is None:
+        return Line(run_id, seed, "unknown", f"{tag} (Slurm's accounting could not be read: sacct failed or gave no "
+                                             f"answer in time); log: {job.paths.stderr}")  # fmt: skip
     else:
-        state = job.state.split()[0]  # e.g. "CANCELLED by 0"
+        state = slurm_state.get(str(job.job_id), "UNKNOWN").split()[0]  # e.g. "CANCELLED by 0"
     if (folder / "result.json").exists():  # finished while we asked
         return Line(run_id, seed, "done")
     if entry["executor"] == "local":
@@ -151,12 +185,14 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None) -
     return ended(state)
 
 
-def status_lines(results_dir: Path) -> list[Line]:
-    """One Line per pair that has a folder under results_dir or a recorded job, sorted by run ID and seed."""
+def status_lines(results_dir: Path, wait: float = SLURM_WAIT_S) -> list[Line]:
+    """One Line per pair that has a folder under results_dir or a recorded job, sorted by run ID and seed; Slurm's
+    accounting waited for `wait` seconds at most."""
     recorded = submissions(results_dir)
     found = {(p.parent.name, int(p.name.removeprefix("seed-"))) for p in results_dir.glob("*/seed-*")
              if p.is_dir() and p.name.removeprefix("seed-").isdigit()}  # fmt: skip
-    return [pair_status(results_dir, run_id, seed, recorded.get((run_id, seed)))
+    states = slurm_states(recorded.values(), wait)
+    return [pair_status(results_dir, run_id, seed, recorded.get((run_id, seed)), states)
             for run_id, seed in sorted(found | set(recorded))]  # fmt: skip
 
 
@@ -167,4 +203,4 @@ def summary(lines: list[Line]) -> str:
         counts[line.state] = counts.get(line.state, 0) + 1
     order = ["done", "running", "queued", "failed", "cancelled", "stopped", "unknown", "not started"]
     parts = [f"{counts[s]} {s}" for s in order if s in counts]
-    return f"{len(lines)} runs: {', '.join(parts)}" if lines else "0 runs: none found"
+    return f"{len(lines)} run{'s' * (len(lines) > 1)}: {', '.join(parts)}" if lines else "0 runs: none found"

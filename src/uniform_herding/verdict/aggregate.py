@@ -26,6 +26,7 @@ from uniform_herding.runs.results import (
     results_profile,
     write_per_seed_csv,
 )
+from uniform_herding.runs.terminal import Column, columns, fit_table
 from uniform_herding.variants import base_of, run_name, sort_key
 
 
@@ -84,36 +85,42 @@ def with_spread(mean: str, std: str, n: int | None, pm: str = " +/- ") -> str:
     return f"{mean} (n = {n})" if n is not None and n < 2 else f"{mean}{pm}{std}"
 
 
-def format_table(per_seed: pd.DataFrame, profile: str = "paper") -> str:
+def delta_text(per_seed: pd.DataFrame, run_id: str) -> str:
+    """The mean paired deltas of `run_id` against the run it is compared with (base_of), '' for a run compared with
+    none: `dACC -1.48  dF +11.66  dBWT -11.97  (n=3)`, and ` vs BASE` where the base is not B3."""
+    other = base_of(run_id)
+    if other is None:
+        return ""
+    d = {m: paired(per_seed, run_id, other, m) for m in METRICS}
+    if not len(d["acc"]):
+        return f"(no seed shared with {other})"
+    return (f"dACC {d['acc'].mean():+6.2f}  dF {d['forgetting'].mean():+6.2f}  dBWT {d['bwt'].mean():+6.2f}  "
+            f"(n={len(d['acc'])})" + (f" vs {other}" if other != "B3" else ""))  # fmt: skip
+
+
+def format_table(per_seed: pd.DataFrame, profile: str = "paper", width: int | None = None) -> str:
     """The printed table: mean +/- std per metric; paired deltas against the run each is compared with (base_of):
-    B3 for ablations and sweeps, a variant's base."""
+    B3 for ablations and sweeps, a variant's base. No wider than `width` (None: every column; terminal.fit_table):
+    AIA and LA, reported and never checked, go first, then the deltas move under their rows."""
     summary = summarize(per_seed)
     reported = [m for m in REPORTED if f"{m}_mean" in summary]  # reported, never checked (metrics.REPORTED)
-    ids = max(3, *(len(r) for r in summary.index))
-    width = max([20, *(len(run_name(r, profile)) for r in summary.index)])  # r2's name is longer
-    lines = [
-        f"{'run':{ids}} {'name':{width}} {'n':>2}  {'ACC':>15} {'F':>15} {'BWT':>16}"
-        + "".join(f" {name.upper():>15}" for name in reported)
-        + "   deltas vs B3 (paired)"
+
+    def spread(metric: str) -> list[str]:
+        return [with_spread(f"{row[f'{metric}_mean']:.2f}", f"{row[f'{metric}_std']:.2f}", int(row["n"]))
+                for _, row in summary.iterrows()]  # fmt: skip
+
+    runs = list(summary.index)
+    table = [
+        Column("run", runs, "<", width=3),
+        Column("name", [run_name(r, profile) for r in runs], "<"),
+        Column("n", [str(int(n)) for n in summary["n"]], width=2),
+        Column("ACC", spread("acc"), gap=2, width=15),
+        Column("F", spread("forgetting"), width=15),
+        Column("BWT", spread("bwt"), width=16),
+        *(Column(m.upper(), spread(m), fit="drop", width=15) for m in reported),
+        Column("deltas vs B3 (paired)", [delta_text(per_seed, r) for r in runs], "<", fit="wrap", gap=3),
     ]
-    for run_id, row in summary.iterrows():
-        n_seeds = int(row["n"])
-        cells = [with_spread(f"{row[f'{m}_mean']:.2f}", f"{row[f'{m}_std']:.2f}", n_seeds) for m in METRICS]
-        line = f"{run_id:{ids}} {run_name(run_id, profile):{width}} {n_seeds:>2}  "
-        line += f"{cells[0]:>15} {cells[1]:>15} {cells[2]:>16}"
-        cells = [with_spread(f"{row[m + '_mean']:.2f}", f"{row[m + '_std']:.2f}", n_seeds) for m in reported]
-        line += "".join(f" {cell:>15}" for cell in cells)
-        other = base_of(run_id)
-        if other is not None:
-            d = {m: paired(per_seed, run_id, other, m).mean() for m in METRICS}
-            n = len(paired(per_seed, run_id, other, "acc"))
-            if n:
-                line += (f"   dACC {d['acc']:+6.2f}  dF {d['forgetting']:+6.2f}  dBWT {d['bwt']:+6.2f}  (n={n})"
-                         + (f" vs {other}" if other != "B3" else ""))  # fmt: skip
-            else:
-                line += f"   (no seed shared with {other})"
-        lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(fit_table(table, width))
 
 
 class InputError(click.ClickException):
@@ -161,11 +168,13 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the per-seed table here (atomically), e.g. expected_results/smoke/per_seed.csv.",
 )
-def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None) -> None:
+@click.option("--wide", is_flag=True, help="Every column, however wide (else the table fits COLUMNS, 120 where unset: "
+              "AIA and LA left out first, then the deltas under their rows).")  # fmt: skip
+def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None, wide: bool) -> None:
     """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
     table, profile, _ = load_input(results_dir, per_seed)
     click.echo(f"profile: {profile or 'not recorded (per-seed CSV)'}")
-    click.echo(format_table(table, profile or "paper"))
+    click.echo(format_table(table, profile or "paper", columns(wide)))
     if per_seed_out is not None:
         write_per_seed_csv(per_seed_out, table.sort_values(["run_id", "seed"], key=_paper_order))
         click.echo(f"wrote {per_seed_out}")

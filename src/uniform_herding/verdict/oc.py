@@ -36,7 +36,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -51,6 +51,7 @@ from scipy import stats
 from uniform_herding.method.config import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
+from uniform_herding.runs.terminal import Progress
 from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim
 from uniform_herding.verdict.decide import replicated
 from uniform_herding.verdict.expected import (
@@ -277,7 +278,7 @@ def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float]
     world = World.of(expected)
     base = sum(seconds.get(r, 0.0) for r in world.runs) * len(expected.seeds)
     outcomes = []
-    for _ in range(n):
+    for _ in counted(n):
         judged_by, values = model.draw(expected, world, rng)
         outcomes.append(follow_procedure(judged_by, world, values))
     causes = Counter(cause for o in outcomes for cause in o.causes)
@@ -299,18 +300,69 @@ def cell(expected: Expected, model: Model, n: int, seconds: dict[str, float], ma
     return summary, Bound.of(expected, rng, model).at(max_seeds) if model.faithful == "a" else 0.0
 
 
+_progress: Progress | None = None  # run_calls' progress while it runs; the pool's forked processes inherit it
+
+
+def counted(n: int) -> Iterator[int]:
+    """range(n) for a simulation's n re-runs, each counted in run_calls' progress once done (it draws nothing: the
+    random streams are those of range(n))."""
+    for i in range(n):
+        yield i
+        if _progress is not None:
+            _progress.advance()
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One call of run_calls: `call`, given its own random stream, simulates `draws` re-runs (what progress counts)."""
+
+    draws: int
+    call: Callable[[np.random.Generator], Any]
+
+
+def simulation(function: Callable[..., Any], expected: Expected, subject: Any, n: int, *rest: Any) -> Simulation:
+    """`function(expected, subject, n, *rest, rng)`, the form of every simulation here (cell, contradicts,
+    gating_draws, claim_cost), as a Simulation of n draws."""
+    return Simulation(n, partial(function, expected, subject, n, *rest))
+
+
 def _call(call: Callable[[np.random.Generator], Any], seed: np.random.SeedSequence) -> Any:
     return call(np.random.default_rng(seed))
 
 
-def run_calls(calls: list[Callable[[np.random.Generator], Any]], seed: int, jobs: int) -> list[Any]:
-    """Each simulation on its own random stream, spawned in order from `seed`, in `jobs` processes: the figures do
-    not depend on --jobs or on which process ran what."""
+def run_calls(parts: dict[str, list[Simulation]], seed: int, jobs: int) -> dict[str, list[Any]]:
+    """Each simulation on its own random stream, spawned in order from `seed` (over the parts in order), in `jobs`
+    processes: the figures do not depend on --jobs or on which process ran what. Progress on standard error: the
+    re-runs done on a terminal, a line as each part ends elsewhere."""
+    global _progress
+    calls = [(part, s) for part, simulations in parts.items() for s in simulations]
     seeds = np.random.SeedSequence(seed).spawn(len(calls))
-    if jobs == 1:
-        return [_call(c, s) for c, s in zip(calls, seeds, strict=True)]
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_call, calls, seeds))
+    left = Counter(part for part, _ in calls)
+    progress = _progress = Progress("uh oc", total=sum(s.draws for _, s in calls), unit="re-run")
+
+    def finished(part: str) -> None:
+        left[part] -= 1
+        if not left[part]:
+            progress.stage(f"{part}: {len(parts[part])} simulation{'s' * (len(parts[part]) > 1)} done")
+
+    try:
+        if jobs == 1:
+            with progress:
+                results = []
+                for (part, s), stream in zip(calls, seeds, strict=True):
+                    results.append(_call(s.call, stream))
+                    finished(part)
+        else:  # the first submit forks every process, before progress starts its thread (no fork of a threaded one)
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                futures = [pool.submit(_call, s.call, stream) for (_, s), stream in zip(calls, seeds, strict=True)]
+                with progress:
+                    for (part, _), future in zip(calls, futures, strict=True):
+                        future.add_done_callback(lambda _, part=part: finished(part))
+                    results = [future.result() for future in futures]
+    finally:
+        _progress = None
+    out = iter(results)
+    return {part: [next(out) for _ in simulations] for part, simulations in parts.items()}
 
 
 CLAIM_HEADER = (f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} "
@@ -325,7 +377,7 @@ def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, floa
     model = Model(FAITHFUL["a"], faithful="a", rho=rho, tau=tau, kind="faithful")
     first = sum(seconds.get(r, 0.0) for r in claim.runs) * len(expected.seeds) / 3600
     reruns = []
-    for _ in range(n):
+    for _ in counted(n):
         judged_by, values = model.draw(expected, world, rng)
         reruns.append(follow_procedure(judged_by, world, values, claim))
     hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
@@ -344,7 +396,7 @@ def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Genera
     model = Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, nulls=nulls, null_c5=claim_id == "C5")
     claim = next(c for c in PAPER_CLAIMS if c.claim_id == claim_id)
     seeds, decisions = expected.registered, Counter()
-    for _ in range(n):
+    for _ in counted(n):
         _, values = model.draw(expected, world, rng)
         table = _table(world, values, seeds, {(r, s) for r in claim.runs for s in seeds})
         state = replay(table, expected.procedure, claim.runs, (claim,), gating=True)
@@ -388,7 +440,7 @@ def gating_draws(expected: Expected, tau: float, n: int, rng: np.random.Generato
     model = Model("faithful", rho=CENTER[0], tau=tau, kind="faithful")
     metrics = [(r, m) for m in expected.gate for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
     differences, tolerances = np.empty((n, len(metrics))), np.empty((n, len(metrics)))
-    for i in range(n):
+    for i in counted(n):
         judged_by, values = model.draw(expected, world, rng)
         paper = judged_by.per_seed.groupby("run_id", sort=False)[list(METRICS)].mean()
         for j, (run_id, metric) in enumerate(metrics):
@@ -552,19 +604,18 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
     grid = [(f, rho, tau) for f in FAITHFUL for rho in rhos or RHOS for tau in taus or TAUS]
     misses, sweep = models(expected), sorted(set(taus or TAUS))
     yardstick = Model(FAITHFUL["c"], rho=CENTER[0], tau=CENTER[1], kind="faithful")  # what noisier must not beat
-    parts: dict[str, list[Callable[[np.random.Generator], Any]]] = {
-        "faithful": [partial(cell, expected, Model(FAITHFUL[f], faithful=f, rho=rho, tau=tau, kind="faithful"),
-                             draws if (rho, tau) == CENTER else grid_draws, seconds, max_seeds)
+    parts: dict[str, list[Simulation]] = {
+        "faithful": [simulation(cell, expected, Model(FAITHFUL[f], faithful=f, rho=rho, tau=tau, kind="faithful"),
+                                draws if (rho, tau) == CENTER else grid_draws, seconds, max_seeds)
                      for f, rho, tau in grid],
-        "misses": [partial(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
-        "contradicts": [partial(contradicts, expected, c.claim_id, grid_draws) for c in PAPER_CLAIMS],
-        "gating": [partial(gating_draws, expected, tau, draws) for tau in sweep],
-        "claims": [partial(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
+        "misses": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
+        "contradicts": [simulation(contradicts, expected, c.claim_id, grid_draws) for c in PAPER_CLAIMS],
+        "gating": [simulation(gating_draws, expected, tau, draws) for tau in sweep],
+        "claims": [simulation(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
     wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "claims": ["claims"]}
     parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
     click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
-    out = iter(run_calls([c for part in parts.values() for c in part], seed, jobs))
-    done = {k: [next(out) for _ in v] for k, v in parts.items()}
+    done = run_calls(parts, seed, jobs)
     met: list[tuple[str, bool]] = []
     if "faithful" in done:
         click.echo(f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):"
