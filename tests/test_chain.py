@@ -70,7 +70,7 @@ def test_status_says_where_the_chain_stands_ended_or_stalled(tmp_path: Path, mon
 
 
 def checked(kind: Verdict, step: dict) -> SimpleNamespace:
-    """What progress.checked_now gives the controller: the set (its procedure's four looks) and the check."""
+    """What verdict/judge.checked_now gives the controller: the set (its procedure's four looks) and the check."""
     verdict = JudgeVerdict(kind, ("why",), step)
     return SimpleNamespace(verdict=verdict, state=SimpleNamespace(next_step={}))
 
@@ -82,7 +82,7 @@ def test_the_controller_submits_each_look_once_and_never_loops(tmp_path: Path, m
     expected = SimpleNamespace(procedure=SimpleNamespace(looks=(3, 6, 10, 20)))
     look2 = {"run_ids": ["B1", "B3"], "seeds": [1, 2, 3]}
     answers = [checked(Verdict.UNDECIDED, look2)]
-    monkeypatch.setattr("uniform_herding.progress.checked_now", lambda results_dir: (expected, answers[0]))
+    monkeypatch.setattr("uniform_herding.verdict.judge.checked_now", lambda results_dir: (expected, answers[0]))
     submitted: list[int] = []
 
     def submit_step(self, index: int, started: float) -> dict:

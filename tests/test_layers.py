@@ -1,6 +1,7 @@
 """The package's layers are a contract: report > verdict > runs > variants > method > data, each importing only the
-layers below it (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the
-package itself; here the same contract is run on a copy of the package, once as it is and once with one upward import
+layers below it, and the top-level modules one of their own: cli > sweep | doctor | progress > launch > chain, which
+no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the
+package itself; here the same contracts are run on a copy of the package, once as it is and once with one wrong import
 planted, so that a contract that no longer catches one (a renamed layer, a lost containers line) fails here.
 """
 
@@ -22,15 +23,16 @@ PLANTED_IN = Path("method") / "metrics.py"
 PLANTED = "from uniform_herding.verdict import decide  # noqa: F401\n"
 
 
-def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED) -> subprocess.CompletedProcess:
-    """`lint-imports` with pyproject.toml's contract on a copy of the package under `tmp_path` (checked to be
-    the package it imports), with the upward import `planted` if `plant`."""
+def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED, planted_in: Path = PLANTED_IN
+                 ) -> subprocess.CompletedProcess:  # fmt: skip
+    """`lint-imports` with pyproject.toml's contracts on a copy of the package under `tmp_path` (checked to be
+    the package it imports), with the import `planted` in module `planted_in` if `plant`."""
     if not LINT_IMPORTS.exists():
         pytest.skip('import-linter not installed: pip install -c constraints.txt -e ".[dev]"')
     src = tmp_path / "src"
     shutil.copytree(PACKAGE, src / "uniform_herding", ignore=shutil.ignore_patterns("__pycache__"))
     if plant:
-        module = src / "uniform_herding" / PLANTED_IN
+        module = src / "uniform_herding" / planted_in
         text = module.read_text()
         future = "from __future__ import annotations\n"
         assert text.count(future) == 1 and planted not in text
@@ -48,14 +50,14 @@ def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED) -> subproc
 def test_the_package_as_it_is_keeps_its_layers(tmp_path: Path) -> None:
     result = lint_imports(tmp_path, plant=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 1 kept, 0 broken." in result.stdout
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
 
 
 def test_one_upward_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     """metrics.py (method/) importing verdict/decide.py fails the contract, naming that import."""
     result = lint_imports(tmp_path, plant=True)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "Contracts: 0 kept, 1 broken." in result.stdout
+    assert "Contracts: 2 kept, 1 broken." in result.stdout
     assert "uniform_herding.method.metrics -> uniform_herding.verdict.decide" in result.stdout, result.stdout
 
 
@@ -65,6 +67,36 @@ def test_the_method_importing_the_variants_layer_breaks_the_contract(tmp_path: P
     result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import variants  # noqa: F401\n")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "uniform_herding.method.metrics -> uniform_herding.variants" in result.stdout, result.stdout
+
+
+def test_the_chain_importing_uh_status_breaks_the_top_level_contract(tmp_path: Path) -> None:
+    """The circle of issue 54: progress.py (uh status) imports chain.py, so chain.py importing progress.py (as it did
+    for checked_now, now verdict/judge.py's) fails the top-level contract, naming that import."""
+    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import progress  # noqa: F401\n",
+                          planted_in=Path("chain.py"))  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "The top level: cli > sweep | doctor | progress > launch > chain BROKEN" in result.stdout, result.stdout
+    assert "uniform_herding.chain -> uniform_herding.progress" in result.stdout, result.stdout
+
+
+def test_uh_sweep_importing_the_cli_breaks_the_top_level_contract(tmp_path: Path) -> None:
+    """The other circle of issue 54: cli.py loads sweep.py when `sweep` is named (LAZY_COMMANDS), so sweep.py
+    importing cli.py (as it did for uh run, now launch.py's) fails the top-level contract, naming that import."""
+    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import cli  # noqa: F401\n",
+                          planted_in=Path("sweep.py"))  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "The top level: cli > sweep | doctor | progress > launch > chain BROKEN" in result.stdout, result.stdout
+    assert "uniform_herding.sweep -> uniform_herding.cli" in result.stdout, result.stdout
+
+
+def test_a_layer_importing_a_top_level_module_breaks_its_contract(tmp_path: Path) -> None:
+    """The top level drives the layers, never the reverse: runs/executor.py importing chain.py (which imports it)
+    fails the contract that no layer imports a top-level module."""
+    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import chain  # noqa: F401\n",
+                          planted_in=Path("runs") / "executor.py")  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "No layer imports a top-level module BROKEN" in result.stdout, result.stdout
+    assert "uniform_herding.runs.executor -> uniform_herding.chain" in result.stdout, result.stdout
 
 
 def test_no_function_of_the_method_is_over_40_lines() -> None:

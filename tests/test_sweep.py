@@ -1,5 +1,5 @@
-"""`uh sweep`: the grid (cartesian product, canonical IDs, what is done), --dry-run, refusals, and a real smoke
-sweep through the local executor that a second sweep finds done."""
+"""`uh sweep`: the grid printed (its points: tests/test_variants.py), what is done, --dry-run, refusals, and a real
+smoke sweep through the local executor that a second sweep finds done."""
 
 from __future__ import annotations
 
@@ -10,20 +10,10 @@ from click.testing import CliRunner, Result
 
 from uniform_herding.cli import main
 from uniform_herding.runs.results import result_path
-from uniform_herding.sweep import grid_points
 
 
 def uh(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
-
-
-def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
-    assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
-        ("rho=1 M=500", "s1+rho=1"), ("rho=1 M=1000", "r2+M=1000"),
-        ("rho=5 M=500", "s1+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
-    ]  # fmt: skip
-    assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
-    assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]
 
 
 def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_result, no_training, tmp_path):

@@ -25,7 +25,7 @@ from uniform_herding.method.components import CHOICES, POLICIES
 from uniform_herding.method.config import RUNS, SIZE_FIELDS, Config, RunSpec
 from uniform_herding.runs.results import result_path
 from uniform_herding.runs.run import run_seed
-from uniform_herding.variants import KEYS, SPLIT_FIELDS, format_value, parse, parse_value, resolve
+from uniform_herding.variants import KEYS, SPLIT_FIELDS, format_value, grid_points, parse, parse_value, resolve
 
 SEED = 1993
 SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")  # folder names on every filesystem, shell words without quoting
@@ -400,3 +400,12 @@ def test_a_variant_run_with_base_b3_is_compared_with_b3_in_uh_check_and_the_repo
         table = (tmp_path / folder / "report" / "tables" / "variants.md").read_text()
         assert "| r1+memory=closest_to_mean+vs=B3 | B3 | memory=closest_to_mean |" in table, table
         assert "-3.00" in table
+
+
+def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
+    assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
+        ("rho=1 M=500", "s1+rho=1"), ("rho=1 M=1000", "r2+M=1000"),
+        ("rho=5 M=500", "s1+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
+    ]  # fmt: skip
+    assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
+    assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]

@@ -2,7 +2,7 @@
 decided verdict and its report with no one at the terminal.
 
 The command submits its runs as one array and, behind it (afterany), a controller job. The controller checks the
-results as uh check does (`judge.check`): while the verdict is not decided and names runs (its next_step; where a
+results as uh check does (`judge.checked_now`): while the verdict is not decided and names runs (its next_step; where a
 profile's pipeline check names none, the procedure's own), it submits them as an array with the next controller
 behind them; once the verdict is decided it runs uh check and uh report, and the chain ends. Slurm's dependencies and
 submitit's jobs do the scheduling: nothing of ours waits anywhere.
@@ -241,7 +241,7 @@ class Controller:
         return line + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
 
     def decide(self, state: dict[str, Any]) -> str:
-        from uniform_herding.progress import checked_now
+        from uniform_herding.verdict.judge import checked_now
 
         try:
             expected, checked = checked_now(self.chain.results_dir)

@@ -11,31 +11,11 @@ from pathlib import Path
 import click
 
 from uniform_herding import chain
-from uniform_herding.runs.provenance import made_by
-from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
 from uniform_herding.runs.terminal import columns, fit_line
-from uniform_herding.verdict.expected import (
-    Expected,
-    ExpectedError,
-    expected_dir_for,
-    find_expected_root,
-    load_expected,
-)
-from uniform_herding.verdict.judge import Checked, check
+from uniform_herding.verdict.expected import Expected
+from uniform_herding.verdict.judge import Checked, checked_now
 from uniform_herding.verdict.words import run_ids_text, seeds_text
-
-
-def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
-    """The expected set of the results' profile (found as uh check finds it) and uh check's decision on the results
-    done so far; ClickException where either cannot be read."""
-    try:
-        results = load_results(results_dir)
-        expected = load_expected(expected_dir_for(results_profile(results), find_expected_root(
-            [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
-    except (ResultError, ExpectedError) as e:
-        raise click.ClickException(str(e)) from None
-    return expected, check(expected, per_seed_table(results), explain=False, made=made_by(results))
 
 
 def procedure_lines(expected: Expected, checked: Checked) -> list[str]:

@@ -7,44 +7,13 @@ profile, executors, Slurm), so a sweep runs, skips, resumes and fails exactly as
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import click
 
-from uniform_herding.cli import BadName, run_cmd, run_names
+from uniform_herding.launch import BadName, run_cmd, run_names
 from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
-from uniform_herding.variants import SEP, assignments, format_value, parse, parse_value, pin
-
-
-def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
-    """KEY=V1,V2,... texts -> {key: [value texts]}; a key twice, a value twice (as parsed) or no value is refused."""
-    out: dict[str, list[str]] = {}
-    for key, values in assignments(grid).items():
-        texts = values.split(",")
-        parsed = [format_value(parse_value(key, text)) if text else "" for text in texts]
-        if "" in parsed:
-            raise ConfigError(f"{key}={values}: an empty value; give KEY=V1,V2,... without spaces")
-        twice = sorted({p for p in parsed if parsed.count(p) > 1})
-        if twice:
-            raise ConfigError(f"{key}={values}: {key}={twice[0]} is listed twice; list each value once")
-        out[key] = texts
-    return out
-
-
-def grid_points(run_id: str, grid: tuple[str, ...], base: str | None = None) -> list[tuple[str, str]]:
-    """(the point's KEY=VALUE list, its canonical ID) for every point of the product, in the order given; each compared
-    with run ID `base` where given (--base: variants.pin)."""
-    values = axes(grid)
-    taken = set(parse(run_id).changes) & set(values)
-    if taken:
-        raise ConfigError(f"{run_id} already sets {', '.join(sorted(taken))}; sweep its base or other keys")
-    points = []
-    for combo in itertools.product(*values.values()):
-        sets = [f"{k}={v}" for k, v in zip(values, combo, strict=True)]
-        point = parse(run_id, sets).run_id
-        points.append((" ".join(sets), pin(point, base) if base else point))
-    return points
+from uniform_herding.variants import SEP, grid_points, parse
 
 
 def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:

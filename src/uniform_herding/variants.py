@@ -1,8 +1,8 @@
 """Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`), and what
-every run is compared with (`base_of`).
+every run is compared with (`base_of`), and `uh sweep`'s grid of them (`grid_points`).
 
 A layer of its own, between runs/ and method/ (pyproject.toml [tool.importlinter]): it builds on method/'s config.py
-and components.py, never the reverse, and runs/, verdict/, report/ and the CLI import it.
+and components.py, never the reverse, and runs/, verdict/, report/ and the top-level modules import it.
 
 A variant's ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
 kd_lambda, ..., rho), joined by `+`: `B3+rho=5`, `B3+M=1000+rho=5`. IDs use only [A-Za-z0-9_.=+-], so they
@@ -31,6 +31,7 @@ it sets is the same run as another value (`check_levels`: M, b and rho level off
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -361,6 +362,36 @@ def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], N
             run_id = pinned
         out.append(run_id)
     return list(dict.fromkeys(out))
+
+
+def axes(grid: tuple[str, ...]) -> dict[str, list[str]]:
+    """KEY=V1,V2,... texts -> {key: [value texts]}; a key twice, a value twice (as parsed) or no value is refused."""
+    out: dict[str, list[str]] = {}
+    for key, values in assignments(grid).items():
+        texts = values.split(",")
+        parsed = [format_value(parse_value(key, text)) if text else "" for text in texts]
+        if "" in parsed:
+            raise ConfigError(f"{key}={values}: an empty value; give KEY=V1,V2,... without spaces")
+        twice = sorted({p for p in parsed if parsed.count(p) > 1})
+        if twice:
+            raise ConfigError(f"{key}={values}: {key}={twice[0]} is listed twice; list each value once")
+        out[key] = texts
+    return out
+
+
+def grid_points(run_id: str, grid: tuple[str, ...], base: str | None = None) -> list[tuple[str, str]]:
+    """(the point's KEY=VALUE list, its canonical ID) for every point of the product (uh sweep's grid), in the order
+    given; each compared with run ID `base` where given (--base: pin)."""
+    values = axes(grid)
+    taken = set(parse(run_id).changes) & set(values)
+    if taken:
+        raise ConfigError(f"{run_id} already sets {', '.join(sorted(taken))}; sweep its base or other keys")
+    points = []
+    for combo in itertools.product(*values.values()):
+        sets = [f"{k}={v}" for k, v in zip(values, combo, strict=True)]
+        point = parse(run_id, sets).run_id
+        points.append((" ".join(sets), pin(point, base) if base else point))
+    return points
 
 
 def run_name(run_id: str, profile: str = "paper") -> str:

@@ -2,5 +2,5 @@
 official format.
 
 The lowest layer: imports nothing of the package. Imported by method/ (stream.py), runs/, and the top-level
-cli.py and doctor.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
+launch.py and doctor.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

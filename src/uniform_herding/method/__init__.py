@@ -4,5 +4,6 @@ task stream (stream.py), training (train.py) and the engine it runs on (engine.p
 readouts (evaluate.py) and the metrics over R (metrics.py).
 
 May import only data/ (stream.py reads the archives). Imported by variants.py, runs/, verdict/, report/ and the
-top-level cli.py, sweep.py and doctor.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
+top-level cli.py, sweep.py, launch.py and doctor.py. The layers are checked by import-linter (pyproject.toml,
+[tool.importlinter]).
 """

@@ -1,9 +1,10 @@
 """verdict: from results to `uh check`'s verdict: the mean and std over seeds (aggregate.py), the decision rules
 on plain numbers (decide.py), the expected set and its verification (expected.py), metric verdicts (compare.py),
-the paper's claims under the procedure (claims.py), the one verdict and its exit code (judge.py), the printed
-words (words.py), `uh check`'s rendering (check.py), the verdict's error rates (oc.py),
-and the stack offset tau measured from re-runs on several stacks (stacks.py).
+the paper's claims under the procedure (claims.py), the one verdict and its exit code, also on a results dir as it
+stands for uh status and the Slurm chain (judge.py), the printed words (words.py), `uh check`'s rendering
+(check.py), the verdict's error rates (oc.py), and the stack offset tau measured from re-runs on several stacks
+(stacks.py).
 
-May import runs/, variants.py, method/ and data/. Imported by report/ and the top-level cli.py and doctor.py. The
-layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
+May import runs/, variants.py, method/ and data/. Imported by report/ and the top-level doctor.py, progress.py and
+chain.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

@@ -5,22 +5,31 @@ In ACM's terms (artifact badges v1.1): on the paper profile NOT REPLICATED, INCO
 missing), UNDECIDED (with the next look's runs and seeds), INCONCLUSIVE, EXPECTED SET MATCHED or RESULTS
 REPLICATED, the badge, with the shipped paper set and results made by this checkout's code only (never for a claim
 alone or a subset of run IDs); on other profiles a pipeline check, INCOMPLETE like the paper's while run IDs of its
-set are missing. Findings C6-C8 and variants never change it.
+set are missing. Findings C6-C8 and variants never change it. `checked_now`: the same decision on a results dir as it
+stands, for the commands that follow a re-run (uh status, the Slurm chain's controller).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from uniform_herding.runs.provenance import Made
 from uniform_herding.verdict import decide
+from uniform_herding.verdict.aggregate import InputError, load_input
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
 from uniform_herding.verdict.compare import MetricCheck, compare
 from uniform_herding.verdict.evidence import ClaimCheck, check_claims
-from uniform_herding.verdict.expected import Expected
+from uniform_herding.verdict.expected import (
+    Expected,
+    ExpectedError,
+    expected_dir_for,
+    find_expected_root,
+    load_expected,
+)
 from uniform_herding.verdict.procedure import State, replay, single_look
 from uniform_herding.verdict.words import Claim as ClaimKind
 from uniform_herding.verdict.words import Metric, run_ids_text, seeds_text
@@ -202,3 +211,15 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
                           claims if claim else CLAIMS)  # fmt: skip
     metrics = compare(expected, observed, state)
     return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids, made))
+
+
+def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
+    """The expected set of the results' profile (found as uh check finds it) and uh check's decision on the results
+    done so far; InputError (exit 2, as uh check) where either cannot be read."""
+    observed, profile, made = load_input(results_dir, None)
+    try:
+        expected = load_expected(expected_dir_for(profile or "paper", find_expected_root(
+            [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
+    except ExpectedError as e:
+        raise InputError(str(e)) from None
+    return expected, check(expected, observed, explain=False, made=made)
