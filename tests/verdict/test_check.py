@@ -66,7 +66,7 @@ def check(tmp_path: Path, table: pd.DataFrame, *extra: str, results: bool = Fals
     else:
         table.to_csv(csv, index=False)
         source = ["--per-seed", str(csv)]
-    args = ["check", *source, "--json-out", str(report), "--expected", str(EXPECTED), *extra]
+    args = ["check", "--wide", *source, "--json-out", str(report), "--expected", str(EXPECTED), *extra]
     res = CliRunner().invoke(main, args)
     return res, (json.loads(report.read_text()) if report.exists() else {})
 
@@ -563,7 +563,7 @@ def test_profile_smoke_uses_expected_results_smoke(
     write_results(tmp_path / "results", paper.assign(acc=paper["acc"] / 2), profile="smoke")
     monkeypatch.chdir(tmp_path / "repo")
     res = CliRunner().invoke(
-        main, ["check", "--results-dir", str(tmp_path / "results"), "--profile", "smoke"]
+        main, ["check", "--wide", "--results-dir", str(tmp_path / "results"), "--profile", "smoke"]
     )
     assert res.exit_code == 0, res.output
     assert f"vs expected {root / 'smoke'}" in res.output
@@ -1197,3 +1197,39 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     toml.write_text(toml.read_text().replace("gate_exit_code = true", "gate_exit_code = false"))
     res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
     assert res.exit_code == 0 and report["next_step"] == {}, res.output
+
+
+def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(monkeypatch) -> None:
+    """Issue 52: on the paper's table uh check printed lines of up to 235 characters whatever COLUMNS said. Now they
+    fit COLUMNS (120 where unset, at least 100): the TOST text goes first, then the Welch interval moves under its row,
+    long lines wrap with an indent; no row, verdict or word of the summary is lost. --wide prints everything unfitted,
+    as before the change (the lines a width too great to fit anything gives)."""
+    args = ["check", "--per-seed", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(EXPECTED),
+            "--json-out", os.devnull]  # fmt: skip
+
+    def output(columns: str | None, *extra: str) -> list[str]:
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        res = CliRunner().invoke(main, [*args, *extra])
+        assert res.exit_code == 4, res.output
+        return res.output.splitlines()
+
+    unfitted = output("1000")
+    assert max(map(len, unfitted)) > 200 and output("100", "--wide") == unfitted
+    for columns, width in ((None, 120), ("120", 120), ("100", 100), ("40", 100)):  # never under 100
+        lines = output(columns)
+        assert max(map(len, lines)) <= width, "\n".join(line for line in lines if len(line) > width)
+        header = next(i for i, line in enumerate(lines) if line.startswith("run metric"))
+        assert " ".join(line.strip() for line in lines[:header]) == unfitted[0]  # a path wraps whole, never cut
+        rows = [i for i, line in enumerate(lines) if re.match(r"[Bas]\d  ", line)]
+        assert [lines[i].split()[:8] for i in rows] == [r.split()[:8] for r in unfitted if re.match(r"[Bas]\d  ", r)]
+        assert not any("TOST p" in line for line in lines)
+        left_out = f"(equivalence at the tolerance (TOST, information) left out to fit {width} columns;"
+        assert left_out in " ".join(lines)
+        b0_acc = lines[rows[0]] if width == 120 else lines[rows[0] + 1]  # beside its row, else on the line under it
+        assert b0_acc.endswith(" [-0.30, +0.30]") and ("[" in lines[rows[0]]) == (width == 120)
+        verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+        joined = " ".join([lines[verdict], *(line.strip() for line in lines[verdict + 1:] if line.startswith("    "))])
+        assert joined == next(line for line in unfitted if line.startswith("verdict: "))

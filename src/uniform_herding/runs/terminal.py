@@ -75,16 +75,18 @@ def fit_table(table: list[Column], width: int | None) -> list[str]:
         lines = _render(shown, wrapped)
     dropped = [c.header for c in table if c not in shown and c not in wrapped]
     if dropped:
-        lines.append(f"({', '.join(dropped)} left out to fit {width} columns; --wide shows every column)")
+        note = f"({', '.join(dropped)} left out to fit {width} columns; --wide shows every column)"
+        lines += fit_line(note, width).splitlines()
     return lines
 
 
 def fit_line(text: str, width: int | None) -> str:
-    """`text` wrapped at spaces to `width` (None: as it is), its continuation lines indented; a word longer than the
-    width (a path) is never cut."""
+    """`text` wrapped at spaces to `width` (None: as it is), its continuation lines indented past its own indent; a
+    word longer than the width (a path) is never cut."""
     if width is None or len(text) <= width:
         return text
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent=WRAP_INDENT, break_long_words=False,
+    indent = text[: len(text) - len(text.lstrip(" "))] + WRAP_INDENT
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
                                    break_on_hyphens=False))  # fmt: skip
 
 

@@ -49,6 +49,7 @@ from uniform_herding.runs.results import (
     results_profile,
     write_atomic,
 )
+from uniform_herding.runs.terminal import columns, fit_line
 
 METADATA = "ro-crate-metadata.json"
 MANIFEST = "manifest-sha256.txt"
@@ -437,14 +438,16 @@ def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_di
              if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT]
     if given:
         raise click.UsageError(f"give --bundle or {given[0]}, not both")
+    width = columns(bool(ctx.params.get("wide")))
     with opened(path) as bundle:
-        click.echo(f"bundle {path}: {len(bundle.crate.data_entities)} files, each as {MANIFEST} records it; an "
+        opening = (f"bundle {path}: {len(bundle.crate.data_entities)} files, each as {MANIFEST} records it; an "
                    f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json")  # fmt: skip
+        click.echo(fit_line(opening, width))
         try:
             results = load_results(bundle.results_dir)
         except ResultError as e:
             raise BundleError(str(e)) from None
-        click.echo("\n".join(provenance_lines(results)))
+        click.echo("\n".join(fit_line(line, width) for line in provenance_lines(results)))
         if recompute:
             from uniform_herding.verdict.recompute import recompute as recompute_rows
 

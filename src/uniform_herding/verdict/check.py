@@ -33,6 +33,7 @@ import click
 from uniform_herding.method.config import PROFILES, RUNS, SEEDS
 from uniform_herding.runs.provenance import Made, code_hash
 from uniform_herding.runs.results import ResultError, write_json_atomic
+from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.variants import sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
@@ -76,38 +77,48 @@ def _beside(difference: float | None, tolerance: float) -> tuple[str, str]:
     return _num(difference, f"+.{places}f"), f"{tolerance:.{places}f}"
 
 
-def format_metrics(checks: list[MetricCheck]) -> list[str]:
+def fit_lines(lines: Iterable[str], width: int | None) -> list[str]:
+    """Each line wrapped to `width` (terminal.fit_line; None: as they are), as one list of lines."""
+    return [part for line in lines for part in fit_line(line, width).splitlines() or [""]]
+
+
+def format_metrics(checks: list[MetricCheck], width: int | None = None) -> list[str]:
+    """One row per metric, no wider than `width` where the kept columns allow (None: every column): the TOST
+    equivalence text goes first, then the Welch interval moves under its row; both are information only."""
     verdicts = [c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)" for c in checks]
     verdicts = [f"{v} (not final: waits)" if c.kind is Metric.NOT_REPLICATED and not c.final else v
                 for c, v in zip(checks, verdicts, strict=True)]  # fmt: skip
-    width = max([27, *map(len, verdicts)])  # a long NOT CHECKED (...) widens the column, not the row
-    lines = [
-        f"{'run':3} {'metric':10} {'expected':>8} {'observed':>8} {'diff':>7} {'tol':>5}  {'verdict':{width}} "
-        f"{'seeds':>5}  {'Welch 95% CI of diff':21} equivalence at the tolerance (TOST, information)"
+    beside = [_beside(c.difference, c.tolerance) for c in checks]
+    table = [
+        Column("run", [c.run_id for c in checks], "<", width=3),
+        Column("metric", [c.metric for c in checks], "<", width=10),
+        Column("expected", [_num(c.expected_mean, "8.2f") for c in checks], width=8),
+        Column("observed", [_num(c.observed_mean, "8.2f") for c in checks], width=8),
+        Column("diff", [difference for difference, _ in beside], width=7),
+        Column("tol", [tolerance for _, tolerance in beside], width=5),
+        Column("verdict", verdicts, "<", gap=2, width=27),  # a long NOT CHECKED (...) widens the column
+        Column("seeds", [f"{c.n_expected:>2}/{c.n_observed:<2}" for c in checks], width=5),
+        Column("Welch 95% CI of diff", ["" if c.difference is None else c.welch_text() for c in checks], "<",
+               fit="wrap", gap=2, width=21),
+        Column("equivalence at the tolerance (TOST, information)", [c.equivalence_text() for c in checks], "<",
+               fit="drop"),
     ]
-    for c, verdict in zip(checks, verdicts, strict=True):
-        ci = "" if c.difference is None else c.welch_text()
-        difference, tolerance = _beside(c.difference, c.tolerance)
-        lines.append(
-            f"{c.run_id:3} {c.metric:10} {_num(c.expected_mean, '8.2f'):>8} {_num(c.observed_mean, '8.2f'):>8} "
-            f"{difference:>7} {tolerance:>5}  {verdict:{width}} "
-            f"{c.n_expected:>2}/{c.n_observed:<2}  {ci:21} {c.equivalence_text()}".rstrip()
-        )
+    lines = fit_table(table, width)
     uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
     if uncounted:
-        lines.append("not counted (not asked for by the procedure): "
-                     + ", ".join(f"{r} seed {s}" for r, s in uncounted))  # fmt: skip
+        lines += fit_lines(["not counted (not asked for by the procedure): "
+                            + ", ".join(f"{r} seed {s}" for r, s in uncounted)], width)  # fmt: skip
     return lines
 
 
-def format_variants(checks: list[ClaimCheck]) -> list[str]:
+def format_variants(checks: list[ClaimCheck], width: int | None = None) -> list[str]:
     if not checks:
         return []
     lines = ["variants against their base (no paper value: measured, not judged; they never change the exit code):"]
     for c in checks:
         lines.append(f"{c.statement}: {c.verdict}")
         lines.extend(f"     {e}" for e in c.evidence)
-    return lines
+    return fit_lines(lines, width)
 
 
 CLAIMS_HEADER = (f"claims of the paper, from the re-run alone (paired by seed; one-sided paired t-tests, 5% in "
@@ -115,17 +126,17 @@ CLAIMS_HEADER = (f"claims of the paper, from the re-run alone (paired by seed; o
 FINDINGS_HEADER = "findings beyond the paper (no paper value; decided alike; they never change the exit code):"
 
 
-def format_claims(checks: list[ClaimCheck]) -> list[str]:
+def format_claims(checks: list[ClaimCheck], width: int | None = None) -> list[str]:
     lines = [CLAIMS_HEADER]
     for c in checks:
         if c.finding and FINDINGS_HEADER not in lines:
             lines.append(FINDINGS_HEADER)
         lines.append(f"{c.claim_id} {c.verdict}: {c.statement}")
         lines.extend(f"     {e}" for e in c.evidence)
-    return lines
+    return fit_lines(lines, width)
 
 
-def format_made(made: Made) -> list[str]:
+def format_made(made: Made, width: int | None = None) -> list[str]:
     """The results this checkout's code did not make, one line per why: each run ID's seeds together, in the order
     the paper lists them, or "all N results"."""
     lines = [f"results not made by this checkout's code (run code {made.this[:12]}...):"] if made.others else []
@@ -138,7 +149,7 @@ def format_made(made: Made) -> list[str]:
             seeds.setdefault(run_id, []).append(seed)
         runs = "; ".join(f"{r} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for r, s in seeds.items())
         lines.append(f"  {why}: {f'all {made.read} results' if len(pairs) == made.read > 1 else runs}")
-    return lines
+    return fit_lines(lines, width)
 
 
 def tally(kinds: Iterable[Metric | Claim]) -> str:
@@ -196,6 +207,9 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
                    "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.")
 @click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,
               help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.")
+@click.option("--wide", is_flag=True, help="Every column and line whole, however wide (else the output fits COLUMNS, "
+              "120 where unset: the TOST text left out first, then the Welch interval under its row, long lines "
+              "wrapped). The JSON report holds every field either way.")  # fmt: skip
 def check_command(
     results_dir: Path | None,
     per_seed: Path | None,
@@ -207,6 +221,7 @@ def check_command(
     bundle: Path | None = None,
     recompute: bool = False,
     data_dir: Path = Path("data"),
+    wide: bool = False,
 ) -> None:
     """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
     and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
@@ -220,8 +235,13 @@ def check_command(
         check_bundle(ctx, bundle, recompute, data_dir, lambda results: ctx.invoke(
             check_command, results_dir=results, expected_dir=expected_dir, profile=profile,
             json_out=json_out or Path("check_report.json"), claim_id=claim_id,
-            run_ids_option=run_ids_option))  # fmt: skip
+            run_ids_option=run_ids_option, wide=wide))  # fmt: skip
         return  # the check exits with its verdict's code; a bundle's never goes on to ./results
+    width = columns(wide)
+
+    def echo(*lines: str) -> None:
+        click.echo("\n".join(fit_lines(lines, width)))
+
     observed, run_profile, made = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
@@ -241,7 +261,7 @@ def check_command(
                         f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
                         "numbers)")  # fmt: skip
                 code = Verdict.INCOMPLETE.code
-                click.echo(f"re-run {source} (profile {profile})\nverdict: {line} -> exit {code}")
+                echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
                 _write_report(json_out, {"source": source, "profile": profile, "verdict": line, "exit_code": code},
                               code)  # fmt: skip
                 click.get_current_context().exit(code)
@@ -259,10 +279,11 @@ def check_command(
     variants = [] if claim else check_variants(observed)
 
     paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
-    click.echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
+    echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
     gating = ", ".join(expected.gate)
-    click.echo("\n".join([*format_metrics(metrics), "", *format_claims(claims), *format_variants(variants), ""]))
-    click.echo(
+    click.echo("\n".join([*format_metrics(metrics, width), "", *format_claims(claims, width),
+                          *format_variants(variants, width), ""]))  # fmt: skip
+    echo(
         f"metrics: {tally(m.kind for m in metrics)} ({gating} gate); "
         f"claims: {tally(c.kind for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
@@ -271,8 +292,8 @@ def check_command(
            f"{sum(c.kind is not Claim.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
     if made.others:
-        click.echo("\n".join(format_made(made)))
-    click.echo(f"verdict: {verdict.line} -> exit {verdict.code}")
+        click.echo("\n".join(format_made(made, width)))
+    echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
     report: dict[str, Any] = {
         "source": source,
@@ -300,7 +321,7 @@ def check_command(
         "exit_code": verdict.code,
     }
     _write_report(json_out, report, verdict.code)
-    click.echo(f"wrote {json_out}")
+    echo(f"wrote {json_out}")
     click.get_current_context().exit(verdict.code)
 
 
