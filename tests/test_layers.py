@@ -112,3 +112,34 @@ def test_no_function_of_the_method_is_over_40_lines() -> None:
                 if node.end_lineno - first + 1 > 40:
                     long.append(f"{path.name}: {node.name} ({node.end_lineno - first + 1} lines)")
     assert long == []
+
+
+def test_the_sizes_docs_architecture_states_are_the_packages() -> None:
+    """docs/architecture.md states the method's, the archives' and the package's line counts (`wc -l`), the method's
+    two largest modules and the package's modules over 600 lines: each figure is recomputed here, so a change that
+    moves one fails until the page says so."""
+    import re
+
+    def lines(path: Path) -> int:
+        return len(path.read_bytes().splitlines())
+
+    text = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    method = sorted(PACKAGE.glob("method/*.py"))
+    modules = sorted([*PACKAGE.glob("*.py"), *PACKAGE.glob("*/*.py")])
+    largest = sorted(method, key=lines, reverse=True)[:2]
+    over = sorted((p for p in modules if lines(p) > 600), key=lines, reverse=True)
+    stated = {
+        "method": (r"`wc -l src/uniform_herding/method/\*\.py` counts ([\d,]+) lines", sum(map(lines, method))),
+        "largest": (r"the largest are (\w+\.py, [\d,]+, and \w+\.py, [\d,]+)",
+                    ", and ".join(f"{p.name}, {lines(p):,}" for p in largest)),
+        "data": (r"`wc -l src/uniform_herding/data/\*\.py` ([\d,]+) more",
+                 sum(map(lines, PACKAGE.glob("data/*.py")))),
+        "package": (r"The whole package is ([\d,]+) lines", sum(map(lines, modules))),
+        "over 600": (r"over 600 lines: (.+?)[.;]\s",
+                     ", ".join(f"{p.relative_to(PACKAGE).as_posix()}, {lines(p):,}" for p in over) or "none"),
+    }  # fmt: skip
+    for name, (pattern, value) in stated.items():
+        found = re.search(pattern, text)
+        assert found, f"docs/architecture.md no longer states the {name} figure ({pattern})"
+        expected = f"{value:,}" if isinstance(value, int) else value
+        assert found[1] == expected, f"docs/architecture.md states {found[1]} for the {name} figure; it is {expected}"
