@@ -65,6 +65,24 @@ def test_write_json_atomic_writes_and_leaves_no_temp_file(tmp_path: Path) -> Non
     assert os.listdir(target.parent) == ["r.json"]
 
 
+def test_a_target_that_is_not_a_regular_file_is_written_in_place_never_replaced(tmp_path: Path) -> None:
+    """`--json-out /dev/null` once renamed a file over the device: as root, every later `> /dev/null` then wrote to a
+    regular file (apt-get among them failed). A FIFO stands in for the device here: it stays a FIFO, and its reader
+    gets the JSON."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_json_atomic(fifo, {"a": 1})
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and json.loads(read[0]) == {"a": 1}
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
 def test_unserialisable_object_leaves_target_untouched(tmp_path: Path) -> None:
     target = tmp_path / "r.json"
     target.write_text("old")

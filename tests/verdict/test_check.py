@@ -1199,13 +1199,13 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     assert res.exit_code == 0 and report["next_step"] == {}, res.output
 
 
-def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(monkeypatch) -> None:
+def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(monkeypatch, tmp_path: Path) -> None:
     """Issue 52: on the paper's table uh check printed lines of up to 235 characters whatever COLUMNS said. Now they
     fit COLUMNS (120 where unset, at least 100): the TOST text goes first, then the Welch interval moves under its row,
     long lines wrap with an indent; no row, verdict or word of the summary is lost. --wide prints everything unfitted,
     as before the change (the lines a width too great to fit anything gives)."""
     args = ["check", "--per-seed", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(EXPECTED),
-            "--json-out", os.devnull]  # fmt: skip
+            "--json-out", str(tmp_path / "report.json")]  # fmt: skip
 
     def output(columns: str | None, *extra: str) -> list[str]:
         if columns is None:

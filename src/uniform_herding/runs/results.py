@@ -58,8 +58,14 @@ def write_atomic(path: Path | str, fill: Callable[[BinaryIO], object], replace: 
     a kill, a crash or a full disk (ENOSPC at write or fsync) leaves the old file and no temp file.
     With replace=False an existing `path` is kept and FileExistsError raised (a hard link, not a rename).
     The file gets the mode a plain open() would give it (0666 less the umask), not mkstemp's 0600.
+    A `path` that exists and is not a regular file (/dev/null, a FIFO: `--json-out /dev/null`) is written in place:
+    a rename would put a file where the device was, which as root breaks every program that writes to it.
     """
     path = Path(path)
+    if path.exists() and not path.is_file():
+        with path.open("wb") as f:
+            fill(f)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
