@@ -69,24 +69,18 @@ def test_the_method_importing_the_variants_layer_breaks_the_contract(tmp_path: P
     assert "uniform_herding.method.metrics -> uniform_herding.variants" in result.stdout, result.stdout
 
 
-def test_the_chain_importing_uh_status_breaks_the_top_level_contract(tmp_path: Path) -> None:
-    """The circle of issue 54: progress.py (uh status) imports chain.py, so chain.py importing progress.py (as it did
-    for checked_now, now verdict/judge.py's) fails the top-level contract, naming that import."""
-    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import progress  # noqa: F401\n",
-                          planted_in=Path("chain.py"))  # fmt: skip
+@pytest.mark.parametrize(("importer", "imported"), [("chain", "progress"), ("sweep", "cli")])
+def test_either_import_circle_put_back_breaks_the_top_level_contract(tmp_path: Path, importer: str, imported: str
+                                                                     ) -> None:  # fmt: skip
+    """The two circles that once were: progress.py (uh status) imports chain.py, so chain.py importing progress.py (as
+    it did for checked_now, now verdict/judge.py's); cli.py loads sweep.py when `sweep` is named (LAZY_COMMANDS), so
+    sweep.py importing cli.py (as it did for uh run, now launch.py's). Either fails the top-level contract, naming
+    that import."""
+    result = lint_imports(tmp_path, plant=True, planted=f"from uniform_herding import {imported}  # noqa: F401\n",
+                          planted_in=Path(f"{importer}.py"))  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "The top level: cli > sweep | doctor | progress > launch > chain BROKEN" in result.stdout, result.stdout
-    assert "uniform_herding.chain -> uniform_herding.progress" in result.stdout, result.stdout
-
-
-def test_uh_sweep_importing_the_cli_breaks_the_top_level_contract(tmp_path: Path) -> None:
-    """The other circle of issue 54: cli.py loads sweep.py when `sweep` is named (LAZY_COMMANDS), so sweep.py
-    importing cli.py (as it did for uh run, now launch.py's) fails the top-level contract, naming that import."""
-    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import cli  # noqa: F401\n",
-                          planted_in=Path("sweep.py"))  # fmt: skip
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "The top level: cli > sweep | doctor | progress > launch > chain BROKEN" in result.stdout, result.stdout
-    assert "uniform_herding.sweep -> uniform_herding.cli" in result.stdout, result.stdout
+    assert f"uniform_herding.{importer} -> uniform_herding.{imported}" in result.stdout, result.stdout
 
 
 def test_a_layer_importing_a_top_level_module_breaks_its_contract(tmp_path: Path) -> None:
