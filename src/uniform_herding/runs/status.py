@@ -19,7 +19,7 @@ from uniform_herding.runs.executor import process_alive, submitit_folder
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
-SLURM_WAIT_S = 2.0  # uh status waits this long for Slurm's clients, all together, then says what it could not read
+SLURM_WAIT_S = 4.0  # uh status waits this long for Slurm's clients, all together, then says what it could not read
 
 
 def slurm(*args: str, timeout: float = SLURM_WAIT_S) -> str | None:
