@@ -199,8 +199,9 @@ def follow_chain(cluster: SlurmCluster, results: Path, cwd: Path, kill_controlle
                 continue
             time.sleep(0.2)
             continue
+        ended = chain_state(results)["ended"]  # read before the look: a chain that ends between the two is seen ended
         look()
-        if chain_state(results)["ended"]:
+        if ended:
             return seen
         assert "stalled" not in seen[-1], seen
         time.sleep(3)
