@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from uniform_herding import chain
+from uniform_herding.report.load import doctor_estimates
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
 from uniform_herding.runs.terminal import columns, fit_line
 from uniform_herding.verdict.expected import Expected
@@ -45,13 +46,7 @@ def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float
             continue
         own.setdefault(path.parent.parent.name, []).append(wall_s)
     seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}
-    try:
-        doctor = json.loads((results_dir / "doctor.json").read_text())
-        timed = {r: float(v["total_s"]) for r, v in doctor["estimates"]["per_run_s"].items()}
-        if doctor.get("profile") != profile:
-            timed = {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        timed = {}
+    timed = doctor_estimates(results_dir / "doctor.json", profile) if profile else {}
     source = "the done runs' own times" if seconds else "uh doctor's estimate"
     return {**timed, **seconds}, source if seconds or timed else ""
 
