@@ -11,6 +11,7 @@ import json
 import math
 import os
 import tempfile
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -415,6 +416,15 @@ def results_profile(results: list[dict[str, Any]]) -> str:
     if len(profiles) != 1:
         raise ResultError(f"results mix profiles {', '.join(profiles)}; keep one profile per results dir")
     return profiles[0]
+
+
+STACK_LABEL = "{device}, torch {torch}, python {python}, {precision}, compile {compile}"  # from result.json
+
+
+def stack_labels(results: list[dict[str, Any]]) -> Counter[str]:
+    """Each stack `results` ran on as one label ("cuda: Tesla T4, torch 2.11.0+cu128, python 3.11.9, 16-mixed,
+    compile off") and its number of runs, in the order first met: uh check --stacks and --bundle name stacks so."""
+    return Counter(STACK_LABEL.format_map(defaultdict(lambda: "?", r.get("environment") or {})) for r in results)
 
 
 def per_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -47,6 +47,7 @@ from uniform_herding.runs.results import (
     load_results,
     result_path,
     results_profile,
+    stack_labels,
     write_atomic,
 )
 from uniform_herding.runs.terminal import columns, fit_line
@@ -206,21 +207,29 @@ def crate_of(results: list[dict], files: dict[str, Path], here: dict[str, Any]) 
     return crate, parts
 
 
+def _copy_hashed(src: BinaryIO, dst: BinaryIO, most: int | None = None) -> tuple[str, int]:
+    """Copy `src` to `dst` a chunk at a time, hashing what passes, so that no file is read twice or held whole:
+    (SHA-256, bytes). BadZipFile past `most` bytes: a member longer than its zip header says."""
+    digest, size = hashlib.sha256(), 0
+    while chunk := src.read(CHUNK):
+        size += len(chunk)
+        if most is not None and size > most:
+            raise zipfile.BadZipFile("more bytes than its header says")
+        digest.update(chunk)
+        dst.write(chunk)
+    return digest.hexdigest(), size
+
+
 def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File]) -> None:
     """Each file, hashed as it is written; then the crate's metadata, which holds those hashes; then the manifest."""
     hashes = {}
     with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, source in files.items():
-            digest, size = hashlib.sha256(), 0
             info = zipfile.ZipInfo.from_file(source, name)  # its time and mode (a regular file's)
             info.compress_type = zipfile.ZIP_DEFLATED
             with source.open("rb") as src, zf.open(info, "w", force_zip64=True) as dst:
-                while chunk := src.read(CHUNK):
-                    digest.update(chunk)
-                    dst.write(chunk)
-                    size += len(chunk)
-            hashes[name] = parts[name]["sha256"] = digest.hexdigest()
-            parts[name]["contentSize"] = str(size)
+                hashes[name], size = _copy_hashed(src, dst)
+            parts[name]["sha256"], parts[name]["contentSize"] = hashes[name], str(size)
         metadata = b"".join(chunk for _, chunk in crate.metadata.stream())
         zf.writestr(METADATA, metadata)
         hashes[METADATA] = hashlib.sha256(metadata).hexdigest()
@@ -320,19 +329,13 @@ def extract(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], into: Path, path:
     """Each file written under `into` (names checked by `members`), hashed as it is read: {name: SHA-256}."""
     hashes = {}
     for info in files:
-        target, digest, size = into / info.filename, hashlib.sha256(), 0
+        target = into / info.filename
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, target.open("xb") as dst:
-                while chunk := src.read(CHUNK):
-                    size += len(chunk)
-                    if size > info.file_size:
-                        raise zipfile.BadZipFile("more bytes than its header says")
-                    digest.update(chunk)
-                    dst.write(chunk)
+                hashes[info.filename], _ = _copy_hashed(src, dst, most=info.file_size)
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as e:
             raise BundleError(f"{path}: member {info.filename!r} cannot be extracted ({e}); refused") from None
-        hashes[info.filename] = digest.hexdigest()
     return hashes
 
 
@@ -421,11 +424,7 @@ def provenance_lines(results: list[dict]) -> list[str]:
                f"tree modified: {modified}")  # fmt: skip
         lines.append(f"code {code}: {same}; {git}; {len(runs)} run(s)" if code else
                      f"code not recorded (made before uh recorded it); {len(runs)} run(s)")
-    stacks = [tuple(r.get("environment", {}).get(k) for k in ("device", "torch", "cuda", "python")) for r in results]
-    for device, torch, cuda, python in dict.fromkeys(stacks):
-        n = stacks.count((device, torch, cuda, python))
-        lines.append(f"stack: {device}, torch {torch}, CUDA {cuda or '-'}, Python {python}; {n} run(s)")
-    return lines
+    return lines + [f"stack: {label}; {n} run(s)" for label, n in stack_labels(results).items()]
 
 
 def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path,

@@ -38,7 +38,7 @@ re-runs it would judge (expected_results/README.md, "Measuring tau: uh stacks").
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,7 @@ from uniform_herding.runs.results import (
     per_seed_table,
     read_per_seed_csv,
     results_profile,
+    stack_labels,
     write_json_atomic,
 )
 from uniform_herding.variants import sort_key
@@ -66,7 +67,6 @@ DRAWS = 20_000  # Monte Carlo draws of the estimate's law: its 2.5% quantile to 
 SEED = 0
 PIN = 0.25  # pp: the half-width "stacks to pin" asks for
 MOST_STACKS = 1000  # beyond this, "stacks to pin" says so
-LABEL = "{device}, torch {torch}, python {python}, {precision}, compile {compile}"  # a stack, from result.json
 AMENDMENT = "Reported only: tau enters the rule as a dated tolerances.toml amendment, before re-runs it judges."
 
 
@@ -85,8 +85,7 @@ class Stack:
 def stack_label(results: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
     """The environment most of `results` ran in ("cuda: Tesla T4, torch 2.11.0+cu128, python 3.11.9, 16-mixed,
     compile off"), and the others."""
-    labels = Counter(LABEL.format_map(defaultdict(lambda: "?", r.get("environment", {}))) for r in results)
-    (label, _), *others = labels.most_common()
+    (label, _), *others = stack_labels(results).most_common()
     return label, tuple(other for other, _ in others)
 
 
