@@ -312,3 +312,50 @@ def test_a_run_that_fails_ends_the_chain_with_one_line_and_no_loop(slurm, tmp_pa
     assert f"Error: chain {state['id']} ended: {reason}" in log.read_text()
     assert status(slurm, results, tmp_path)[f"chain {state['id']}"] == f"ended: {reason}"
     wait_for(lambda: not any(queued(slurm, j) for j in (state["steps"][0]["rescue"],)), "the rescue's cancel", 60)
+
+
+@pytest.mark.trains
+def test_a_controller_timed_out_mid_report_is_requeued_by_its_checkpoint_and_carries_on(slurm, tmp_path):
+    """Issue 52: Slurm's time-limit signal (USR2, `--signal=USR2@90`; `scancel --signal=USR2` sends it now, as
+    submitit's own SlurmJob._interrupt(timeout=True) does) reaches the controller while it runs uh check and uh
+    report. Its limit (`--slurm-time 10`, which the controller takes where shorter than its 30 minutes) makes
+    submitit count any USR2 a time-out, and submitit requeues a timed-out job only through its checkpoint (a
+    pre-emption it requeues with or without one). The same job starts again, finds its work in chain.json and ends
+    the chain with its verdict and report: no run lost or submitted twice, its rescue never started."""
+    b0_expected(tmp_path)
+    results = tmp_path / "results"
+    out, _ = uh(slurm, "run", "B0", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure", *SLURM_RUN,
+                "--slurm-time", "10", "--data-dir", str(tmp_path / "data"), "--results-dir", str(results),
+                cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    assert out.startswith("Submitted chain"), out
+    first = chain_state(results)["steps"][0]
+    log = results / "submitit" / "slurm" / f"{first['controller']}_0_log.out"
+    deadline = time.monotonic() + 900
+    while not (log.exists() and "step 1: verdict now" in log.read_text()):  # then uh check and uh report, seconds
+        assert time.monotonic() < deadline, "timed out waiting for the controller's check"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--signal=USR2", first["controller"]], env=slurm.env(), check=True)
+    wait_for(lambda: chain_state(results)["ended"] is not None, "the chain to end", 600)
+
+    state = chain_state(results)
+    ended = state["ended"]
+    assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
+    assert (results / "report" / "summary.html").exists()
+    assert len(state["steps"]) == 1 and submitted_pairs(results) == [("B0", s) for s in (42, 1993, 2023)]
+    text = log.read_text()
+    assert "this job is timed-out" in text and "Calling checkpoint method" in text, text
+    assert text.count("step 1: verdict now") == 2, text  # its first start, then the requeued one
+
+    def starts() -> list[str]:  # -D: one row per start
+        return subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", first["controller"]],
+                              env=slurm.env(), capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+
+    wait_for(lambda: starts()[-1] not in ("RUNNING", "COMPLETING"), "slurmdbd to record the end", 120)  # it lags
+    assert (rows := starts()) == [first["controller"], "REQUEUED", first["controller"], "COMPLETED"], rows
+
+    def rescue() -> str:
+        return subprocess.run(["sacct", "-X", "-n", "-o", "State", "-j", first["rescue"]], env=slurm.env(),
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+    wait_for(lambda: rescue().startswith("CANCELLED"), "the rescue's cancel", 60)
+    assert not (log.parent / f"{first['rescue']}_0_log.out").exists()  # it never started

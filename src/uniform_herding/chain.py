@@ -12,9 +12,10 @@ Why it survives a cluster:
   lock; a controller reads it first, so one started again never submits a step twice. Each job's name is unique in
   its chain (uh-<chain>-<step>-runs); a controller adopts the job of that name Slurm already has before it submits,
   so one killed between sbatch and the write submits nothing again.
-- submitit requeues a controller that is pre-empted or times out (`Controller.checkpoint`); each controller has a
-  rescue, the same job behind the step's runs and the controller's failure (afternotok), which takes over from a
-  controller killed or failed; a controller that ends well cancels its rescue.
+- submitit requeues a controller that is pre-empted, and one that times out because it has a checkpoint
+  (`Controller.checkpoint`; tests/test_slurm.py times one out mid-report); each controller has a rescue, the same
+  job behind the step's runs and the controller's failure (afternotok), which takes over from a controller killed
+  or failed; a controller that ends well cancels its rescue.
 - a run of the step that did not finish ends the chain with its uh status line; a step asked for twice, or more steps
   than the procedure's looks + 1, end it too: no loop. `--cancel` marks the chain ended, then cancels its jobs.
 """
@@ -39,7 +40,9 @@ from uniform_herding.runs.executor import RunPair
 from uniform_herding.runs.results import result_path, write_json_atomic
 from uniform_herding.runs.status import pair_status, slurm, slurm_states, submissions
 
-CONTROLLER_TIME_MIN = 30  # a controller checks, submits, or reports: minutes at most, even on the paper's results
+# A controller checks, submits, or reports: minutes at most, even on the paper's results; never more than the runs'
+# --slurm-time, which a partition with a shorter limit grants where it would leave a longer job pending.
+CONTROLLER_TIME_MIN = 30
 CLIENT_WAIT_S = 60.0  # a controller, inside the cluster, waits this long for squeue or sacct (uh status: seconds)
 
 
@@ -155,7 +158,8 @@ class Chain:
         return record
 
     def _submit_controller(self, index: int, job: str, dependency: str | None) -> str:
-        settings = {**self.settings, "gpus": 0, "cpus": 1, "time": CONTROLLER_TIME_MIN}
+        time_min = min(CONTROLLER_TIME_MIN, int(self.settings["time"]))
+        settings = {**self.settings, "gpus": 0, "cpus": 1, "time": time_min}
         slurm = executor.slurm_executor(self.results_dir, settings, self.name(index, job))
         if dependency:
             slurm.update_parameters(dependency=dependency)
