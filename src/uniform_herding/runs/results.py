@@ -423,7 +423,7 @@ STACK_LABEL = "{device}, torch {torch}, python {python}, {precision}, compile {c
 
 def stack_labels(results: list[dict[str, Any]]) -> Counter[str]:
     """Each stack `results` ran on as one label ("cuda: Tesla T4, torch 2.11.0+cu128, python 3.11.9, 16-mixed,
-    compile off") and its number of runs, in the order first met: uh check --stacks and --bundle name stacks so."""
+    compile off") and its number of runs, in the order first met: uh stacks and uh check --bundle name stacks so."""
     return Counter(STACK_LABEL.format_map(defaultdict(lambda: "?", r.get("environment") or {})) for r in results)
 
 
