@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
+from uniform_herding.catalogue import SEP, ConfigError, grid_points, parse
 from uniform_herding.launch import BadName, run_cmd, run_names
-from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
-from uniform_herding.variants import SEP, grid_points, parse
+from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT
 
 
 def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:
@@ -66,7 +66,7 @@ def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_ru
     base: str | None = options["base"]  # type: ignore[assignment]
     try:
         points = grid_points(run_id, grid, base)
-        ids = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base)
+        ids = tuple(run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base))
     except ConfigError as e:
         raise BadName(str(e)) from None
     for line in grid_lines(run_id, points, seeds, profile, results_dir):
