@@ -1,4 +1,4 @@
-"""`uh sweep`: the grid printed (its points: tests/test_variants.py), what is done, --dry-run, refusals, and a real
+"""`uh sweep`: the grid printed (its points: tests/test_catalogue.py), what is done, --dry-run, refusals, and a real
 smoke sweep through the local executor that a second sweep finds done."""
 
 from __future__ import annotations
