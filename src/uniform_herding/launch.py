@@ -7,8 +7,10 @@ with every one of its options) both import it, and neither imports the other.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -79,6 +81,28 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
     (docs/reliability.md), from the first moment on.
     """
+    with starting(procedure, cancel, executor, wait, force, results_dir):
+        runs = run_names(run_ids, sets, profile, base)
+        run_pairs(runs, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
+                  slurm_config, slurm, device, deterministic, procedure)
+
+
+def run_named(runs: dict[str, Config], seeds: tuple[int, ...], profile: str, data_dir: Path, results_dir: Path,
+              archive: Path | None, force: bool, precision: str | None, device: str | None, deterministic: bool,
+              executor: str | None, jobs: int | None, wait: bool, procedure: bool, cancel: bool,
+              slurm_config: Path | None, base: str | None = None, **slurm: object) -> None:
+    """uh run's work on runs named and resolved already (run_names), with every option of uh run: uh sweep's grid,
+    resolved once, before the grid was printed. `base` is in the runs' IDs already."""
+    with starting(procedure, cancel, executor, wait, force, results_dir):
+        run_pairs(runs, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
+                  slurm_config, slurm, device, deterministic, procedure)
+
+
+@contextlib.contextmanager
+def starting(procedure: bool, cancel: bool, executor: str | None, wait: bool, force: bool, results_dir: Path
+             ) -> Iterator[None]:  # fmt: skip
+    """uh run's start: the procedure's options checked, --cancel done (and the command ended), then uh run's signal
+    handlers from the first moment on; a signal ends the command with 128 + its number."""
     from uniform_herding.runs.durability import Interrupted, stop_on_signals
 
     check_procedure_options(procedure, cancel, executor, wait, force)
@@ -88,9 +112,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
         click.get_current_context().exit(cancel_chain(results_dir, click.echo))
     with stop_on_signals():
         try:
-            runs = run_names(run_ids, sets, profile, base)
-            run_pairs(runs, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
-                      slurm_config, slurm, device, deterministic, procedure)
+            yield
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
