@@ -46,9 +46,10 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.flop_counter import FlopCounterMode
 from torchvision import transforms
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
 from uniform_herding.method import engine, train
-from uniform_herding.method.config import Config, resolve
+from uniform_herding.method.config import Config
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.runs import selftest
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = run_seed(
                 "B3",
+                resolve("B3", args.run),
                 1993,
                 args.run,
                 args.data_dir,

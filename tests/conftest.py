@@ -144,9 +144,9 @@ def smoke_sweep(tmp_path_factory) -> tuple[Path, Path, str]:
 @pytest.fixture
 def finished_result():
     """Write a valid result.json of a run or variant ID (what `uh run` finds done), with the given ACC; its path."""
+    from uniform_herding.catalogue import record, resolve
     from uniform_herding.method.config import CONFIG_VERSION
     from uniform_herding.runs.results import result_path, write_json_atomic
-    from uniform_herding.variants import record, resolve
 
     def write(results_dir: Path, run_id: str, seed: int, acc: float = 50.0, profile: str = "smoke") -> Path:
         T = resolve(run_id, profile).n_tasks
@@ -166,7 +166,7 @@ def no_training(monkeypatch):
     """A run that starts fails the test at once (instead of training for minutes)."""
     from uniform_herding.runs import run
 
-    def refuse(run_id, seed, *args, **kwargs):
+    def refuse(run_id, cfg, seed, *args, **kwargs):
         raise AssertionError(f"{run_id} seed {seed} was started")
 
     monkeypatch.setattr(run, "run_seed", refuse)
@@ -224,12 +224,14 @@ def one_at_a_time(tmp_path_factory):
     the same machine, never a run with the committed rows."""
     import json
 
+    from uniform_herding.catalogue import resolve
     from uniform_herding.runs.run import run_seed
 
     root = tmp_path_factory.mktemp("one-at-a-time")
 
     def get(run_id: str, seed: int) -> dict:
-        path = run_seed(run_id, seed, "smoke", root / "data", root / "results", echo=lambda _: None)
+        path = run_seed(run_id, resolve(run_id, "smoke"), seed, "smoke", root / "data", root / "results",
+                        echo=lambda _: None)
         return json.loads(path.read_text())
 
     return get

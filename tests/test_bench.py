@@ -49,9 +49,9 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
 
     import torch
 
+    from uniform_herding.catalogue import resolve
     from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
     from uniform_herding.method import train
-    from uniform_herding.method.config import resolve
     from uniform_herding.method.model import Learner
     from uniform_herding.method.stream import TaskStream
 

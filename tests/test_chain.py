@@ -1,5 +1,5 @@
-"""The Slurm chain (chain.py, uh run --procedure) without Slurm: its options, --cancel and what uh status says of a
-chain's state. tests/test_slurm.py runs chains on a real Slurm."""
+"""The Slurm chain (chain.py, uh run --procedure) without Slurm: --cancel and what uh status says of a chain's state
+(tests/test_launch.py: where its options go). tests/test_slurm.py runs chains on a real Slurm."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 from click.testing import CliRunner
 from conftest import fake_slurm_clients
 
@@ -17,22 +16,6 @@ from uniform_herding.runs.executor import RunPair
 from uniform_herding.runs.results import write_json_atomic
 from uniform_herding.verdict.judge import Verdict as JudgeVerdict
 from uniform_herding.verdict.words import Verdict
-
-
-@pytest.mark.parametrize(
-    ("args", "error"),
-    [
-        (["--procedure"], "--procedure needs --executor slurm"),
-        (["--procedure", "--executor", "local"], "--procedure needs --executor slurm"),
-        (["--cancel"], "--cancel goes with --procedure"),
-        (["--procedure", "--executor", "slurm", "--wait"], "--procedure does not take --wait"),
-        (["--procedure", "--executor", "slurm", "--force"], "--procedure does not take --force"),
-    ],
-)
-def test_the_procedures_options_are_refused_in_one_line_where_they_do_not_go(tmp_path: Path, args, error) -> None:
-    res = CliRunner().invoke(main, ["run", "B0", "--profile", "smoke", "--results-dir", str(tmp_path), *args])
-    assert res.exit_code == 2 and f"Error: {error}" in res.output, res.output
-    assert not (tmp_path / "chain.json").exists()
 
 
 def test_cancel_without_a_chain_changes_nothing(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from uniform_herding.catalogue import PROFILES, RUNS, SIZE_FIELDS, resolve
 from uniform_herding.data.archive import DATASETS, write_synthetic_archive
-from uniform_herding.method.config import PROFILES, RUNS, SIZE_FIELDS, resolve
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.runs.run import load_data
 

@@ -8,8 +8,8 @@ import click
 from click.testing import CliRunner
 
 from uniform_herding import __version__
+from uniform_herding.catalogue import BEYOND_PAPER, RUNS
 from uniform_herding.cli import main
-from uniform_herding.method.config import RUNS
 from uniform_herding.runs.provenance import code_hash
 
 
@@ -28,7 +28,7 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
         "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
         "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
         "{'uniform_herding.cli', 'uniform_herding.method', 'uniform_herding.method.components', "
-        "'uniform_herding.method.config', 'uniform_herding.runs', 'uniform_herding.variants', "
+        "'uniform_herding.method.config', 'uniform_herding.runs', 'uniform_herding.catalogue', "
         "'uniform_herding.runs.executor'}))"
     )
     env = {**os.environ, "COLUMNS": "80"}
@@ -64,3 +64,11 @@ def test_uh_version_prints_the_version_and_this_checkouts_code_hashes_without_to
         f"check code sha256: {code_hash('check')} (check_report.json: check_code_sha256)",
         "[]",
     ]
+
+
+def test_uh_list_marks_the_runs_beyond_the_paper():
+    out = CliRunner().invoke(main, ["list"]).output.splitlines()
+    marked = [line.split()[0] for line in out if "beyond the paper" in line]
+    assert marked == list(BEYOND_PAPER)
+    assert any(line.startswith("r3") and "[vs B1: memory=uniform_herding]" in line for line in out)
+    assert "group refresh: B1 B3 r1 r2 r3" in out

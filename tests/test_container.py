@@ -33,7 +33,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS
+from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -32,10 +32,10 @@ import yaml
 from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
+from uniform_herding.catalogue import KEYS, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, SEP, ConfigError, resolve
 from uniform_herding.cli import main
 from uniform_herding.method import components, memory
-from uniform_herding.method.config import OPEN_CHOICES, PAPER_RUNS, PROFILES, RUN_GROUPS, RUNS, VARIANT_SEP, ConfigError
-from uniform_herding.variants import KEYS, resolve
+from uniform_herding.method.config import OPEN_CHOICES
 from uniform_herding.verdict.words import EXIT_INPUT, Claim, Metric, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def variant(name: str) -> bool:
         resolve(name)
     except ConfigError:
         return False
-    return VARIANT_SEP in name
+    return SEP in name
 
 
 def reproduce_targets() -> set[str]:

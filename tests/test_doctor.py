@@ -9,6 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
 from uniform_herding.cli import main
 from uniform_herding.doctor import (
     estimates,
@@ -19,7 +20,6 @@ from uniform_herding.doctor import (
     run_steps,
     trains_on,
 )
-from uniform_herding.method.config import PAPER_RUNS, RUNS, resolve
 from uniform_herding.runs.terminal import duration
 from uniform_herding.verdict.decide import Procedure
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import resolve
 from uniform_herding.runs import selftest
 
 pytestmark = pytest.mark.gpu

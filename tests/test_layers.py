@@ -1,4 +1,4 @@
-"""The package's layers are a contract: report > verdict > runs > variants > method > data, each importing only the
+"""The package's layers are a contract: report > verdict > runs > catalogue > method > data, each importing only the
 layers below it, and the top-level modules one of their own: cli > sweep | doctor | progress > launch > chain, which
 no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs `lint-imports` on the
 package itself; here the same contracts are run on a copy of the package, once as it is and once with one wrong import
@@ -61,12 +61,13 @@ def test_one_upward_import_breaks_the_layers_contract(tmp_path: Path) -> None:
     assert "uniform_herding.method.metrics -> uniform_herding.verdict.decide" in result.stdout, result.stdout
 
 
-def test_the_method_importing_the_variants_layer_breaks_the_contract(tmp_path: Path) -> None:
-    """method/ holds only the paper: variants (uh run --set, --base) are a layer above it, which method/ may not import
-    (metrics.py importing uniform_herding.variants fails the contract, naming that import)."""
-    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import variants  # noqa: F401\n")
+def test_the_method_importing_the_run_catalogue_breaks_the_contract(tmp_path: Path) -> None:
+    """method/ holds only the paper and reads a Config, never a run ID: the run catalogue (run IDs, profiles, variants)
+    is a layer above it, which method/ may not import (metrics.py importing uniform_herding.catalogue fails the
+    contract, naming that import)."""
+    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import catalogue  # noqa: F401\n")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "uniform_herding.method.metrics -> uniform_herding.variants" in result.stdout, result.stdout
+    assert "uniform_herding.method.metrics -> uniform_herding.catalogue" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize(("importer", "imported"), [("chain", "progress"), ("sweep", "cli")])

@@ -11,12 +11,12 @@ import pandas as pd
 from click.testing import CliRunner
 from conftest import fake_slurm_clients, matrix_with, next_look
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.provenance import code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.status import SLURM_WAIT_S
-from uniform_herding.variants import resolve
 
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 

@@ -18,8 +18,8 @@ import torch
 from conftest import write_tar
 from torchvision.datasets.utils import calculate_md5
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import DATASETS, RawData, _parse_meta, read_archive
-from uniform_herding.method.config import resolve
 from uniform_herding.method.stream import TaskStream, make_split
 
 META_MD5 = "7973b15100ade9c7d40fb424638fde48"  # the official CIFAR-100 meta, byte-exact

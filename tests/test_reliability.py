@@ -27,10 +27,11 @@ import pytest
 import torch
 from click.testing import CliRunner, Result
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
 from uniform_herding.data.archive import write_synthetic_archive
 from uniform_herding.method import task
-from uniform_herding.method.config import CONFIG_VERSION, resolve
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs import durability, run
 from uniform_herding.runs.results import write_bytes_atomic
 

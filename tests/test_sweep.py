@@ -1,4 +1,4 @@
-"""`uh sweep`: the grid printed (its points: tests/test_variants.py), what is done, --dry-run, refusals, and a real
+"""`uh sweep`: the grid printed (its points: tests/test_catalogue.py), what is done, --dry-run, refusals, and a real
 smoke sweep through the local executor that a second sweep finds done."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
+from uniform_herding import catalogue, launch
 from uniform_herding.cli import main
+from uniform_herding.runs import run
 from uniform_herding.runs.results import result_path
 
 
@@ -29,6 +31,18 @@ def test_dry_run_prints_the_grid_with_what_is_done_and_starts_nothing(finished_r
         "dry run: nothing started",
     ]
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_sweep_resolves_each_point_once_and_trains_it_with_that_config(tmp_path, monkeypatch):
+    """Issue 54: uh sweep resolves each point once, before it prints the grid, and uh run's work (launch.run_named)
+    trains those configs without resolving them again."""
+    resolved, trained, original = [], [], catalogue.resolve
+    monkeypatch.setattr(launch, "resolve", lambda run_id, profile: resolved.append(run_id) or original(run_id, profile))
+    monkeypatch.setattr(run, "run_seed", lambda run_id, cfg, seed, *args, **kwargs: trained.append((run_id, cfg, seed)))
+    res = uh("sweep", "B3", "rho=1,5", "--seed", "42", "--profile", "smoke", "--results-dir", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    assert resolved == ["r2", "B3+rho=5"]  # rho=1 is run ID r2
+    assert trained == [(r, catalogue.resolve(r, "smoke"), 42) for r in ("r2", "B3+rho=5")]
 
 
 def test_a_sweep_of_another_spelling_of_a_run_prints_its_one_name(finished_result, no_training, tmp_path):

@@ -12,7 +12,7 @@ import importlib
 import click
 
 from uniform_herding import __version__
-from uniform_herding.method.config import RUN_GROUPS, RUNS, differences
+from uniform_herding.catalogue import RUN_GROUPS, RUNS, differences
 
 # Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
 # `uh --help` shows for it, so that listing the commands imports none of them).

@@ -33,17 +33,8 @@ import click
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import (
-    DEVICES,
-    PAPER_RUNS,
-    PROFILES,
-    RUNS,
-    SEEDS,
-    TRAINING_ENVIRONMENT,
-    Config,
-    images_per_class,
-    resolve,
-)
+from uniform_herding.catalogue import PAPER_RUNS, PROFILES, RUNS, images_per_class, resolve
+from uniform_herding.method.config import DEVICES, SEEDS, TRAINING_ENVIRONMENT, Config
 from uniform_herding.runs.terminal import Progress, duration
 
 if TYPE_CHECKING:

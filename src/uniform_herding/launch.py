@@ -7,16 +7,18 @@ with every one of its options) both import it, and neither imports the other.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
+from uniform_herding.catalogue import PROFILES, ConfigError, expand_run_ids, name_runs, resolve
 from uniform_herding.method.components import CHOICES
-from uniform_herding.method.config import DEVICES, PROFILES, SEEDS, TRAINING_ENVIRONMENT, ConfigError, expand_run_ids
+from uniform_herding.method.config import DEVICES, SEEDS, TRAINING_ENVIRONMENT, Config
 from uniform_herding.runs.executor import slurm_options
-from uniform_herding.variants import name_runs, resolve
 
 
 @click.command("run", short_help="Train run IDs for each seed; skip finished runs, resume others.",
@@ -79,6 +81,28 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
     (docs/reliability.md), from the first moment on.
     """
+    with starting(procedure, cancel, executor, wait, force, results_dir):
+        runs = run_names(run_ids, sets, profile, base)
+        run_pairs(runs, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
+                  slurm_config, slurm, device, deterministic, procedure)
+
+
+def run_named(runs: dict[str, Config], seeds: tuple[int, ...], profile: str, data_dir: Path, results_dir: Path,
+              archive: Path | None, force: bool, precision: str | None, device: str | None, deterministic: bool,
+              executor: str | None, jobs: int | None, wait: bool, procedure: bool, cancel: bool,
+              slurm_config: Path | None, base: str | None = None, **slurm: object) -> None:
+    """uh run's work on runs named and resolved already (run_names), with every option of uh run: uh sweep's grid,
+    resolved once, before the grid was printed. `base` is in the runs' IDs already."""
+    with starting(procedure, cancel, executor, wait, force, results_dir):
+        run_pairs(runs, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
+                  slurm_config, slurm, device, deterministic, procedure)
+
+
+@contextlib.contextmanager
+def starting(procedure: bool, cancel: bool, executor: str | None, wait: bool, force: bool, results_dir: Path
+             ) -> Iterator[None]:  # fmt: skip
+    """uh run's start: the procedure's options checked, --cancel done (and the command ended), then uh run's signal
+    handlers from the first moment on; a signal ends the command with 128 + its number."""
     from uniform_herding.runs.durability import Interrupted, stop_on_signals
 
     check_procedure_options(procedure, cancel, executor, wait, force)
@@ -88,9 +112,7 @@ def run_cmd(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data
         click.get_current_context().exit(cancel_chain(results_dir, click.echo))
     with stop_on_signals():
         try:
-            run_ids = run_names(run_ids, sets, profile, base)
-            run_pairs(run_ids, seeds, profile, data_dir, results_dir, archive, force, precision, executor, jobs, wait,
-                      slurm_config, slurm, device, deterministic, procedure)
+            yield
         except Interrupted as e:
             click.echo(f"Error: {e}", err=True)
             click.get_current_context().exit(128 + e.signum)
@@ -115,18 +137,17 @@ class BadName(click.ClickException):
 
 
 def run_names(run_ids: tuple[str, ...], sets: tuple[str, ...], profile: str, base: str | None = None
-              ) -> tuple[str, ...]:  # fmt: skip
-    """The canonical run and variant IDs that RUN_IDS with --set (and --base) name, each checked under `profile`."""
+              ) -> dict[str, Config]:  # fmt: skip
+    """The canonical run and variant IDs that RUN_IDS with --set (and --base) name, in order, each with its config
+    under `profile`: resolved (and so checked) here, once for the whole command."""
     try:
         ids = name_runs(expand_run_ids(run_ids), sets, click.echo, base)
-        for run_id in ids:
-            resolve(run_id, profile)
+        return {run_id: resolve(run_id, profile) for run_id in ids}
     except ConfigError as e:
         raise BadName(str(e)) from None
-    return tuple(ids)
 
 
-def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, data_dir: Path,
+def run_pairs(runs: dict[str, Config], seeds: tuple[int, ...], profile: str, data_dir: Path,
               results_dir: Path, archive: Path | None, force: bool, precision: str | None, executor: str | None,
               jobs: int | None, wait: bool, slurm_config: Path | None, slurm: dict, device: str | None = None,
               deterministic: bool = False, procedure: bool = False) -> None:
@@ -135,8 +156,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     from uniform_herding.runs.durability import Interrupted, RunError
     from uniform_herding.runs.results import ResultError, check_dir_profile, done_already, result_path
 
-    ids = list(run_ids)  # canonical run and variant IDs, checked (run_names)
-    configs = [resolve(run_id, profile) for run_id in ids]
+    ids = list(runs)  # canonical run and variant IDs, resolved and checked (run_names)
     try:
         check_dir_profile(results_dir, profile)  # a results dir holds one profile
         pairs = [(run_id, seed) for run_id in ids for seed in seeds or SEEDS
@@ -160,7 +180,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
         from uniform_herding.runs.run import prepare_archive
 
         try:
-            prepare_archive(configs[0], data_dir, archive)  # download or synthesise once, not per job
+            prepare_archive(runs[ids[0]], data_dir, archive)  # download or synthesise once, not per job
         except DataError as e:
             raise click.ClickException(str(e)) from None
         template = submit.RunPair("", 0, profile, data_dir.resolve(), results_dir.resolve(),
@@ -183,7 +203,7 @@ def run_pairs(run_ids: tuple[str, ...], seeds: tuple[int, ...], profile: str, da
     progress = profile == "paper" and sys.stderr.isatty()
     for run_id, seed in pairs:
         try:
-            run_seed(run_id, seed, profile, data_dir, results_dir, archive, force, progress, click.echo,
+            run_seed(run_id, runs[run_id], seed, profile, data_dir, results_dir, archive, force, progress, click.echo,
                      precision, device, deterministic)
         except (DataError, RunError, ValueError) as e:
             raise click.ClickException(f"{run_id} seed {seed}: {e}") from None

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from uniform_herding.launch import BadName, run_cmd, run_names
-from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT, ConfigError
-from uniform_herding.variants import SEP, grid_points, parse
+from uniform_herding.catalogue import SEP, ConfigError, grid_points, parse
+from uniform_herding.launch import BadName, run_cmd, run_named, run_names
+from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT
 
 
 def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:
@@ -57,8 +57,7 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
 @click.argument("run_id")
 @click.argument("grid", nargs=-1, required=True, metavar="KEY=V1,V2,...")
 @click.option("--dry-run", is_flag=True, help="Print the grid and what is done already; start nothing.")
-@click.pass_context
-def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_run: bool, **options: object) -> None:
+def sweep_command(run_id: str, grid: tuple[str, ...], dry_run: bool, **options: object) -> None:
     """Run every combination of the values as a variant of RUN_ID, for every seed, e.g.
     `uh sweep B3 rho=1,3,5`; finished runs are skipped (docs/extending.md)."""
     seeds: tuple[int, ...] = options["seeds"] or SEEDS  # type: ignore[assignment]
@@ -66,7 +65,7 @@ def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_ru
     base: str | None = options["base"]  # type: ignore[assignment]
     try:
         points = grid_points(run_id, grid, base)
-        ids = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base)
+        runs = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base)
     except ConfigError as e:
         raise BadName(str(e)) from None
     for line in grid_lines(run_id, points, seeds, profile, results_dir):
@@ -74,7 +73,7 @@ def sweep_command(ctx: click.Context, run_id: str, grid: tuple[str, ...], dry_ru
     if dry_run:
         click.echo("dry run: nothing started")
         return
-    ctx.invoke(run_cmd, run_ids=ids, sets=(), **options)
+    run_named(runs, **options)  # type: ignore[arg-type]
 
 
 # The options of `uh run` (all but its run IDs and --set), so that a sweep takes each of them as uh run does.

@@ -10,11 +10,11 @@ import json
 import pytest
 import torch
 
-from uniform_herding.method import components, config
-from uniform_herding.method.config import OPEN_CHOICES, RUNS, Config, RunSpec
+from uniform_herding.catalogue import KEYS, RUNS, RunSpec, parse_value, resolve
+from uniform_herding.method import components
+from uniform_herding.method.config import OPEN_CHOICES, Config
 from uniform_herding.method.train import task_loss
 from uniform_herding.runs.run import run_seed
-from uniform_herding.variants import KEYS, parse_value
 
 SEED = 1993
 EVERY_PART = [components.PROTOCOL, *(part for registry in components.CHOICES.values() for part in registry.values())]
@@ -41,12 +41,12 @@ def test_an_open_choice_has_one_wording_and_the_protocol_settles_the_shared_ones
 def test_every_choice_the_config_can_take_is_registered():
     for key, registry in components.CHOICES.items():
         assert getattr(Config(), key) in registry
-        assert all(getattr(config.resolve(r), key) in registry for r in RUNS)
+        assert all(getattr(resolve(r), key) in registry for r in RUNS)
         assert [parse_value(key, name) for name in registry] == list(registry)  # what --set accepts
 
 
 def test_the_components_of_b3_and_what_it_reads():
-    cfg = config.resolve("B3")
+    cfg = resolve("B3")
     assert list(components.parts(cfg)) == ["the protocol", "memory=uniform_herding", "loss=ce_kd", "head=cosine",
                                            "readout=nme"]  # fmt: skip
     assert components.settings_read(cfg) == set(KEYS)  # B3 reads every setting
@@ -68,7 +68,7 @@ class Recording:
 @pytest.mark.parametrize(("loss", "head", "kd_lambda"), list(itertools.product(components.LOSSES, components.HEADS,
                                                                                [0, 1])))  # fmt: skip
 def test_the_loss_reads_what_the_run_declares_and_each_declared_setting_moves_it(loss, head, kd_lambda):
-    cfg = dataclasses.replace(config.resolve("B3"), loss=loss, head=head, kd_lambda=float(kd_lambda))
+    cfg = dataclasses.replace(resolve("B3"), loss=loss, head=head, kd_lambda=float(kd_lambda))
     torch.manual_seed(0)
     logits, y, teacher = torch.randn(8, 6), torch.randint(0, 6, (8,)), torch.randn(8, 4)
     recording = Recording(cfg)
@@ -82,7 +82,7 @@ def test_the_loss_reads_what_the_run_declares_and_each_declared_setting_moves_it
 
 def unread_changes(run_id: str) -> dict:
     """Every method setting run `run_id` does not read, changed to another valid value."""
-    cfg = config.resolve(run_id)
+    cfg = resolve(run_id)
     others = {"rho": 5, "selection": "random", "kd_lambda": 2.0, "kd_temperature": 4.0, "cos_scale": 16.0,
               "cos_margin": 0.1, "M": 1000, "b": 32}  # fmt: skip
     unread = set(KEYS) - components.settings_read(cfg)
@@ -101,8 +101,8 @@ def test_settings_a_run_does_not_read_leave_its_numbers_unchanged(run_id, unread
     assert set(changes) == unread
     spec = RUNS[run_id]
     monkeypatch.setitem(RUNS, "x0", RunSpec("x0", "by hand", "unread settings changed", {**spec.changes, **changes}))
-    own, other = (json.loads(run_seed(r, SEED, "smoke", tmp_path / "data", tmp_path, echo=lambda _: None).read_text())
-                  for r in (run_id, "x0"))  # fmt: skip
+    own, other = (json.loads(run_seed(r, resolve(r, "smoke"), SEED, "smoke", tmp_path / "data", tmp_path,
+                                      echo=lambda _: None).read_text()) for r in (run_id, "x0"))  # fmt: skip
     assert other["config"] != own["config"]
     assert other["R"] == own["R"]
     assert [t["epoch_loss"] for t in other["tasks"]] == [t["epoch_loss"] for t in own["tasks"]]

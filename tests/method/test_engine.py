@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from uniform_herding.method.config import resolve
+from uniform_herding.catalogue import resolve
 
 
 def fused_and_unfused_after_a_skipped_first_step(make_fused) -> tuple[torch.Tensor, torch.Tensor]:

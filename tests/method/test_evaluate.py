@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from uniform_herding.method.config import resolve
+from uniform_herding.catalogue import resolve
 from uniform_herding.method.evaluate import ReadoutError, accuracy_row, nme_predict, prototypes
 from uniform_herding.method.model import Learner
 
@@ -106,7 +106,7 @@ def test_the_accuracy_row_uses_no_op_without_a_deterministic_cuda_kernel(tiny_st
     bincount with weights; a CPU does not, so here bincount raises as CUDA would."""
     import dataclasses
 
-    from uniform_herding.method.config import resolve
+    from uniform_herding.catalogue import resolve
     from uniform_herding.method.evaluate import accuracy_row
     from uniform_herding.method.model import Learner
 

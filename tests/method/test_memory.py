@@ -12,6 +12,7 @@ import scipy.stats
 import torch
 from click.testing import CliRunner
 
+from uniform_herding.catalogue import level, resolve
 from uniform_herding.cli import main
 from uniform_herding.method import config
 from uniform_herding.method import memory as memory_module
@@ -27,7 +28,6 @@ from uniform_herding.method.memory import (
     make_memory,
     quotas,
 )
-from uniform_herding.variants import level, resolve
 
 # The paper's appendix table 'Per-class active exemplar quota after each task' (tab:app-quotas).
 PAPER_QUOTAS = {
@@ -270,7 +270,7 @@ def test_closest_to_mean_keeps_prefixes_of_the_nearest_to_the_mean_ranked_on_arr
 
 def policy_config(name: str) -> config.Config:
     """B3's smoke config with memory=`name` (M = 50, or 0 for none), built by hand: every policy, whatever it reads."""
-    return dataclasses.replace(config.resolve("B3", "smoke"), memory=name)
+    return dataclasses.replace(resolve("B3", "smoke"), memory=name)
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
@@ -384,7 +384,7 @@ def memory_after_every_task(cfg: config.Config) -> list:
 
 def stream_config(name: str, **changes) -> config.Config:
     """A config of the drifting stream's sizes (4 tasks x 3 classes of 40 items), M unscaled, memory=`name`."""
-    return dataclasses.replace(config.resolve("B3", "smoke"), memory=name, n_tasks=4, classes_per_task=3,
+    return dataclasses.replace(resolve("B3", "smoke"), memory=name, n_tasks=4, classes_per_task=3,
                                train_per_class=40, memory_scale=1.0, **changes)  # fmt: skip
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import RawData
-from uniform_herding.method.config import resolve
 from uniform_herding.method.stream import TaskStream, make_split
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.method import evaluate, task
-from uniform_herding.method.config import resolve
 from uniform_herding.method.memory import make_memory
 from uniform_herding.method.model import Learner
 from uniform_herding.method.train import TaskStats

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from uniform_herding.method.config import resolve
+from uniform_herding.catalogue import resolve
 from uniform_herding.method.train import icarl_bce, kd_loss, margin_logits, task_loss
 
 

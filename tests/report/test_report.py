@@ -22,9 +22,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import matrix_with, next_look
 
+from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
 from uniform_herding.cli import main
 from uniform_herding.method import metrics as metric
-from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.report.figures import FIGURES, PAPER_LABEL
 from uniform_herding.report.load import load_runs
@@ -67,7 +68,7 @@ def smoke_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Smoke results (one real run, the rest synthetic); `uh report` run on them; its output."""
     base = tmp_path_factory.mktemp("smoke")
     results = base / "results"
-    real = run_seed("B3", 1993, "smoke", base / "data", results, echo=lambda _: None)
+    real = run_seed("B3", resolve("B3", "smoke"), 1993, "smoke", base / "data", results, echo=lambda _: None)
     T = len(json.loads(real.read_text())["R"])
     for run_id, seed in SYNTHETIC:
         write(results, fake_result(run_id, seed, "smoke", T))
@@ -279,7 +280,7 @@ def test_paper_readme_maps_every_output(smoke: Path) -> None:
 @pytest.mark.trains
 def test_training_loss_figure_draws_the_runs_that_record_it(smoke: Path) -> None:
     """Only the real B3 run records per-epoch losses (the synthetic results do not): one line, T x E points."""
-    from uniform_herding.method.config import resolve
+    from uniform_herding.catalogue import resolve
     from uniform_herding.report.figures import training_loss
 
     runs = load_runs(smoke)
@@ -442,8 +443,8 @@ def test_the_compute_table_sets_uh_doctors_estimate_beside_the_measured_time(tmp
 
 def write_variant(results: Path, spelling: str, seed: int, T: int = 5) -> str:
     """A synthetic smoke result of the variant `spelling` (under its canonical ID, as uh run names it); the ID."""
-    from uniform_herding.variants import name_runs, record
-    from uniform_herding.variants import resolve as resolve_variant
+    from uniform_herding.catalogue import name_runs, record
+    from uniform_herding.catalogue import resolve as resolve_variant
 
     (run_id,) = name_runs([spelling], [], echo=lambda _: None)
     body = fake_result("B3", seed, "smoke", T) | {"run_id": run_id, **record(run_id)}
@@ -628,9 +629,9 @@ def test_with_base_a1_the_sweep_figure_and_the_variants_table_compare_with_a1(tm
 def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_path: Path) -> None:
     """Issue 36: a variant against its base had no figure (only tables/variants.md). fig_variants draws, per metric,
     the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%
-    t-interval under the pair; the base is variants.base_of's."""
+    t-interval under the pair; the base is catalogue.base_of's."""
+    from uniform_herding.catalogue import base_of
     from uniform_herding.report.sweep_figures import variant_specs
-    from uniform_herding.variants import base_of
     from uniform_herding.verdict.decide import t_interval
 
     results = tmp_path / "results"

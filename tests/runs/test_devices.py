@@ -7,8 +7,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from uniform_herding.catalogue import PROFILE_DEVICE, PROFILES
 from uniform_herding.cli import main
-from uniform_herding.method.config import PROFILE_DEVICE, PROFILES
 from uniform_herding.runs import devices
 
 CU128 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]  # the paper's build
@@ -139,8 +139,8 @@ def test_doctor_fails_where_torch_cannot_use_the_hosts_gpu(monkeypatch, tmp_path
 
 def test_doctor_warns_of_exclusive_process_mode_with_jobs(monkeypatch, tmp_path):
     """--jobs 2 on a GPU in Exclusive_Process mode: the second process would fail; the doctor FAILs first."""
+    from uniform_herding.catalogue import resolve
     from uniform_herding.doctor import check_environment
-    from uniform_herding.method.config import resolve
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(devices, "gpu_problem", lambda: None)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from uniform_herding.method.config import resolve
+from uniform_herding.catalogue import resolve
 from uniform_herding.runs import durability
 
 SEED = 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from uniform_herding.method.config import resolve
+from uniform_herding.catalogue import resolve
 from uniform_herding.runs.final import FinalError, load_final, save_final
 
 SEED = 5

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import matrix_with
 
+from uniform_herding.catalogue import PROFILES, RUNS, resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import CONFIG_VERSION, PROFILES, RUNS
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import PAPER, REPORTED, Metric
 from uniform_herding.runs.results import (
     PER_SEED_COLUMNS,
@@ -29,7 +30,6 @@ from uniform_herding.runs.results import (
     write_per_seed_csv,
     write_text_atomic,
 )
-from uniform_herding.variants import resolve
 
 PAPER_PER_SEED = Path(__file__).resolve().parents[2] / "expected_results" / "paper_per_seed.csv"
 

@@ -10,12 +10,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from uniform_herding.catalogue import RUNS, resolve
 from uniform_herding.cli import main
 from uniform_herding.method import components, memory, metrics
-from uniform_herding.method.config import CONFIG_VERSION, OPEN_CHOICES, RUNS
+from uniform_herding.method.config import CONFIG_VERSION, OPEN_CHOICES
 from uniform_herding.method.memory import quotas
 from uniform_herding.runs.run import result_path, run_seed
-from uniform_herding.variants import resolve
 
 SEED = 1993
 
@@ -33,7 +33,7 @@ def smoke_result(smoke_dirs):
     data_dir, results_dir = smoke_dirs
 
     def get(run_id: str) -> dict:
-        path = run_seed(run_id, SEED, "smoke", data_dir, results_dir, echo=lambda _: None)
+        path = run_seed(run_id, resolve(run_id, "smoke"), SEED, "smoke", data_dir, results_dir, echo=lambda _: None)
         return json.loads(path.read_text())
 
     return get
@@ -132,9 +132,9 @@ def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     path = result_path(results_dir, "B0", SEED)
     before = path.read_text()
     said: list[str] = []
-    run_seed("B0", SEED, "smoke", data_dir, results_dir, echo=said.append)
+    run_seed("B0", resolve("B0", "smoke"), SEED, "smoke", data_dir, results_dir, echo=said.append)
     assert path.read_text() == before and "done already" in said[0]
-    run_seed("B0", SEED, "smoke", data_dir, results_dir, force=True, echo=said.append)
+    run_seed("B0", resolve("B0", "smoke"), SEED, "smoke", data_dir, results_dir, force=True, echo=said.append)
     rerun = json.loads(path.read_text())
     assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
 

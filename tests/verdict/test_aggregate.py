@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import matrix_with
 
+from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS, RUNS, resolve
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.verdict.aggregate import paired_deltas, summarize
 
@@ -198,7 +199,7 @@ def test_uh_aggregate_prints_a_mean_of_one_seed_with_n_1_never_a_spread_of_zero(
 
 
 def test_every_run_is_compared_with_what_base_of_says(tmp_path: Path) -> None:
-    """One rule for what a run is compared with (variants.base_of, from RunSpec.base): the ablations and sweeps against
+    """One rule for what a run is compared with (catalogue.base_of, from RunSpec.base): the ablations and sweeps against
     B3, r1 and r2 against B3, r3 against its base B1, B0-B3 against nothing; uh aggregate prints those deltas."""
     ids = ["B1", "B3", "a2", "s4", "r1", "r3"]
     per_seed = pd.DataFrame({"run_id": [r for r in ids for _ in (1, 2)], "seed": [1, 2] * len(ids),

@@ -17,11 +17,11 @@ from click.testing import CliRunner, Result
 from conftest import matrix_with, next_look, smoke_rehearsal
 from scipy import stats
 
+from uniform_herding.catalogue import PAPER_RUNS, resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import CONFIG_VERSION, PAPER_RUNS
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.provenance import code_files, code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
-from uniform_herding.variants import resolve
 from uniform_herding.verdict import judge
 from uniform_herding.verdict.check import format_metrics
 from uniform_herding.verdict.compare import MetricCheck
@@ -920,7 +920,7 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
 def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_settings(tmp_path: Path,
                                                                                     paper: pd.DataFrame) -> None:
     """a2 with a reservoir memory (which B3 would call B3+memory=reservoir+readout=head) against a2, one setting away,
-    not against B3 (variants.base_of)."""
+    not against B3 (catalogue.base_of)."""
     a2 = paper[paper["run_id"] == "a2"]
     rows = a2.assign(run_id="a2+memory=reservoir", acc=a2["acc"] - 1.0)
     res, _ = check(tmp_path, pd.concat([paper, rows], ignore_index=True))

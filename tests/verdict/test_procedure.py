@@ -17,7 +17,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.catalogue import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import read_per_seed_csv
 from uniform_herding.verdict import oc

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from conftest import matrix_with
 from scipy import stats
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import CONFIG_VERSION, resolve
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.results import write_json_atomic
 from uniform_herding.verdict.stacks import AMENDMENT, Stack, anova, cells, interval, pooled, projected, stacks_to_pin
 

@@ -2,10 +2,10 @@
 
 A run is its protocol (the task loop, a fresh SGD per task, imprinting: every run's) and one component per
 choice: B3 is memory=uniform_herding, loss=ce_kd, head=cosine, readout=nme. Each entry declares the method
-settings (variants.KEYS) the component reads, some only under a condition (ce_kd reads kd_temperature only
+settings (catalogue.KEYS) the component reads, some only under a condition (ce_kd reads kd_temperature only
 when kd_lambda > 0), and the open choices it settles (docs/design.md). From these declarations:
 
-- a variant that changes a setting nothing in its run reads is refused (variants.resolve): it would be a
+- a variant that changes a setting nothing in its run reads is refused (catalogue.resolve): it would be a
   second results folder, and a sweep a second point, for the same numbers;
 - result.json's manifest records the settings its run read and only its own open choices (run.manifest);
 - `--set`'s values, `uh run --help` and the lists in docs/extending.md come from these registries.
@@ -38,7 +38,7 @@ class Component:
     """One value of a choice: what it does, the settings it reads and the open choices it settles."""
 
     summary: str  # one line, for people
-    reads: tuple[str, ...] = ()  # the method settings (variants.KEYS) it reads
+    reads: tuple[str, ...] = ()  # the method settings (catalogue.KEYS) it reads
     choices: dict[str, str] = field(default_factory=dict)  # the open choices it settles: key -> how
     only: dict[str, Condition] = field(default_factory=dict)  # a setting or choice above that holds only if ...
 

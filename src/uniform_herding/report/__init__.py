@@ -2,6 +2,6 @@
 (figures.py), the sweeps' and variants' figures (sweep_figures.py), and the one-page summary with the checker's
 verdicts (summary.py).
 
-May import verdict/, runs/, variants.py, method/ and data/. Imported by the top-level doctor.py and progress.py;
+May import verdict/, runs/, catalogue.py, method/ and data/. Imported by the top-level doctor.py and progress.py;
 cli.py loads `uh report`. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

@@ -24,11 +24,11 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS
+from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, base_of, resolve, run_name
+from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import task_forgetting
 from uniform_herding.report.load import Runs
 from uniform_herding.runs.results import write_bytes_atomic
-from uniform_herding.variants import base_of, resolve, run_name
 from uniform_herding.verdict.aggregate import paired, summarize
 
 PAPER_LABEL = "paper (published)"

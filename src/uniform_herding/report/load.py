@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import BEYOND_PAPER, PAPER_RUNS, SEEDS, ConfigError
+from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, ConfigError, is_variant, pin
+from uniform_herding.method.config import SEEDS
 from uniform_herding.runs.provenance import Made, made_by
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
-from uniform_herding.variants import is_variant, pin
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def load_runs(results_dir: Path) -> Runs:
 
 def compared_with(runs: Runs, base: str) -> Runs:
     """`runs` with every variant compared with run ID `base` (uh report --base): renamed as uh run --base names it
-    (variants.pin: `+vs=BASE`), so that every table, figure and finding reads the choice from its name."""
+    (catalogue.pin: `+vs=BASE`), so that every table, figure and finding reads the choice from its name."""
     try:
         names = {r: pin(r, base) for r in runs.R if is_variant(r)}
     except ConfigError as e:

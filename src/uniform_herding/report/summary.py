@@ -31,14 +31,13 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from uniform_herding.method.config import RUNS
+from uniform_herding.catalogue import RUNS, is_variant, run_name, sort_key
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
 from uniform_herding.report.figures import FIGURES, FigureSpec, save
 from uniform_herding.report.load import Runs, compared_with, load_runs, seeds_of
 from uniform_herding.report.sweep_figures import sweep_specs, variant_specs
 from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, tables_left_out
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
-from uniform_herding.variants import is_variant, run_name, sort_key
 from uniform_herding.verdict.aggregate import InputError, summarize
 from uniform_herding.verdict.check import tally
 from uniform_herding.verdict.compare import MetricCheck
@@ -268,7 +267,7 @@ def published_values(runs: Runs, wanted: bool | None, echo: Callable[[str], None
 def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
                  echo: Callable[[str], None] = print, base: str | None = None) -> list[Path]:
     """Every table, figure and the summary under `out`, every variant compared with run ID `base` where given
-    (--base; else with its own base, variants.base_of); returns the files written.
+    (--base; else with its own base, catalogue.base_of); returns the files written.
 
     All of it is written into a staging folder beside `out` first and moved in only when complete,
     so a full or read-only disk leaves `out` as it was (or absent), never a partial report. Files

@@ -14,9 +14,20 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from uniform_herding.method import config
+from uniform_herding.catalogue import (
+    KEYS,
+    PAPER_RUNS,
+    Variant,
+    base_of,
+    choices,
+    format_value,
+    is_variant,
+    parse,
+    resolve,
+    sort_key,
+)
 from uniform_herding.method.components import settings_read
-from uniform_herding.method.config import PAPER_RUNS, SEEDS
+from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import PAPER
 from uniform_herding.report.figures import (
     RC,
@@ -26,7 +37,6 @@ from uniform_herding.report.figures import (
     seed_band,
 )
 from uniform_herding.report.load import Runs
-from uniform_herding.variants import KEYS, Variant, base_of, choices, format_value, is_variant, parse, resolve, sort_key
 from uniform_herding.verdict.aggregate import paired
 from uniform_herding.verdict.decide import t_interval
 
@@ -92,7 +102,7 @@ class SweepLine:
     key: str
     context: str  # the ID of the line's other settings (B3, B3+M=1000)
     points: dict[Any, str]  # value of `key` -> the run or variant ID that has it, in value order
-    base: str  # the run ID the line's variants are compared with (variants.base_of, as the variants table)
+    base: str  # the run ID the line's variants are compared with (catalogue.base_of, as the variants table)
     base_value: Any  # the base's own value of `key`, the paper's setting for a paper run; None: the base reads no `key`
     reference: str | None  # what every point is compared with: the base chosen (--base, `vs=`), else the line's run
     # at the base's own value, on the line; None where the line has no such run
@@ -124,7 +134,7 @@ def sweep_lines(run_ids: Iterable[str], profile: str, least: int = 3) -> dict[st
             v, base = parse(variant), base_of(variant)
             context = Variant(v.base, {k: x for k, x in v.changes.items() if k != key}).canonical().spelling
             points = {x: members[x] for x in sorted(members, key=lambda x: value_order(key, x))}
-            cfg = config.resolve(base)
+            cfg = resolve(base)
             value = getattr(cfg, key) if key in settings_read(cfg) else None
             reference = v.vs or (members.get(value) if value is not None else None)
             out.setdefault(key, []).append(SweepLine(key, context, points, base, value, reference))
@@ -198,7 +208,7 @@ def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
 
 
 def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
-    """Each variant beside its base (variants.base_of) on the same axes, final ACC and F: every seed a hollow mark, a
+    """Each variant beside its base (catalogue.base_of) on the same axes, final ACC and F: every seed a hollow mark, a
     seed's two runs joined by a line (the pairing), the mean a bar; under each pair the mean paired delta and its
     95% t-interval (n - 1 df), the seed noise of the comparison."""
 

@@ -1,6 +1,6 @@
 """Which device a run trains on (`--device auto|cuda|cpu`, env UH_DEVICE), and why a GPU is not usable.
 
-`auto` takes the profile's own device (config.PROFILE_DEVICE): the GPU for the paper-size profiles
+`auto` takes the profile's own device (catalogue.PROFILE_DEVICE): the GPU for the paper-size profiles
 when one is usable, the CPU for the small profiles whose expectations were made on a CPU. A
 paper-size profile with no usable GPU is refused at once, with the reason, instead of training
 for days on one CPU thread; `--device cpu` insists. "Usable" means torch sees the GPU and this torch
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from uniform_herding.method.config import DEVICES, PROFILE_DEVICE
+from uniform_herding.catalogue import PROFILE_DEVICE
+from uniform_herding.method.config import DEVICES
 
 # The NVIDIA driver each CUDA major.minor needs on Linux (NVIDIA's CUDA release notes, table 3).
 MIN_DRIVER = {"12.8": "570.26", "13.0": "580.65.06"}

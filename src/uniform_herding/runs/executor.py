@@ -125,6 +125,7 @@ class RunPair:
     uh_pid: int | None = None  # the local `uh run` that schedules this job; None on Slurm
 
     def __call__(self) -> str:
+        from uniform_herding.catalogue import resolve
         from uniform_herding.data.archive import DataError
         from uniform_herding.runs.durability import Interrupted, RunError, stop_on_signals
         from uniform_herding.runs.run import run_seed
@@ -144,7 +145,8 @@ class RunPair:
             # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
             # parent's forwarded signal stop the run at once, keeping the checkpoint.
             with stop_on_signals(), stop_with_parent(self.uh_pid):
-                out = run_seed(self.run_id, self.seed, self.profile, self.data_dir, self.results_dir,
+                cfg = resolve(self.run_id, self.profile)  # this job's process resolves its run once
+                out = run_seed(self.run_id, cfg, self.seed, self.profile, self.data_dir, self.results_dir,
                                self.archive, self.force and not restarted(), False, say, self.precision,
                                self.device, self.deterministic)  # fmt: skip
         except (DataError, RunError, ValueError) as e:

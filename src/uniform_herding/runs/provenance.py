@@ -8,7 +8,7 @@ the image give the same hash for the same code. Where git is there, the tree is 
 a modified tree records the diff's SHA-256, and the diff itself is kept beside the result.
 
 Two hashes, one per role (`PARTS`): "run", the code that trains and records a run (data/, method/,
-variants.py, runs/ and the installed constraints), which result.json records; "check", the checker's
+catalogue.py, runs/ and the installed constraints), which result.json records; "check", the checker's
 (verdict/ and everything it builds on), which check_report.json records. The report and the docs are in
 neither: they change no number.
 
@@ -33,7 +33,7 @@ DIFF_NAME = "code.diff"  # a modified tree's diff, kept beside the result it mad
 
 # Each role's files, relative to the package (a folder: its *.py files, recursively), and whether the constraints
 # are part of it.
-_RUN = ("__init__.py", "data", "method", "runs", "variants.py")
+_RUN = ("__init__.py", "catalogue.py", "data", "method", "runs")
 PARTS: dict[str, tuple[str, ...]] = {"run": _RUN, "check": (*_RUN, "verdict")}
 
 

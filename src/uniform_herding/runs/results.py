@@ -19,9 +19,9 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import CONFIG_VERSION, PROFILES, RUNS, ConfigError
+from uniform_herding.catalogue import PROFILES, RUNS, ConfigError, check_id, is_variant, record, resolve
+from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
-from uniform_herding.variants import check_id, is_variant, record, resolve
 
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 # How far below -forgetting a per-seed bwt may lie: each of the two rounded to 2 decimals, 0.005 apart at most.

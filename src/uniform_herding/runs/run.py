@@ -20,7 +20,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from uniform_herding import variants
+from uniform_herding import catalogue
 from uniform_herding.data.archive import (
     DATASETS,
     DataError,
@@ -169,6 +169,7 @@ def manifest(cfg: Config, stream: TaskStream) -> dict:
 
 def run_seed(
     run_id: str,
+    cfg: Config,
     seed: int,
     profile: str,
     data_dir: Path,
@@ -182,6 +183,7 @@ def run_seed(
     deterministic: bool = False,
 ) -> Path:
     """Every task of `run_id` for `seed` (method/task.py's learn_task), each checkpointed; the result.json path.
+    `cfg` is the run's config under `profile`, resolved once by the command that names the run (catalogue.resolve).
 
     Every input is checked before anything is written under results/; whether the run is done already is decided
     under its lock (results.done_already), and a checkpoint left by an interrupted run is resumed after its last
@@ -190,7 +192,6 @@ def run_seed(
     algorithms. A task that diverges, or that the readout cannot evaluate, stops the run before its checkpoint: the
     last good checkpoint stays and no result is written.
     """
-    cfg = variants.resolve(run_id, profile)
     engine.compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
@@ -199,7 +200,7 @@ def run_seed(
     deterministic_algorithms(deterministic)
     raw = load_data(cfg, data_dir, archive)
     stream = TaskStream(raw, cfg, device)
-    settings = numeric_settings(device, precision, deterministic)
+    settings, trained_on = numeric_settings(device, precision, deterministic), device_name(device)
     checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
     claim_dir(results_dir, profile)
     with run_lock(out.with_name(".lock")):
@@ -217,7 +218,6 @@ def run_seed(
         record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or fresh
         if checkpoint.task >= 0:
             echo(f"{run_id} seed {seed}: resuming after task {checkpoint.task + 1}/{cfg.n_tasks} ({checkpoint.path})")
-        trained_on = device_name(device)
         try:
             for t in range(checkpoint.task + 1, cfg.n_tasks):
                 tic = time.perf_counter()
@@ -291,7 +291,7 @@ def assemble(
         "seed": seed,
         "profile": profile,
         "config": cfg.to_dict(),
-        **variants.record(run_id),  # a variant's base and changes (variants.py); nothing for a run ID
+        **catalogue.record(run_id),  # a variant's base and changes (catalogue.py); nothing for a run ID
         "manifest": manifest(cfg, stream),
         "R": R,
         "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},

@@ -30,8 +30,9 @@ from lightning.pytorch.plugins import MixedPrecision
 from lightning.pytorch.plugins.environments import LightningEnvironment
 from torch import Tensor
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import RawData
-from uniform_herding.method.config import Config, resolve
+from uniform_herding.method.config import Config
 from uniform_herding.method.engine import compile_backbone, quiet_lightning
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream

@@ -5,6 +5,6 @@ stands for uh status and the Slurm chain (judge.py), the printed words (words.py
 (check.py), the verdict's error rates (oc.py), and the stack offset tau measured from re-runs on several stacks
 (stacks.py).
 
-May import runs/, variants.py, method/ and data/. Imported by report/ and the top-level doctor.py, progress.py and
+May import runs/, catalogue.py, method/ and data/. Imported by report/ and the top-level doctor.py, progress.py and
 chain.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

@@ -1,5 +1,5 @@
 """Aggregation over seeds as the paper reports it (Sec. 3.5): mean +/- population std per run ID, and the deltas
-against the run each is compared with (variants.base_of: B3 for the ablations and sweeps, a variant's base) paired
+against the run each is compared with (catalogue.base_of: B3 for the ablations and sweeps, a variant's base) paired
 by seed, then averaged. A mean of one seed has no spread: it prints "(n = 1)", never "+/- 0.00" (`with_spread`,
 which uh report prints its means with too).
 """
@@ -14,7 +14,8 @@ import click
 import pandas as pd
 from click.core import ParameterSource
 
-from uniform_herding.method.config import RUNS, SEEDS
+from uniform_herding.catalogue import RUNS, base_of, run_name, sort_key
+from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import REPORTED
 from uniform_herding.runs.provenance import Made, code_hash, made_by
 from uniform_herding.runs.results import (
@@ -27,7 +28,6 @@ from uniform_herding.runs.results import (
     write_per_seed_csv,
 )
 from uniform_herding.runs.terminal import Column, columns, fit_table
-from uniform_herding.variants import base_of, run_name, sort_key
 
 
 def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:

@@ -30,11 +30,11 @@ from typing import Any
 
 import click
 
-from uniform_herding.method.config import PROFILES, RUNS, SEEDS
+from uniform_herding.catalogue import PROFILES, RUNS, sort_key
+from uniform_herding.method.config import SEEDS
 from uniform_herding.runs.provenance import Made, code_hash
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
-from uniform_herding.variants import sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
 from uniform_herding.verdict.claims import PAPER_CLAIMS

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from uniform_herding.method.config import PROFILES
+from uniform_herding.catalogue import PROFILES
 from uniform_herding.verdict.aggregate import contrast, wide
 
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from uniform_herding.method.config import RUNS
+from uniform_herding.catalogue import RUNS, base_of, describe, sort_key
 from uniform_herding.method.metrics import METRICS
-from uniform_herding.variants import base_of, describe, sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence

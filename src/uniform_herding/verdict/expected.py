@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from uniform_herding.method.config import PROFILES, RUNS
+from uniform_herding.catalogue import PROFILES, RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import one_line, read_per_seed_csv
 from uniform_herding.verdict import decide

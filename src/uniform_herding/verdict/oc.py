@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.catalogue import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
 from uniform_herding.runs.terminal import Progress

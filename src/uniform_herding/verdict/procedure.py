@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import RUNS
+from uniform_herding.catalogue import RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.claims import Claim, Comparison

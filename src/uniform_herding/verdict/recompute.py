@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import DataError, RawData
 from uniform_herding.method.evaluate import ReadoutError, accuracy_row
 from uniform_herding.method.stream import TaskStream
@@ -29,7 +30,6 @@ from uniform_herding.runs.devices import select
 from uniform_herding.runs.final import FINAL_NAME, FinalError, load_final
 from uniform_herding.runs.results import ResultError, load_results, result_path
 from uniform_herding.runs.run import load_data, synthetic_sizes
-from uniform_herding.variants import resolve
 
 TOLERANCE = 0.5  # percentage points per entry of R's last row (or one test image of the task, where more)
 

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from uniform_herding.catalogue import sort_key
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -59,7 +60,6 @@ from uniform_herding.runs.results import (
     stack_labels,
     write_json_atomic,
 )
-from uniform_herding.variants import sort_key
 from uniform_herding.verdict.aggregate import InputError
 
 LEVEL = 0.95

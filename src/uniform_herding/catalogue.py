@@ -1,16 +1,17 @@
-"""Variants: a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`), and what
-every run is compared with (`base_of`), and `uh sweep`'s grid of them (`grid_points`).
+"""The run catalogue: every run this artifact knows by its ID, and its config under a profile (`resolve`).
 
-A layer of its own, between runs/ and method/ (pyproject.toml [tool.importlinter]): it builds on method/'s config.py
-and components.py, never the reverse, and runs/, verdict/, report/ and the top-level modules import it.
+A run ID (RUNS) is a named set of changes to B3's config (method/config.py's defaults): every ablation (a1-a4) and
+sweep (s1-s4) changes exactly one setting of B3; B0-B2 are their own protocols. Beyond the paper: r1-r3 are the matched
+experiment its Discussion asks for, which isolates refresh; each changes exactly one setting of its base run (B3 or
+B1), and none has a paper value. A profile (PROFILES) changes sizes only (data, width, epochs, budgets scaled).
 
-A variant's ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
+A variant is a run ID with some of its method settings changed (`uh run RUN --set KEY=VALUE`, `uh sweep`'s grid,
+`grid_points`). Its ID is a base run ID and its changes in sorted order of the keys (Python's string order: M, b,
 kd_lambda, ..., rho), joined by `+`: `B3+rho=5`, `B3+M=1000+rho=5`. IDs use only [A-Za-z0-9_.=+-], so they
 are folder names on every filesystem and shell words that need no quoting (values in one form: whole
 numbers without padding, floats as Python's shortest repr with `e+` shortened to `e`: lr=0.05,
 weight_decay=1e-05). The ID goes wherever a run ID goes (results folder, result.json, per-seed CSV, uh
-status / check / report / aggregate, the executors): `resolve` here resolves a run ID or a variant ID
-(config.resolve knows run IDs only).
+status / check / report / aggregate, the executors), and `resolve` and `run_name` take either.
 
 One run, one name (`Variant.canonical`). A run is the settings its config reads (components.py: B2 never
 reads rho), so any spelling of the same settings names one run, and its name is the run ID that needs the
@@ -26,6 +27,9 @@ ID ends in `+vs=RUN` (`r1+memory=closest_to_mean+vs=B3`), so the choice travels 
 A variant is refused when it changes a setting that nothing in its run reads, when its readout needs what
 its memory does not keep (NME needs an exemplar of every seen class), and, under a profile, when a value
 it sets is the same run as another value (`check_levels`: M, b and rho level off).
+
+A layer of its own, between runs/ and method/ (pyproject.toml [tool.importlinter]): it builds on method/'s config.py
+and components.py, never the reverse, and runs/, verdict/, report/ and the top-level modules import it.
 """
 
 from __future__ import annotations
@@ -35,13 +39,138 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from uniform_herding.method import components, config
-from uniform_herding.method.config import RUNS, SIZE_FIELDS, VARIANT_SEP, Config, ConfigError, images_per_class
+from uniform_herding.method import components
+from uniform_herding.method.config import Config
 
-SEP = VARIANT_SEP
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run ID: a named set of changes to B3's config (the defaults)."""
+
+    run_id: str
+    name: str  # the paper's configuration label (Table 'Per-seed ...'), or ours beyond the paper
+    description: str
+    changes: dict[str, Any] = field(default_factory=dict)
+    # The run it is compared with (base_of), differing from it in exactly `changes` vs base; None for B0-B3,
+    # which the paper compares side by side as whole protocols.
+    base: str | None = "B3"
+    beyond_paper: bool = False  # not one of the paper's runs: no paper value exists
+
+
+RUNS: dict[str, RunSpec] = {
+    spec.run_id: spec
+    for spec in [
+        RunSpec("B0", "No replay", "fine-tuning, CE only, head-logit readout",
+                {"memory": "none", "kd_lambda": 0.0, "readout": "head"}, base=None),
+        RunSpec("B1", "iCaRL", "arrival-time herding + prefix truncation, BCE, linear head, NME",
+                {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False}, base=None),
+        RunSpec("B2", "Static bank", "random bank, random removal, CE only, head-logit readout",
+                {"memory": "static", "kd_lambda": 0.0, "readout": "head"}, base=None),
+        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {},
+                base=None),
+        RunSpec("a1", "No KD", "B3 without distillation", {"kd_lambda": 0.0}),
+        RunSpec("a2", "Head-logit", "B3 with head-logit readout instead of NME", {"readout": "head"}),
+        RunSpec("a3", "Linear head", "B3 with a linear head instead of cosine-margin", {"head": "linear"}),
+        RunSpec("a4", "Random selection", "B3 selecting exemplars at random instead of herding",
+                {"selection": "random"}),
+        RunSpec("s1", "Active budget 500", "B3 with M=500", {"M": 500}),
+        RunSpec("s2", "Active budget 4000", "B3 with M=4000", {"M": 4000}),
+        RunSpec("s3", "Retrieval 32", "B3 with b=32", {"b": 32}),
+        RunSpec("s4", "Retrieval 128", "B3 with b=128", {"b": 128}),
+        # Beyond the paper: the matched experiment of its Discussion (refresh isolated).
+        RunSpec("r1", "Uniform Herding without refresh",
+                "B3 with iCaRL's memory schedule: herd once on arrival, later keep the prefix, no pool",
+                {"memory": "icarl"}, beyond_paper=True),
+        RunSpec("r2", "Uniform Herding, storage-matched (rho = 1)",
+                "B3 with rho=1: every class re-herded among its own exemplars; stores M, as r1",
+                {"rho": 1}, beyond_paper=True),
+        RunSpec("r3", "iCaRL with refresh", "B1 with Uniform Herding's memory (refresh from rho*q pools)",
+                {"loss": "icarl_bce", "head": "linear", "imprint": False}, base="B1", beyond_paper=True),
+    ]
+}
+
+PAPER_RUNS: tuple[str, ...] = tuple(r for r, spec in RUNS.items() if not spec.beyond_paper)  # the twelve
+BEYOND_PAPER: tuple[str, ...] = tuple(r for r, spec in RUNS.items() if spec.beyond_paper)  # r1-r3
+
+# Names `uh run` and reproduce.sh accept for several run IDs. `all` is the paper's reproduction (its
+# twelve run IDs, 36 runs); `refresh` is the refresh-isolation study beyond the paper: r1-r3 and the
+# base runs their pairs need (B1, B3).
+RUN_GROUPS: dict[str, tuple[str, ...]] = {"all": PAPER_RUNS, "refresh": ("B1", "B3", *BEYOND_PAPER)}
+
+PROFILES: dict[str, dict[str, Any]] = {
+    # The paper's protocol, unchanged.
+    "paper": {},
+    # Same code paths, tiny: 5 tasks x 2 classes of the synthetic archive (learnable: each class a
+    # noisy pattern), 100 train / 20 test images per class, width 8, 6 epochs of batch 32 (24 steps
+    # per task). M scaled by 1/40 and b by 1/4 (B3: M=50, b=16; s1 12, s2 100, s3 8, s4 32), so the
+    # final quota is 5 items per class, 5% of the class as in the paper (20 of 450 is 4.4%).
+    "smoke": {
+        "dataset": "synthetic",
+        "n_tasks": 5,
+        "classes_per_task": 2,
+        "width": 8,
+        "epochs": 6,
+        "batch_size": 32,
+        "train_per_class": 100,
+        "test_per_class": 20,
+        "memory_scale": 0.025,
+        "retrieval_scale": 0.25,
+        "eval_batch_size": 256,
+    },
+    # The paper's protocol on CIFAR-10 (a second dataset; the paper reports CIFAR-100 only): 5 tasks
+    # x 2 classes, every other setting as the paper. M is scaled by 1/10 so that each class keeps the
+    # paper's final quota M/C = 20 items (B3: M=200; s1: 50, s2: 400); b stays 64 per batch of 128
+    # (s3: 32, s4: 128), the same replayed share of every step. 4950 training, 1000 test images per class.
+    "cifar10": {
+        "dataset": "cifar10",
+        "n_tasks": 5,
+        "classes_per_task": 2,
+        "memory_scale": 0.1,
+    },
+    # The CPU validation study on real CIFAR-10 (docs/validation.md): the cifar10 profile shrunk to
+    # ~10-20 s per run on two CPU cores. Width 8, 4 epochs, batch 32; 250 training images per class
+    # (of 4950), 200 test images per class (of 1000); M scaled by 1/10 as above, b by 1/4 so that
+    # replay keeps half a batch (B3: M=200, b=16; s1 50, s2 400, s3 8, s4 32).
+    "cifar10-cpu": {
+        "dataset": "cifar10",
+        "n_tasks": 5,
+        "classes_per_task": 2,
+        "width": 8,
+        "epochs": 4,
+        "batch_size": 32,
+        "train_per_class": 250,
+        "test_per_class": 200,
+        "memory_scale": 0.1,
+        "retrieval_scale": 0.25,
+        "eval_batch_size": 500,
+    },
+}
+
+# cifar10-cpu trained three times as long (12 epochs per task instead of 4, every other size the same):
+# the larger CPU size of the refresh-isolation study (docs/validation.md, r1 vs r2).
+PROFILES["cifar10-cpu-long"] = {**PROFILES["cifar10-cpu"], "epochs": 12}
+
+# Where each profile is meant to run (`--device auto`): the paper's sizes on a GPU; the small profiles on
+# the CPU, where their expected results were made (a GPU computes other numbers: fp16, other kernels).
+PROFILE_DEVICE: dict[str, Literal["cuda", "cpu"]] = {
+    "paper": "cuda", "smoke": "cpu", "cifar10": "cuda", "cifar10-cpu": "cpu", "cifar10-cpu-long": "cpu"
+}  # fmt: skip
+
+# Profile fields that may change; anything else would change the method.
+SIZE_FIELDS = frozenset(
+    {"dataset", "n_tasks", "classes_per_task", "width", "epochs", "batch_size", "train_per_class",
+     "test_per_class", "memory_scale", "retrieval_scale", "eval_batch_size"}
+)
+
+
+class ConfigError(ValueError):
+    """A run ID, profile or setting the artifact does not know."""
+
+
+SEP = "+"  # joins a variant ID's base and its changes: B3+rho=5
 PIN = "vs"  # a variant ID's last part `vs=RUN`: the run ID it is compared with, where chosen (--base)
 # The method settings --set may change; sizes belong to a profile, and the split is every run's.
 KEYS: tuple[str, ...] = (
@@ -140,7 +269,7 @@ def read_settings(cfg: Config) -> dict[str, Any]:
 def distance(run_id: str, cfg: Config) -> tuple[int, int, int]:
     """How far run ID `run_id` is from the run `cfg`: the `--set` keys it needs (settings `cfg` reads where the run ID
     has another value), then the settings only one of them reads, then its place in RUNS (the tie-break)."""
-    theirs, mine = config.resolve(run_id), read_settings(cfg)
+    theirs, mine = resolve(run_id), read_settings(cfg)
     keys = sum(getattr(theirs, key) != value for key, value in mine.items())
     return keys, len(mine.keys() ^ read_settings(theirs).keys()), list(RUNS).index(run_id)
 
@@ -155,7 +284,7 @@ class Variant:
     vs: str | None = None
 
     def config(self, profile: str = "paper") -> Config:
-        return dataclasses.replace(config.resolve(self.base, profile), **self.changes)
+        return dataclasses.replace(resolve(self.base, profile), **self.changes)
 
     @property
     def spelling(self) -> str:
@@ -165,7 +294,7 @@ class Variant:
 
     def against(self, base: str) -> Variant:
         """The same run written as changes to run ID `base`: the settings it reads where `base`'s differ."""
-        mine, own = self.config(), config.resolve(base)
+        mine, own = self.config(), resolve(base)
         return Variant(base, {k: v for k, v in read_settings(mine).items() if getattr(own, k) != v})
 
     def canonical(self) -> Variant:
@@ -201,7 +330,7 @@ def parse(name: str, sets: Iterable[str] = ()) -> Variant:
     """A run ID or variant ID, plus KEY=VALUE changes, as a Variant (the IDs' changes and `sets` together)."""
     base, parts, vs = split(name)
     given = assignments([*parts, *sets])
-    own = config.resolve(base)
+    own = resolve(base)
     changes = {k: v for k, v in ((k, parse_value(k, text)) for k, text in given.items()) if getattr(own, k) != v}
     return Variant(base, changes, vs)
 
@@ -211,14 +340,40 @@ def is_variant(run_id: str) -> bool:
 
 
 def resolve(run_id: str, profile: str = "paper") -> Config:
-    """The config of a run ID or a variant ID under `profile`; a variant is refused (check) when it cannot run
-    as asked there."""
-    if SEP not in run_id:
-        return config.resolve(run_id, profile)
-    variant = parse(run_id)
-    cfg = variant.config(profile)
-    check(run_id, variant.base, cfg, variant.changes, profile)
-    return cfg
+    """The config of a run ID or a variant ID under `profile`: B3's defaults, then the run ID's changes, then the
+    profile's sizes, then a variant's changes; a variant is refused (check) when it cannot run as asked there."""
+    if SEP in run_id:
+        variant = parse(run_id)
+        cfg = variant.config(profile)
+        check(run_id, variant.base, cfg, variant.changes, profile)
+        return cfg
+    if run_id not in RUNS:
+        raise ConfigError(f"unknown run ID {run_id!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    sizes = PROFILES[profile]
+    assert SIZE_FIELDS.issuperset(sizes), "a profile may only change sizes"
+    return dataclasses.replace(Config(), **RUNS[run_id].changes, **sizes)
+
+
+def differences(run_id: str, other: str, profile: str = "paper") -> dict[str, Any]:
+    """The settings in which `run_id` differs from `other`, with `run_id`'s values (e.g. r3 vs B1:
+    memory=uniform_herding); what `uh list` prints for a run beyond the paper against its base."""
+    a, b = resolve(run_id, profile).to_dict(), resolve(other, profile).to_dict()
+    return {k: v for k, v in a.items() if v != b[k]}
+
+
+def expand_run_ids(names: tuple[str, ...] | list[str]) -> list[str]:
+    """Run IDs and group names (RUN_GROUPS) -> run IDs in the order given, each once."""
+    ids = [r for name in names for r in RUN_GROUPS.get(name, (name,))]
+    return list(dict.fromkeys(ids))
+
+
+def images_per_class(cfg: Config) -> tuple[int, int]:
+    """Training and test images per class of a run: the profile's, else all (CIFAR-100's 450 and 100 after the
+    probe and validation hold-out, CIFAR-10's 4950 and 1000; the synthetic archive has CIFAR-100's shape)."""
+    cifar10 = cfg.dataset == "cifar10"
+    return cfg.train_per_class or (4950 if cifar10 else 450), cfg.test_per_class or (1000 if cifar10 else 100)
 
 
 def check(run_id: str, base: str, cfg: Config, changes: dict[str, Any], profile: str) -> None:
@@ -272,8 +427,8 @@ def check_levels(run_id: str, base: str, cfg: Config, changes: dict[str, Any], p
     scale = {"M": cfg.memory_scale, "b": cfg.retrieval_scale, "rho": 1.0}
     for key in sorted(set(LEVELS) & changes.keys()):
         value, want = changes[key], level(key, cfg)
-        own = getattr(config.resolve(base), key)
-        named = [own, *(getattr(config.resolve(r), key) for r in RUNS), max(1, round(want / scale[key]))]
+        own = getattr(resolve(base), key)
+        named = [own, *(getattr(resolve(r), key) for r in RUNS), max(1, round(want / scale[key]))]
         same = next((v for v in named if level(key, dataclasses.replace(cfg, **{key: v})) == want), value)
         if same != value:
             fix = "drop it" if same == own else f"give {key}={same}"
@@ -395,11 +550,17 @@ def grid_points(run_id: str, grid: tuple[str, ...], base: str | None = None) -> 
 
 
 def run_name(run_id: str, profile: str = "paper") -> str:
-    """The label of a run ID (config.run_name: with the sizes `profile` uses) or of a variant: the label of the run
-    it is compared with and its changes to it ("Uniform Herding, rho=5")."""
-    if not is_variant(run_id):
-        return config.run_name(run_id, profile)
-    return f"{config.run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
+    """The label of a run ID with the sizes `profile` really uses ("Active budget 500" in the paper's protocol, "Active
+    budget 12" in the smoke profile: the sweeps' names state their size), or of a variant: the label of the run it is
+    compared with and its changes to it ("Uniform Herding, rho=5")."""
+    if is_variant(run_id):
+        return f"{run_name(base_of(run_id), profile)}, {describe(run_id, profile)}"
+    spec, cfg = RUNS[run_id], resolve(run_id, profile)
+    if "M" in spec.changes:
+        return f"Active budget {cfg.budget}"
+    if "b" in spec.changes:
+        return f"Retrieval {cfg.retrieval}"
+    return spec.name
 
 
 def describe(run_id: str, profile: str = "paper") -> str:

@@ -1,10 +1,13 @@
-"""Variants (`uh run RUN --set KEY=VALUE`): parsing and checking of values, canonical and shell-safe IDs, run IDs
-recognised by their config, one-line refusals that write nothing, and, on real smoke runs, the same numbers as
-the equivalent config built by hand, and a resume after a kill to the identical result."""
+"""The run catalogue: the run IDs (the twelve and r1-r3 beyond the paper, what each changes), the profiles' sizes, the
+run labels and groups, every run ID's config under every profile pinned; and variants (`uh run RUN --set KEY=VALUE`):
+parsing and checking of values, canonical and shell-safe IDs, run IDs recognised by their config, one-line refusals
+that write nothing, and, on real smoke runs, the same numbers as the equivalent config built by hand, and a resume
+after a kill to the identical result."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -18,14 +21,31 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from uniform_herding import variants
+from uniform_herding import catalogue
+from uniform_herding.catalogue import (
+    BEYOND_PAPER,
+    KEYS,
+    PAPER_RUNS,
+    PROFILES,
+    RUN_GROUPS,
+    RUNS,
+    SIZE_FIELDS,
+    SPLIT_FIELDS,
+    ConfigError,
+    RunSpec,
+    expand_run_ids,
+    format_value,
+    grid_points,
+    parse,
+    parse_value,
+    resolve,
+    run_name,
+)
 from uniform_herding.cli import main
-from uniform_herding.method import config
 from uniform_herding.method.components import CHOICES, POLICIES
-from uniform_herding.method.config import RUNS, SIZE_FIELDS, Config, RunSpec
+from uniform_herding.method.config import Config
 from uniform_herding.runs.results import result_path
 from uniform_herding.runs.run import run_seed
-from uniform_herding.variants import KEYS, SPLIT_FIELDS, format_value, grid_points, parse, parse_value, resolve
 
 SEED = 1993
 SAFE = re.compile(r"[A-Za-z0-9_.=+-]+")  # folder names on every filesystem, shell words without quoting
@@ -170,9 +190,9 @@ def test_what_a_run_reads_decides_which_variants_run():
     assert resolve("B1+memory=uniform_herding+rho=5", "smoke").rho == 5  # read once memory reads it
     for run_id, spec in RUNS.items():
         reference = spec.base or "B3"  # B0-B3 are compared with no run; their changes are to B3's defaults
-        cfg, base = config.resolve(run_id, "smoke"), config.resolve(reference, "smoke")
+        cfg, base = catalogue.resolve(run_id, "smoke"), catalogue.resolve(reference, "smoke")
         changed = {k: v for k, v in dataclasses.asdict(cfg).items() if getattr(base, k) != v}
-        variants.check(run_id, reference, cfg, changed, "smoke")  # no run ID changes what it does not read
+        catalogue.check(run_id, reference, cfg, changed, "smoke")  # no run ID changes what it does not read
 
 
 @pytest.mark.parametrize(
@@ -188,8 +208,8 @@ def test_every_spelling_of_one_run_has_one_name(spellings, name):
     """The name of a run is its settings from the run ID that needs the fewest --set keys, ties to the one that reads
     the same settings most nearly, then RUNS order; its base is the run it is compared with (base_of)."""
     assert {parse(spelling).run_id for spelling in spellings} == {name}
-    assert {variants.base_of(spelling) for spelling in spellings} == {name.split("+")[0]}
-    assert parse(name).run_id == name and variants.base_of(name) == name.split("+")[0]
+    assert {catalogue.base_of(spelling) for spelling in spellings} == {name.split("+")[0]}
+    assert parse(name).run_id == name and catalogue.base_of(name) == name.split("+")[0]
 
 
 def test_two_spellings_of_one_run_are_one_folder(finished_result, no_training, tmp_path):
@@ -221,7 +241,7 @@ def test_a_value_is_refused_where_the_profile_makes_it_another_values_run(run_id
     if ok:
         resolve(run_id, profile)
     else:
-        with pytest.raises(config.ConfigError, match=f"in profile {profile}, .* is the same run as"):
+        with pytest.raises(catalogue.ConfigError, match=f"in profile {profile}, .* is the same run as"):
             resolve(run_id, profile)
 
 
@@ -254,8 +274,10 @@ def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_swee
     data, results, _ = smoke_sweep
     variant = json.loads(result_path(results, "B3+rho=5", SEED).read_text())
     assert variant["variant"] == {"base": "B3", "changes": {"rho": 5}} and variant["config"]["rho"] == 5
-    monkeypatch.setitem(config.RUNS, "x5", RunSpec("x5", "by hand", "B3 with rho=5, written as a run ID", {"rho": 5}))
-    by_hand = json.loads(run_seed("x5", SEED, "smoke", data, tmp_path, echo=lambda _: None).read_text())
+    x5 = RunSpec("x5", "by hand", "B3 with rho=5, written as a run ID", {"rho": 5})
+    monkeypatch.setitem(catalogue.RUNS, "x5", x5)
+    path = run_seed("x5", resolve("x5", "smoke"), SEED, "smoke", data, tmp_path, echo=lambda _: None)
+    by_hand = json.loads(path.read_text())
     assert by_hand["config"] == variant["config"]
     assert by_hand["R"] == variant["R"] and by_hand["metrics"] == variant["metrics"]
 
@@ -309,10 +331,10 @@ def test_base_of_is_the_one_rule_for_what_every_run_is_compared_with():
     """A run ID: its RunSpec.base (B3 for the ablations and sweeps, r3 against B1, none for B0-B3); a variant: the run
     ID its name starts from, or the one its `+vs=` names (uh run --base)."""
     ablations_and_sweeps = dict.fromkeys(["a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"], "B3")
-    assert {r: variants.base_of(r) for r in RUNS} == {
+    assert {r: catalogue.base_of(r) for r in RUNS} == {
         "B0": None, "B1": None, "B2": None, "B3": None, **ablations_and_sweeps, "r1": "B3", "r2": "B3", "r3": "B1"}
-    assert variants.base_of("r1+memory=closest_to_mean") == "r1"
-    assert variants.base_of("r1+memory=closest_to_mean+vs=B3") == "B3"
+    assert catalogue.base_of("r1+memory=closest_to_mean") == "r1"
+    assert catalogue.base_of("r1+memory=closest_to_mean+vs=B3") == "B3"
 
 
 @pytest.mark.parametrize(
@@ -323,9 +345,9 @@ def test_base_of_is_the_one_rule_for_what_every_run_is_compared_with():
      ("a1", "B3", "a1"), ("B3", "B3", "B3")],  # a run ID keeps its own base
 )  # fmt: skip
 def test_pin_writes_the_chosen_base_into_the_variants_id(run_id, base, pinned):
-    assert variants.pin(run_id, base) == pinned
-    variants.check_id(pinned)  # a canonical ID: what a results folder and a CSV row may name
-    assert variants.base_of(pinned) == (base if variants.is_variant(pinned) else RUNS[pinned].base)
+    assert catalogue.pin(run_id, base) == pinned
+    catalogue.check_id(pinned)  # a canonical ID: what a results folder and a CSV row may name
+    assert catalogue.base_of(pinned) == (base if catalogue.is_variant(pinned) else RUNS[pinned].base)
 
 
 @pytest.mark.parametrize(
@@ -334,8 +356,8 @@ def test_pin_writes_the_chosen_base_into_the_variants_id(run_id, base, pinned):
      ("s1+vs=B1", "is not a canonical ID: the same run is 's1'"), ("B3+rho=5+vs=X9", "vs=X9 names no run ID")],
 )  # fmt: skip
 def test_an_id_whose_vs_changes_nothing_or_names_no_run_is_refused(run_id, words):
-    with pytest.raises(config.ConfigError, match=re.escape(words)):
-        variants.check_id(run_id)
+    with pytest.raises(catalogue.ConfigError, match=re.escape(words)):
+        catalogue.check_id(run_id)
 
 
 def test_base_names_the_run_a_variant_is_compared_with_and_its_folder(finished_result, no_training, tmp_path):
@@ -409,3 +431,91 @@ def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
     ]  # fmt: skip
     assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
     assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]
+
+
+# --- run IDs and profiles ---------------------------------------------------------------------------------------
+
+
+def changed_fields(a, b) -> set[str]:
+    da, db = dataclasses.asdict(a), dataclasses.asdict(b)
+    return {k for k in da if da[k] != db[k]}
+
+
+@pytest.mark.parametrize("run_id", [r for r in RUNS if r[0] in "as"])
+def test_every_ablation_and_sweep_changes_exactly_one_setting_of_b3(run_id):
+    assert len(changed_fields(resolve(run_id), resolve("B3"))) == 1
+
+
+# Issue 17: each run beyond the paper changes exactly one named setting of its base run.
+STATED = {"r1": ("B3", {"memory": "icarl"}), "r2": ("B3", {"rho": 1}), "r3": ("B1", {"memory": "uniform_herding"})}
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+@pytest.mark.parametrize("run_id", list(STATED))
+def test_each_run_beyond_the_paper_differs_from_its_base_in_exactly_the_stated_setting(run_id, profile):
+    base, stated = STATED[run_id]
+    assert RUNS[run_id].base == base and RUNS[run_id].beyond_paper
+    a = dataclasses.asdict(resolve(run_id, profile))
+    assert {k: a[k] for k in changed_fields(resolve(run_id, profile), resolve(base, profile))} == stated
+    assert resolve(run_id, profile).budget == resolve(base, profile).budget  # same M, b: only storage policy
+    assert resolve(run_id, profile).retrieval == resolve(base, profile).retrieval
+
+
+def test_the_paper_runs_and_the_runs_beyond_it():
+    assert PAPER_RUNS == ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4")
+    assert BEYOND_PAPER == ("r1", "r2", "r3") and set(RUNS) == set(PAPER_RUNS) | set(BEYOND_PAPER)
+    assert RUN_GROUPS == {"all": PAPER_RUNS, "refresh": ("B1", "B3", "r1", "r2", "r3")}
+    assert expand_run_ids(["all"]) == list(PAPER_RUNS)  # `uh run all` stays the paper's 36 runs
+    assert expand_run_ids(["r2", "refresh", "B3"]) == ["r2", "B1", "B3", "r1", "r3"]  # each once
+    assert expand_run_ids(["B9"]) == ["B9"]  # unknown names are left to resolve() to refuse
+
+
+def test_the_long_cpu_profile_only_trains_longer():
+    assert {**PROFILES["cifar10-cpu"], "epochs": 12} == PROFILES["cifar10-cpu-long"]
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_profile_changes_sizes_only(profile):
+    for run_id in RUNS:
+        assert changed_fields(resolve(run_id, profile), resolve(run_id)) <= SIZE_FIELDS
+
+
+def test_the_paper_sizes_of_other_run_ids():
+    assert [resolve(r).budget for r in ("s1", "s2")] == [500, 4000]
+    assert [resolve(r).retrieval for r in ("s3", "s4")] == [32, 128]
+    assert resolve("B0").budget == resolve("B0").retrieval == 0
+
+
+def test_run_names_state_the_sizes_the_profile_uses():
+    assert [run_name(r) for r in RUNS] == [spec.name for spec in RUNS.values()]  # the paper's labels
+    assert [run_name(r, "smoke") for r in ("s1", "s2", "s3", "s4")] == [
+        "Active budget 12", "Active budget 100", "Retrieval 8", "Retrieval 32"
+    ]
+    assert run_name("B3", "smoke") == "Uniform Herding"
+
+
+@pytest.mark.parametrize(("run_id", "profile", "message"), [("b3", "paper", "unknown run ID 'b3'"),
+                                                             ("B3", "tiny", "unknown profile 'tiny'")])
+def test_unknown_names_are_config_errors(run_id, profile, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve(run_id, profile)
+
+
+# Every run ID's resolved config (Config.to_dict) and label (run_name) under each profile, as the SHA-256 of their JSON
+# (sorted keys): pinned when RUNS, PROFILES and resolve moved into this module (issue 54), equal to the digests the code
+# before the move gave. A change here changes what some run trains or is called: re-derive deliberately, and say why.
+PINNED = {
+    "paper": "c907983f8ec97b73b7e25a709e221236003ca543ab5d406354d676a789fe666e",
+    "smoke": "6c059af9c9878c458fdaa41015a11af7a391a5573f4363689b6232ab9048a553",
+    "cifar10": "4190fb6a3c9b3d71c73e3a9ceb98a685338189f65328d76d1c61c6587da98956",
+    "cifar10-cpu": "c9f80af75f6df56bd45f4c8f017d3d36e167ba5dc4ed526c0bfd0ced6b313d61",
+    "cifar10-cpu-long": "fbd1d20482f98cacd039f05fd18f8a0c089a8478f754597e31fe6ede2f234f1e",
+}
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_every_run_ids_config_and_name_under_every_profile_are_pinned(profile):
+    assert set(PINNED) == set(PROFILES)
+    table = {run_id: [resolve(run_id, profile).to_dict(), run_name(run_id, profile)] for run_id in RUNS}
+    digest = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()
+    assert digest == PINNED[profile], f"profile {profile}: {json.dumps(table, sort_keys=True, indent=1)}"
