@@ -21,7 +21,7 @@ from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import Expected
 from uniform_herding.verdict.procedure import State, rows
-from uniform_herding.verdict.words import Metric, seeds_text, word
+from uniform_herding.verdict.words import MetricKind, seeds_text, word
 
 
 @dataclass(frozen=True)
@@ -70,16 +70,18 @@ class MetricCheck:
         return None if self.difference is None else decide.equivalence(self.expected, self.observed, self.tolerance)
 
     @property
-    def kind(self) -> Metric:
+    def kind(self) -> MetricKind:
         if self.expected_mean is None:
-            return Metric.NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else Metric.NO_EXPECTATION
+            return MetricKind.NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else MetricKind.NO_EXPECTATION
         if self.n_observed < decide.MIN_SEEDS:  # one seed's luck decides nothing (edge: seed 1993 alone)
-            return Metric.NOT_CHECKED
-        return Metric.REPLICATED if decide.replicated(self.difference, self.tolerance) else Metric.NOT_REPLICATED  # type: ignore[arg-type]
+            return MetricKind.NOT_CHECKED
+        if decide.replicated(self.difference, self.tolerance):  # type: ignore[arg-type]
+            return MetricKind.REPLICATED
+        return MetricKind.NOT_REPLICATED
 
     @property
     def verdict(self) -> str:
-        if self.kind is not Metric.NOT_CHECKED:
+        if self.kind is not MetricKind.NOT_CHECKED:
             return word(self.kind)
         uncounted = f"; seeds {seeds_text(self.uncounted)} not counted" if self.uncounted else ""
         return word(self.kind, f"{self.n_observed} of the expected seeds; a metric needs {decide.MIN_SEEDS}{uncounted}")
