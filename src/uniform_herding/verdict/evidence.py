@@ -24,8 +24,8 @@ from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_eviden
 from uniform_herding.verdict.procedure import ComparisonState, State, seeds_by_run
 from uniform_herding.verdict.words import ClaimKind, seeds_text, word
 
-DECIDED = {"supports": ClaimKind.SUPPORTED, "contradicts": ClaimKind.NOT_SUPPORTED,
-           "undecided": ClaimKind.INCONCLUSIVE}
+DECIDED = {decide.Decision.SUPPORTS: ClaimKind.SUPPORTED, decide.Decision.CONTRADICTS: ClaimKind.NOT_SUPPORTED,
+           decide.Decision.UNDECIDED: ClaimKind.INCONCLUSIVE}
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _leaning_text(tests: Sequence[decide.PairedTest], needed: int | None) -> str
     if needed is None:
         return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
     more, against = needed - tests[0].n, decide.against(decide.ALPHA, len(tests))
-    ways = _ways([t for t in tests if t.outcome(decide.ALPHA, against) == "undecided"])
+    ways = _ways([t for t in tests if t.outcome(decide.ALPHA, against) is decide.Decision.UNDECIDED])
     return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {ways}"
 
 
@@ -172,7 +172,7 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     look = s.reached - 1
     waiting = s.waiting() if not s.settled and s.look == look else ()  # this look is not over for them
     seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
-    last = s.decision == "undecided" and s.settled
+    last = s.decision is decide.Decision.UNDECIDED and s.settled
     evidence, below = [], []
     for cs in s.comparisons:  # each at the look that decided it, or the last it used
         c = cs.comparison
