@@ -24,7 +24,6 @@ from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.variants import resolve
 from uniform_herding.verdict import judge
 from uniform_herding.verdict.check import format_metrics
-from uniform_herding.verdict.compare import MetricCheck
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -32,6 +31,7 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
+from uniform_herding.verdict.metric_verdicts import MetricCheck
 from uniform_herding.verdict.words import MetricKind
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"

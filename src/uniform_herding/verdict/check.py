@@ -16,8 +16,9 @@ seeds but never change the exit code; each variant (`uh run --set`, `uh sweep`) 
 base run ID, never judged. Only the shipped paper set (checked by its SHA-256) can print the badge.
 
 This module prints them and is the command; the pieces, each readable alone: words.py (the printed words and
-exit codes), expected.py (loading and verifying an expected set), compare.py (metric verdicts), claims.py (claims
-under the procedure, findings, variants) and judge.py (the one verdict and its exit code).
+exit codes), expected.py (loading and verifying an expected set), decide.py (the rules on plain numbers),
+metric_verdicts.py (each metric's verdict), claim_verdicts.py (each claim's, finding's and variant's) and judge.py
+(the one verdict and its exit code).
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.variants import sort_key
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
+from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_variants
 from uniform_herding.verdict.claims import PAPER_CLAIMS
-from uniform_herding.verdict.compare import MetricCheck
-from uniform_herding.verdict.evidence import ClaimCheck, check_variants
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -48,6 +48,7 @@ from uniform_herding.verdict.expected import (
     load_expected,
 )
 from uniform_herding.verdict.judge import check
+from uniform_herding.verdict.metric_verdicts import MetricCheck
 from uniform_herding.verdict.words import EXIT_POLICY, ClaimKind, MetricKind, VerdictKind, headword, run_ids_text
 
 BUNDLE_SOURCE = "uh.check.bundle"  # click's shared meta: the bundle a check's results were extracted from

@@ -20,9 +20,8 @@ import pandas as pd
 from uniform_herding.runs.provenance import Made
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, load_input
+from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_claims
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
-from uniform_herding.verdict.compare import MetricCheck, compare
-from uniform_herding.verdict.evidence import ClaimCheck, check_claims
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -30,6 +29,7 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
+from uniform_herding.verdict.metric_verdicts import MetricCheck, check_metrics
 from uniform_herding.verdict.procedure import State, replay, single_look
 from uniform_herding.verdict.words import ClaimKind, MetricKind, VerdictKind, run_ids_text, seeds_text
 
@@ -207,7 +207,7 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     paper = paper_effects(expected.per_seed) if explain and evidence else None
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
-    metrics = compare(expected, observed, state)
+    metrics = check_metrics(expected, observed, state)
     return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids, made))
 
 

@@ -1,4 +1,5 @@
-"""Metric verdicts: the re-run's mean over the seeds it counts against the expected mean and its tolerance.
+"""Each metric's verdict (MetricCheck, check_metrics): the re-run's mean over the seeds it counts against the
+expected mean and its tolerance.
 
 A metric is REPLICATED when the re-run's mean over the seeds it counts (exactly the seeds the procedure asked of
 its run ID: procedure.State.counted) is within the pre-registered tolerance of the expected mean, else NOT
@@ -104,7 +105,7 @@ class MetricCheck:
                 "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()}}  # fmt: skip
 
 
-def compare(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
+def check_metrics(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
     """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on the seeds the procedure's
     `state` counts for it, in the registered order."""
     observed_rows = {(r, s): row for r, s, *row in rows(observed)}
