@@ -157,3 +157,23 @@ def test_the_sizes_docs_architecture_states_are_the_packages() -> None:
     }  # fmt: skip
     for name, (found, expected) in stated.items():
         assert found == expected, f"docs/architecture.md states {found} for the {name} figure; the command: {expected}"
+
+
+def test_each_class_of_verdict_has_one_name_that_no_import_changes() -> None:
+    """One name per type across verdict/: no two of its modules define a class of the same name (words.py's enums
+    once shared Claim and Verdict with claims.py's and judge.py's dataclasses), so no module of the package or the
+    tests imports one of its classes under another name (the aliases Kind, ClaimKind and JudgeVerdict once did)."""
+    import ast
+
+    defined: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "verdict").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(path.name)
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}
+    aliased = [f"{path.relative_to(ROOT)}: {alias.name} as {alias.asname}"
+               for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")])
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("uniform_herding.verdict")
+               for alias in node.names if alias.asname and alias.name in defined]  # fmt: skip
+    assert aliased == []

@@ -62,7 +62,6 @@ MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as not reachable
 DECIMALS = 9  # float noise of sums of values given to 2 decimals lies far below this, real differences above
 
 
-
 class Decision(StrEnum):
     """What one test, a claim, or a claim under a procedure decides. A str enum: its value is the word an evidence
     line prints and check_report.json's state holds (words.py's kinds are the verdicts; this is a test's outcome)."""

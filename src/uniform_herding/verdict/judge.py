@@ -107,12 +107,12 @@ def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], clai
         return Verdict(VerdictKind.INCOMPLETE, (head, _missing_text(state)), step)
     if step:
         waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
+        todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again"
         return Verdict(VerdictKind.UNDECIDED, (f"{head}, rehearsing the registered procedure", *waiting,
-                                        f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, "
-                                        "then check again (./reproduce.sh next)"), step)  # fmt: skip
+                                               f"{todo} (./reproduce.sh next)"), step)  # fmt: skip
     if not any(m.gating and m.kind in (MetricKind.REPLICATED, MetricKind.NOT_REPLICATED) for m in metrics):
         return Verdict(VerdictKind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
-                                         f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
+                                                f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
     return Verdict(VerdictKind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
 
 
