@@ -14,8 +14,8 @@ from uniform_herding.chain import Chain, Controller
 from uniform_herding.cli import main
 from uniform_herding.runs.executor import RunPair
 from uniform_herding.runs.results import write_json_atomic
-from uniform_herding.verdict.judge import Verdict as JudgeVerdict
-from uniform_herding.verdict.words import Verdict
+from uniform_herding.verdict.judge import Verdict
+from uniform_herding.verdict.words import VerdictKind
 
 
 def test_cancel_without_a_chain_changes_nothing(tmp_path: Path) -> None:
@@ -52,9 +52,9 @@ def test_status_says_where_the_chain_stands_ended_or_stalled(tmp_path: Path, mon
             ) in res.output.splitlines()  # fmt: skip
 
 
-def checked(kind: Verdict, step: dict) -> SimpleNamespace:
+def checked(kind: VerdictKind, step: dict) -> SimpleNamespace:
     """What verdict/judge.checked_now gives the controller: the set (its procedure's four looks) and the check."""
-    verdict = JudgeVerdict(kind, ("why",), step)
+    verdict = Verdict(kind, ("why",), step)
     return SimpleNamespace(verdict=verdict, state=SimpleNamespace(next_step={}))
 
 
@@ -64,7 +64,7 @@ def test_the_controller_submits_each_look_once_and_never_loops(tmp_path: Path, m
     more; a check that asks for a step that ran before ends the chain; a decided verdict reports and ends it."""
     expected = SimpleNamespace(procedure=SimpleNamespace(looks=(3, 6, 10, 20)))
     look2 = {"run_ids": ["B1", "B3"], "seeds": [1, 2, 3]}
-    answers = [checked(Verdict.UNDECIDED, look2)]
+    answers = [checked(VerdictKind.UNDECIDED, look2)]
     monkeypatch.setattr("uniform_herding.verdict.judge.checked_now", lambda results_dir: (expected, answers[0]))
     submitted: list[int] = []
 
@@ -98,5 +98,5 @@ def test_the_controller_submits_each_look_once_and_never_loops(tmp_path: Path, m
     assert submitted == [1, 1] and reported == []
 
     chain(tmp_path, None)
-    answers[0] = checked(Verdict.RESULTS_REPLICATED, {})
+    answers[0] = checked(VerdictKind.RESULTS_REPLICATED, {})
     assert Controller(the_chain, 0)() == "reported" and reported == ["RESULTS REPLICATED"]

@@ -36,7 +36,7 @@ from uniform_herding.catalogue import KEYS, PAPER_RUNS, PROFILES, RUN_GROUPS, RU
 from uniform_herding.cli import main
 from uniform_herding.method import components, memory
 from uniform_herding.method.config import OPEN_CHOICES
-from uniform_herding.verdict.words import EXIT_INPUT, Claim, Metric, Verdict
+from uniform_herding.verdict.words import EXIT_INPUT, ClaimKind, MetricKind, VerdictKind
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
@@ -406,13 +406,13 @@ def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
     table = rendered_tables(subsection(EXPECTED_README, EXIT_TABLE))[0]
     assert table[0][:2] == ["exit", "word"]
     rows = [(int(code), re.match(r"`([A-Z ]+?)(?: \(|`)", word)) for code, word, *_ in table[1:]]
-    assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in Verdict}
+    assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in VerdictKind}
     assert [code for code, m in rows if not m] == [EXIT_INPUT]
     assert sorted({code for code, _ in rows}) == list(range(7))
 
 
 # A verdict word paired with an exit code (`INCOMPLETE` (exit 3), NOT REPLICATED (1)): a list of codes of its own.
-WORD_AND_CODE = re.compile(rf"\b(?:{'|'.join(re.escape(v.value) for v in Verdict)})`?,?\s*\(?(?:exit |exits )?\d\b")
+WORD_AND_CODE = re.compile(rf"\b(?:{'|'.join(re.escape(v.value) for v in VerdictKind)})`?,?\s*\(?(?:exit |exits )?\d\b")
 
 
 def test_the_readme_and_artifact_md_point_to_the_exit_code_table_and_list_no_codes() -> None:
@@ -428,12 +428,13 @@ def test_the_exit_code_check_finds_a_word_paired_with_a_code() -> None:
 
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
-GLOSSARY_WORDS = {"### A metric's words": Metric, "### A claim's words": Claim, "### The verdict's words": Verdict}
+GLOSSARY_WORDS = {"### A metric's words": MetricKind, "### A claim's words": ClaimKind,
+                  "### The verdict's words": VerdictKind}
 
 
 def test_the_glossary_defines_every_word_uh_check_prints() -> None:
-    """docs/glossary.md has a table per kind of words.py (Metric, Claim, Verdict): a row for each of its words, in
-    words.py's order, and a link to the rules in expected_results/README.md."""
+    """docs/glossary.md has a table per kind of words.py (MetricKind, ClaimKind, VerdictKind): a row for each of its
+    words, in words.py's order, and a link to the rules in expected_results/README.md."""
     for heading, kind in GLOSSARY_WORDS.items():
         text = subsection(GLOSSARY, heading)
         rows = rendered_tables(text)[0][1:]

@@ -109,32 +109,72 @@ def test_no_function_of_the_method_is_over_40_lines() -> None:
     assert long == []
 
 
+def wc_lines(command: str) -> dict[str, int]:
+    """What a `wc -l` command prints in the repository's root: each file's line count by its path, and "total"."""
+    out = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return {name: int(n) for n, name in (line.split(maxsplit=1) for line in out.splitlines())}
+
+
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+
+
 def test_the_sizes_docs_architecture_states_are_the_packages() -> None:
-    """docs/architecture.md states the method's, the archives' and the package's line counts (`wc -l`), the method's
-    two largest modules and the package's modules over 600 lines: each figure is recomputed here, so a change that
-    moves one fails until the page says so."""
+    """docs/architecture.md states the method's, the archives' and the package's line counts, how many modules the
+    method has, its two largest and the package's modules over 600 lines, each beside the `wc -l` command that
+    prints it: each figure is derived here from the output of the command the page names, run as it is, so a change
+    that moves one fails until the page says so, and so does a command that no longer covers what the page says."""
     import re
 
-    def lines(path: Path) -> int:
-        return len(path.read_bytes().splitlines())
-
     text = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
-    method = sorted(PACKAGE.glob("method/*.py"))
-    modules = sorted([*PACKAGE.glob("*.py"), *PACKAGE.glob("*/*.py")])
-    largest = sorted(method, key=lines, reverse=True)[:2]
-    over = sorted((p for p in modules if lines(p) > 600), key=lines, reverse=True)
-    stated = {
-        "method": (r"`wc -l src/uniform_herding/method/\*\.py` counts ([\d,]+) lines", sum(map(lines, method))),
-        "largest": (r"the largest are (\w+\.py, [\d,]+, and \w+\.py, [\d,]+)",
-                    ", and ".join(f"{p.name}, {lines(p):,}" for p in largest)),
-        "data": (r"`wc -l src/uniform_herding/data/\*\.py` ([\d,]+) more",
-                 sum(map(lines, PACKAGE.glob("data/*.py")))),
-        "package": (r"The whole package is ([\d,]+) lines", sum(map(lines, modules))),
-        "over 600": (r"over 600 lines: (.+?)[.;]\s",
-                     ", ".join(f"{p.relative_to(PACKAGE).as_posix()}, {lines(p):,}" for p in over) or "none"),
-    }  # fmt: skip
-    for name, (pattern, value) in stated.items():
+
+    def named(pattern: str) -> re.Match[str]:
         found = re.search(pattern, text)
-        assert found, f"docs/architecture.md no longer states the {name} figure ({pattern})"
-        expected = f"{value:,}" if isinstance(value, int) else value
-        assert found[1] == expected, f"docs/architecture.md states {found[1]} for the {name} figure; it is {expected}"
+        assert found, f"docs/architecture.md no longer states a figure with its command ({pattern})"
+        return found
+
+    method = named(r"`(?P<command>wc -l src/uniform_herding/method/\*\.py)` counts (?P<figure>[\d,]+) lines "
+                   r"\(its (?P<modules>\w+) modules and its `__init__\.py`; the largest are "
+                   r"(?P<largest>\w+\.py, [\d,]+, and \w+\.py, [\d,]+)\)")
+    data = named(r"`(?P<command>wc -l src/uniform_herding/data/\*\.py)` (?P<figure>[\d,]+) more")
+    package = named(r"The whole package is (?P<figure>[\d,]+) lines \(`(?P<command>wc -l [^`]+)`\); in its output, "
+                    r"modules over 600 lines: (?P<over>.+?)[.;]\s")
+    printed = {name: wc_lines(found["command"]) for name, found in (("method", method), ("data", data),
+                                                                    ("package", package))}  # fmt: skip
+    in_package = {p.relative_to(ROOT).as_posix() for p in [*PACKAGE.glob("*.py"), *PACKAGE.glob("*/*.py")]}
+    assert set(printed["package"]) - {"total"} == in_package, "the package's command must count every module"
+    files = {name: {path: n for path, n in counts.items() if path != "total"} for name, counts in printed.items()}
+    largest = sorted(files["method"].items(), key=lambda item: item[1], reverse=True)[:2]
+    over = sorted(((path, n) for path, n in files["package"].items() if n > 600), key=lambda item: item[1],
+                  reverse=True)  # fmt: skip
+    stated = {
+        "method": (method["figure"], f"{printed['method']['total']:,}"),
+        "method's modules": (method["modules"], NUMBER_WORDS[len(files["method"]) - 1]),
+        "largest": (method["largest"], ", and ".join(f"{Path(path).name}, {n:,}" for path, n in largest)),
+        "data": (data["figure"], f"{printed['data']['total']:,}"),
+        "package": (package["figure"], f"{printed['package']['total']:,}"),
+        "over 600": (package["over"], ", ".join(f"{Path(path).relative_to(PACKAGE.relative_to(ROOT)).as_posix()}, "
+                                                f"{n:,}" for path, n in over) or "none"),
+    }  # fmt: skip
+    for name, (found, expected) in stated.items():
+        assert found == expected, f"docs/architecture.md states {found} for the {name} figure; the command: {expected}"
+
+
+def test_each_class_of_verdict_has_one_name_that_no_import_changes() -> None:
+    """One name per type across verdict/: no two of its modules define a class of the same name (words.py's enums
+    once shared Claim and Verdict with claims.py's and judge.py's dataclasses), so no module of the package or the
+    tests imports one of its classes under another name (the aliases Kind, ClaimKind and JudgeVerdict once did)."""
+    import ast
+
+    defined: dict[str, list[str]] = {}
+    for path in sorted((PACKAGE / "verdict").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(path.name)
+    assert {name: where for name, where in defined.items() if len(where) > 1} == {}
+    aliased = [f"{path.relative_to(ROOT)}: {alias.name} as {alias.asname}"
+               for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")])
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("uniform_herding.verdict")
+               for alias in node.names if alias.asname and alias.name in defined]  # fmt: skip
+    assert aliased == []

@@ -18,7 +18,7 @@ from uniform_herding.report.load import load_runs
 from uniform_herding.report.tables import t4_refresh_isolation
 from uniform_herding.runs.results import load_results, per_seed_table, read_per_seed_csv
 from uniform_herding.verdict.check import format_claims
-from uniform_herding.verdict.evidence import check_claims
+from uniform_herding.verdict.claim_verdicts import check_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "docs" / "validation" / "refresh"

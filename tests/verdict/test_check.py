@@ -24,7 +24,6 @@ from uniform_herding.runs.provenance import code_files, code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.verdict import judge
 from uniform_herding.verdict.check import format_metrics
-from uniform_herding.verdict.compare import MetricCheck
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -32,7 +31,8 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
-from uniform_herding.verdict.words import Metric
+from uniform_herding.verdict.metric_verdicts import MetricCheck
+from uniform_herding.verdict.words import MetricKind
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 # What a result made by this checkout's code records where git cannot compare the tree (as from an unpacked archive):
@@ -739,8 +739,8 @@ def test_r_runs_get_no_replicated_line_under_the_paper_profile(tmp_path: Path, p
     table = with_refresh_runs(paper[paper["run_id"] == "B1"], acc={"r3": [1.0, 2.0, 3.0]}, forgetting={"r3": [1, 1, 1]})
     res, report = check(tmp_path, table)
     assert res.exit_code == 3, res.output  # INCOMPLETE: 11 paper run IDs missing
-    assert {v for (r, _), v in verdicts(report).items() if r == "r3"} == {Metric.NO_PAPER_VALUE.value}
-    assert Metric.NO_PAPER_VALUE.value == "NOT CHECKED (no paper value: beyond the paper)"
+    assert {v for (r, _), v in verdicts(report).items() if r == "r3"} == {MetricKind.NO_PAPER_VALUE.value}
+    assert MetricKind.NO_PAPER_VALUE.value == "NOT CHECKED (no paper value: beyond the paper)"
     assert not any(line.startswith("r3") and " REPLICATED" in line for line in res.output.splitlines())
     # a re-run of r-runs alone is checked (findings), not refused for lacking paper values
     res, report = check(tmp_path, table[table["run_id"] == "r3"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -234,6 +235,20 @@ def test_a_claim_of_several_comparisons_needs_each_one() -> None:
     assert decide.claim_outcome([barely_against]) == "undecided"
     assert PairedTest((3.0, 2.0, 1.0), +1).outcome() == "supports"  # the same p supports at 0.05
     assert decide.claim_seeds_needed([sure, unsure]) == 11
+
+
+def test_every_decision_is_a_decision_member_that_prints_as_its_word() -> None:
+    """A test, a claim and a claim under a procedure each decide a `Decision`, never a bare string; the evidence
+    lines print it, and check_report.json's state holds it, as the word it always was."""
+    supports, contradicts, undecided = PairedTest((1.0, 2.0, 3.0), +1), PairedTest((1.0, 2.0, 3.0), -1), PairedTest(
+        (5.0, 6.0), +1)
+    assert supports.outcome() is decide.Decision.SUPPORTS and undecided.outcome() is decide.Decision.UNDECIDED
+    assert contradicts.outcome(against=0.05) is decide.Decision.CONTRADICTS
+    assert decide.claim_outcome([supports, undecided]) is decide.Decision.UNDECIDED
+    assert claim_of([[1.9, 1.5, 2.1]], PROCEDURE).decision is decide.Decision.SUPPORTS
+    assert claim_of([[-1.0, -1.0, -1.0]], PROCEDURE).decision is decide.Decision.CONTRADICTS
+    assert [f"{d}" for d in decide.Decision] == ["supports", "contradicts", "undecided"]
+    assert json.dumps({"C1": decide.Decision.SUPPORTS}) == '{"C1": "supports"}'
 
 
 def test_a_claim_with_no_true_effect_is_contradicted_at_most_2_5_percent_of_the_time() -> None:

@@ -25,7 +25,7 @@ from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim, Comparison
 from uniform_herding.verdict.expected import load_expected
 from uniform_herding.verdict.judge import Verdict, check
 from uniform_herding.verdict.procedure import State, claim_state, replay
-from uniform_herding.verdict.words import Verdict as Kind
+from uniform_herding.verdict.words import VerdictKind
 
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
 WORLD = oc.World.of(EXPECTED)
@@ -104,7 +104,7 @@ def test_the_papers_own_table_repeated_needs_one_more_look_then_passes() -> None
     states, final = follow(values, frozenset())
     assert [asked for _, asked in states[1:]] == [{(r, s) for r in ("B1", "B3", "a4") for s in (1, 2)},
                                                   {(r, s) for r in ("B1", "B3") for s in (3, 4, 5)}]
-    assert final.kind is Kind.RESULTS_REPLICATED
+    assert final.kind is VerdictKind.RESULTS_REPLICATED
 
 
 def state_of(table: pd.DataFrame) -> State:

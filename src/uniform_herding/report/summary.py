@@ -40,10 +40,10 @@ from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, 
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
 from uniform_herding.verdict.aggregate import InputError, summarize
 from uniform_herding.verdict.check import tally
-from uniform_herding.verdict.compare import MetricCheck
-from uniform_herding.verdict.evidence import ClaimCheck, check_claims, check_variants
+from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_claims, check_variants
 from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
 from uniform_herding.verdict.judge import check
+from uniform_herding.verdict.metric_verdicts import MetricCheck
 
 
 def figures_for(runs: Runs) -> tuple[FigureSpec, ...]:

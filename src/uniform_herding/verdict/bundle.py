@@ -448,9 +448,9 @@ def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_di
             raise BundleError(str(e)) from None
         click.echo("\n".join(fit_line(line, width) for line in provenance_lines(results)))
         if recompute:
-            from uniform_herding.verdict.recompute import recompute as recompute_rows
+            from uniform_herding.verdict.recompute import recompute_last_rows
 
-            if differ := recompute_rows(bundle.results_dir, data_dir, click.echo):
+            if differ := recompute_last_rows(bundle.results_dir, data_dir, click.echo):
                 raise BundleError(f"{path}: the recorded last row of R is not what the run's final state gives for "
                                   f"{', '.join(differ)}: those results are not the runs'")  # fmt: skip
         check(bundle.results_dir)

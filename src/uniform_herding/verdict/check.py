@@ -16,8 +16,9 @@ seeds but never change the exit code; each variant (`uh run --set`, `uh sweep`) 
 base run ID, never judged. Only the shipped paper set (checked by its SHA-256) can print the badge.
 
 This module prints them and is the command; the pieces, each readable alone: words.py (the printed words and
-exit codes), expected.py (loading and verifying an expected set), compare.py (metric verdicts), claims.py (claims
-under the procedure, findings, variants) and judge.py (the one verdict and its exit code).
+exit codes), expected.py (loading and verifying an expected set), decide.py (the rules on plain numbers),
+metric_verdicts.py (each metric's verdict), claim_verdicts.py (each claim's, finding's and variant's) and judge.py
+(the one verdict and its exit code).
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, input_options, load_input
+from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_variants
 from uniform_herding.verdict.claims import PAPER_CLAIMS
-from uniform_herding.verdict.compare import MetricCheck
-from uniform_herding.verdict.evidence import ClaimCheck, check_variants
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -48,7 +48,8 @@ from uniform_herding.verdict.expected import (
     load_expected,
 )
 from uniform_herding.verdict.judge import check
-from uniform_herding.verdict.words import EXIT_POLICY, Claim, Metric, Verdict, headword, run_ids_text
+from uniform_herding.verdict.metric_verdicts import MetricCheck
+from uniform_herding.verdict.words import EXIT_POLICY, ClaimKind, MetricKind, VerdictKind, headword, run_ids_text
 
 BUNDLE_SOURCE = "uh.check.bundle"  # click's shared meta: the bundle a check's results were extracted from
 
@@ -86,7 +87,7 @@ def format_metrics(checks: list[MetricCheck], width: int | None = None) -> list[
     """One row per metric, no wider than `width` where the kept columns allow (None: every column): the TOST
     equivalence text goes first, then the Welch interval moves under its row; both are information only."""
     verdicts = [c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)" for c in checks]
-    verdicts = [f"{v} (not final: waits)" if c.kind is Metric.NOT_REPLICATED and not c.final else v
+    verdicts = [f"{v} (not final: waits)" if c.kind is MetricKind.NOT_REPLICATED and not c.final else v
                 for c, v in zip(checks, verdicts, strict=True)]  # fmt: skip
     beside = [_beside(c.difference, c.tolerance) for c in checks]
     table = [
@@ -152,7 +153,7 @@ def format_made(made: Made, width: int | None = None) -> list[str]:
     return fit_lines(lines, width)
 
 
-def tally(kinds: Iterable[Metric | Claim]) -> str:
+def tally(kinds: Iterable[MetricKind | ClaimKind]) -> str:
     """'35 REPLICATED, 1 NOT REPLICATED': each kind's word with its count, in first-seen order."""
     counts = Counter(map(headword, kinds))
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
@@ -257,10 +258,10 @@ def check_command(
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
             expected_dir = expected_dir_for(profile, root)
             if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
-                line = (f"{Verdict.INCOMPLETE.value} (no expected set for profile {profile}: "
+                line = (f"{VerdictKind.INCOMPLETE.value} (no expected set for profile {profile}: "
                         f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
                         "numbers)")  # fmt: skip
-                code = Verdict.INCOMPLETE.code
+                code = VerdictKind.INCOMPLETE.code
                 echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
                 _write_report(json_out, {"source": source, "profile": profile, "verdict": line, "exit_code": code},
                               code)  # fmt: skip
@@ -274,7 +275,7 @@ def check_command(
     run_ids = subset(run_ids_option, expected)
     checked = check(expected, observed, claim=claim, run_ids=run_ids, made=made)
     metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
-    if metrics and all(m.kind is Metric.NO_EXPECTATION for m in metrics):
+    if metrics and all(m.kind is MetricKind.NO_EXPECTATION for m in metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
     variants = [] if claim else check_variants(observed)
 
@@ -288,8 +289,8 @@ def check_command(
         f"claims: {tally(c.kind for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
         f"findings beyond the paper: {tally(c.kind for c in findings)} (never gate)"
-        + (f"; variants: {sum(c.kind is Claim.MEASURED for c in variants)} measured, "
-           f"{sum(c.kind is not Claim.MEASURED for c in variants)} not checked (never gate)" if variants else "")
+        + (f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
+           f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
     if made.others:
         click.echo("\n".join(format_made(made, width)))

@@ -40,8 +40,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cached_property
-from typing import Literal
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -61,7 +61,14 @@ MIN_SEEDS = 3
 MAX_SEEDS = 1000  # "seeds needed" beyond this is reported as not reachable
 DECIMALS = 9  # float noise of sums of values given to 2 decimals lies far below this, real differences above
 
-Decision = Literal["supports", "contradicts", "undecided"]  # one test, a claim, or a claim under a procedure
+
+class Decision(StrEnum):
+    """What one test, a claim, or a claim under a procedure decides. A str enum: its value is the word an evidence
+    line prints and check_report.json's state holds (words.py's kinds are the verdicts; this is a test's outcome)."""
+
+    SUPPORTS = "supports"
+    CONTRADICTS = "contradicts"
+    UNDECIDED = "undecided"
 
 
 def replicated(difference: float, tolerance: float) -> bool:
@@ -191,12 +198,12 @@ class PairedTest:
         """The one-sided test in the claimed direction at `alpha`, and the same test the other way at
         `against` (default `alpha`; a claim's comparisons pass decide.against(alpha, m))."""
         if not self.decidable:
-            return "undecided"
+            return Decision.UNDECIDED
         if self.p_value(self.sign) < alpha:  # type: ignore[operator]
-            return "supports"
+            return Decision.SUPPORTS
         if self.p_value(-self.sign) < (alpha if against is None else against):  # type: ignore[operator]
-            return "contradicts"
-        return "undecided"
+            return Decision.CONTRADICTS
+        return Decision.UNDECIDED
 
     @property
     def leaning(self) -> str:
@@ -224,9 +231,11 @@ def against(alpha: float, m: int) -> float:
 def combined(decisions: Sequence[Decision]) -> Decision:
     """A claim from its comparisons' decisions: contradicted when any is, supported when all are (an
     intersection-union test), undecided otherwise (and where there are none)."""
-    if "contradicts" in decisions:
-        return "contradicts"
-    return "supports" if decisions and all(d == "supports" for d in decisions) else "undecided"
+    if Decision.CONTRADICTS in decisions:
+        return Decision.CONTRADICTS
+    if decisions and all(d is Decision.SUPPORTS for d in decisions):
+        return Decision.SUPPORTS
+    return Decision.UNDECIDED
 
 
 def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Decision:
@@ -237,7 +246,7 @@ def claim_outcome(tests: Sequence[PairedTest], alpha: float = ALPHA) -> Decision
 
 def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:
     """Seeds in all that would decide every undecided comparison of a claim; None if one never would."""
-    needed = [t.seeds_needed() for t in tests if t.outcome() == "undecided"]
+    needed = [t.seeds_needed() for t in tests if t.outcome() is Decision.UNDECIDED]
     return None if not needed or None in needed else max(needed)  # type: ignore[type-var]
 
 

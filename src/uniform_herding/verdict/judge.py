@@ -20,9 +20,8 @@ import pandas as pd
 from uniform_herding.runs.provenance import Made
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import InputError, load_input
+from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_claims
 from uniform_herding.verdict.claims import CLAIMS, PAPER_CLAIMS, Claim, not_evidence, paper_effects
-from uniform_herding.verdict.compare import MetricCheck, compare
-from uniform_herding.verdict.evidence import ClaimCheck, check_claims
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -30,10 +29,9 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
+from uniform_herding.verdict.metric_verdicts import MetricCheck, check_metrics
 from uniform_herding.verdict.procedure import State, replay, single_look
-from uniform_herding.verdict.words import Claim as ClaimKind
-from uniform_herding.verdict.words import Metric, run_ids_text, seeds_text
-from uniform_herding.verdict.words import Verdict as Kind
+from uniform_herding.verdict.words import ClaimKind, MetricKind, VerdictKind, run_ids_text, seeds_text
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class Verdict:
     help). `causes`: what kept it from passing, one each ("B3 acc NOT REPLICATED", "C1 INCONCLUSIVE"), as uh oc
     counts them."""
 
-    kind: Kind
+    kind: VerdictKind
     why: tuple[str, ...]
     next_step: dict[str, list[Any]]
     causes: tuple[str, ...] = ()
@@ -99,23 +97,23 @@ def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], clai
     then INCOMPLETE, naming them, with next_step. Where the set rehearses a procedure (check), its looks are
     followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
     head = f"profile {expected.profile}" + (f", {scope}" if scope else "")
-    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
+    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
     failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED,
                                                                            ClaimKind.INCONCLUSIVE)]
     if failed:
-        return Verdict(Kind.PIPELINE_FAILED, (head, *failed), {}, tuple(failed))
+        return Verdict(VerdictKind.PIPELINE_FAILED, (head, *failed), {}, tuple(failed))
     step = state.next_step
     if step and state.interrupted:
-        return Verdict(Kind.INCOMPLETE, (head, _missing_text(state)), step)
+        return Verdict(VerdictKind.INCOMPLETE, (head, _missing_text(state)), step)
     if step:
         waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
-        return Verdict(Kind.UNDECIDED, (f"{head}, rehearsing the registered procedure", *waiting,
-                                        f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, "
-                                        "then check again (./reproduce.sh next)"), step)  # fmt: skip
-    if not any(m.gating and m.kind in (Metric.REPLICATED, Metric.NOT_REPLICATED) for m in metrics):
-        return Verdict(Kind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
-                                         f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
-    return Verdict(Kind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
+        todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again"
+        return Verdict(VerdictKind.UNDECIDED, (f"{head}, rehearsing the registered procedure", *waiting,
+                                               f"{todo} (./reproduce.sh next)"), step)  # fmt: skip
+    if not any(m.gating and m.kind in (MetricKind.REPLICATED, MetricKind.NOT_REPLICATED) for m in metrics):
+        return Verdict(VerdictKind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
+                                                f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
+    return Verdict(VerdictKind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
 
 
 def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
@@ -135,39 +133,39 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     scope = _scope(expected, alone, subset)
     if expected.profile != "paper":
         return _pipeline(expected, state, metrics, gating, scope)
-    misses = [m for m in metrics if m.gating and m.kind is Metric.NOT_REPLICATED]
+    misses = [m for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
     waits = [_waits(m, state) for m in misses if not m.final]
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m.final]
     failed += [f"{c.claim_id} {c.kind.value}" for c in gating if c.kind is ClaimKind.NOT_SUPPORTED]
     if failed:
-        return Verdict(Kind.NOT_REPLICATED, (*failed, *waits), {}, tuple(failed))
+        return Verdict(VerdictKind.NOT_REPLICATED, (*failed, *waits), {}, tuple(failed))
     step = state.next_step
     if step and state.interrupted:
-        return Verdict(Kind.INCOMPLETE, (_missing_text(state), *waits), step)
+        return Verdict(VerdictKind.INCOMPLETE, (_missing_text(state), *waits), step)
     if step:
         undecided = [f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}" for c in gating
                      if c.kind is ClaimKind.UNDECIDED]  # fmt: skip
         again = (f"uh check --claim {alone.claim_id}" if alone else f"uh check --run-ids {','.join(subset)}" if subset
                  else "./reproduce.sh next")  # fmt: skip
         todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
-        return Verdict(Kind.UNDECIDED, (*undecided, *waits, todo), step)
+        return Verdict(VerdictKind.UNDECIDED, (*undecided, *waits, todo), step)
     unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is ClaimKind.NOT_CHECKED]
     if unchecked:  # a set of fewer seeds than a claim needs
-        return Verdict(Kind.INCOMPLETE, tuple(unchecked), {})
+        return Verdict(VerdictKind.INCOMPLETE, tuple(unchecked), {})
     ended = [c for c in gating if c.kind is ClaimKind.INCONCLUSIVE]
     if ended:
         below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
         tail = (f"no badge; the re-run's effect is below the paper's on {', '.join(below)}" if below
                 else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide")  # fmt: skip
         causes = tuple(f"{c.claim_id} {c.kind.value}" for c in ended)
-        return Verdict(Kind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
+        return Verdict(VerdictKind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
     if scope:
-        return Verdict(Kind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {})
+        return Verdict(VerdictKind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {})
     withheld = [] if expected.shipped else [f"against {expected.describe()}"]
     withheld += [why] if made is not None and (why := made.withheld()) else []
     if withheld:
-        return Verdict(Kind.SET_MATCHED, (*withheld[:-1], f"{withheld[-1]}: no badge"), {})
-    return Verdict(Kind.RESULTS_REPLICATED, ("ACM v1.1",), {})
+        return Verdict(VerdictKind.SET_MATCHED, (*withheld[:-1], f"{withheld[-1]}: no badge"), {})
+    return Verdict(VerdictKind.RESULTS_REPLICATED, ("ACM v1.1",), {})
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     paper = paper_effects(expected.per_seed) if explain and evidence else None
     checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
                           claims if claim else CLAIMS)  # fmt: skip
-    metrics = compare(expected, observed, state)
+    metrics = check_metrics(expected, observed, state)
     return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids, made))
 
 

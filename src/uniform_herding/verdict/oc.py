@@ -63,7 +63,7 @@ from uniform_herding.verdict.expected import (
 )
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.procedure import replay
-from uniform_herding.verdict.words import Verdict
+from uniform_herding.verdict.words import VerdictKind
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side: decide.against's alpha / 2m, Bonferroni over looks
@@ -209,7 +209,7 @@ class ReRun:
     """One simulated re-run at the end of the procedure: its verdict, what kept it from passing, and what it ran
     beyond look 1."""
 
-    kind: Verdict
+    kind: VerdictKind
     causes: tuple[str, ...]
     undecided_at_first_look: bool
     extra_runs: list[str] = field(default_factory=list)
@@ -224,7 +224,7 @@ def follow_procedure(expected: Expected, world: World, values: np.ndarray, claim
     first = None
     while True:
         verdict = check(expected, _table(world, values, seeds, have), explain=False, claim=claim).verdict
-        first = verdict.kind is Verdict.UNDECIDED if first is None else first
+        first = verdict.kind is VerdictKind.UNDECIDED if first is None else first
         if verdict.kind.final or not verdict.next_step:
             return ReRun(verdict.kind, verdict.causes, first, extra)
         for run_id in verdict.next_step["run_ids"]:
@@ -283,9 +283,9 @@ def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float]
         outcomes.append(follow_procedure(judged_by, world, values))
     causes = Counter(cause for o in outcomes for cause in o.causes)
     hours = np.array([base + sum(seconds.get(r, 0.0) for r in o.extra_runs) for o in outcomes]) / 3600
-    return Summary(model, n, share(sum(o.kind is Verdict.RESULTS_REPLICATED for o in outcomes), n),
-                   share(sum(o.kind is Verdict.NOT_REPLICATED for o in outcomes), n),
-                   share(sum(o.kind is Verdict.INCONCLUSIVE for o in outcomes), n),
+    return Summary(model, n, share(sum(o.kind is VerdictKind.RESULTS_REPLICATED for o in outcomes), n),
+                   share(sum(o.kind is VerdictKind.NOT_REPLICATED for o in outcomes), n),
+                   share(sum(o.kind is VerdictKind.INCONCLUSIVE for o in outcomes), n),
                    sum(o.undecided_at_first_look for o in outcomes) / n,
                    float(np.mean([len(o.extra_runs) for o in outcomes])),
                    (float(hours.mean()), float(np.quantile(hours, 0.9, method="inverted_cdf"))),
@@ -382,7 +382,7 @@ def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, floa
         reruns.append(follow_procedure(judged_by, world, values, claim))
     hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
     most = sum(seconds.get(r, 0.0) for r in claim.runs) * expected.procedure.looks[-1] / 3600
-    passed = np.mean([o.kind is Verdict.SET_MATCHED for o in reruns])
+    passed = np.mean([o.kind is VerdictKind.SET_MATCHED for o in reruns])
     return (f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
             f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
             f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip

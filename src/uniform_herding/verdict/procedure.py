@@ -47,7 +47,7 @@ class ComparisonState:
     @property
     def settled(self) -> bool:
         """Decided, or undecided after the last look: it asks for nothing more."""
-        return self.decision != "undecided" or self.reached == self.total
+        return self.decision is not decide.Decision.UNDECIDED or self.reached == self.total
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,8 @@ class ClaimState:
     def settled(self) -> bool:
         """Decided (a contradicted comparison settles it at once), or every comparison settled: it asks for nothing
         beyond the look it stands at."""
-        return self.decision != "undecided" or (bool(self.comparisons) and all(c.settled for c in self.comparisons))
+        return self.decision is not decide.Decision.UNDECIDED or (
+            bool(self.comparisons) and all(c.settled for c in self.comparisons))
 
     @cached_property
     def look(self) -> int:
@@ -180,7 +181,7 @@ class State:
             looks.append({
                 "look": k + 1, "seeds": list(seeds), "alpha": self.procedure.alpha[k], "run_ids": asks,
                 "decided": {c: s.decision for c, s in self.claims.items() if s.reached == k + 1 and s.decision
-                            != "undecided"},
+                            is not decide.Decision.UNDECIDED},
                 "missing": {r: [s for s in seeds if s in self.missing(r)] for r in asks
                             if any(s in self.missing(r) for s in seeds)},
             })  # fmt: skip
@@ -232,14 +233,15 @@ def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> Clai
     m, last = len(claim.comparisons), len(procedure.looks) - 1
     deltas = [c.deltas(values) if all(("acc", r) in values for r in c.runs) else None for c in claim.comparisons]
     tests: list[list[decide.PairedTest]] = [[] for _ in range(m)]
-    decisions: list[decide.Decision] = ["undecided"] * m
+    decisions = [decide.Decision.UNDECIDED] * m
     for k, n in enumerate(procedure.looks):
-        open_ = [i for i in range(m) if decisions[i] == "undecided"]
+        open_ = [i for i in range(m) if decisions[i] is decide.Decision.UNDECIDED]
         ready = [i for i in open_ if deltas[i] is not None and not np.isnan(deltas[i][:n]).any()]  # type: ignore[index]
         for i in ready:
             tests[i].append(decide.PairedTest(tuple(deltas[i][:n]), claim.comparisons[i].sign))  # type: ignore[index]
             decisions[i] = tests[i][-1].outcome(procedure.alpha[k], decide.against(procedure.alpha[k], m))
-        if len(ready) < len(open_) or "contradicts" in decisions or k == last or "undecided" not in decisions:
+        if (len(ready) < len(open_) or decide.Decision.CONTRADICTS in decisions or k == last
+                or decide.Decision.UNDECIDED not in decisions):
             break
     return ClaimState(claim, tuple(ComparisonState(c, tuple(t), d, len(procedure.looks))
                                    for c, t, d in zip(claim.comparisons, tests, decisions, strict=True)),

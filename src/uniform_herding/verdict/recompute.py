@@ -47,7 +47,7 @@ def differences(recorded: list[float], recomputed: list[float], test_images: lis
             if abs(a - b) > max(TOLERANCE, 100 / n) + 1e-9]  # fmt: skip
 
 
-def recompute(results_dir: Path, data_dir: Path, echo: Callable[[str], None]) -> list[str]:
+def recompute_last_rows(results_dir: Path, data_dir: Path, echo: Callable[[str], None]) -> list[str]:
     """Each run's last row evaluated again from its final.pt, on the CPU; the runs whose row differs beyond the
     tolerance, each "RUN seed S (task j: recorded x, recomputed y; ...)". Runs without a final state are named and
     skipped; RecomputeError where none has one, or where the dataset is missing or not the one a run read."""

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 
-class Metric(Enum):
+class MetricKind(Enum):
     """One run ID's metric against its expected mean."""
 
     REPLICATED = "REPLICATED"
@@ -22,7 +22,7 @@ class Metric(Enum):
     NO_PAPER_VALUE = "NOT CHECKED (no paper value: beyond the paper)"
 
 
-class Claim(Enum):
+class ClaimKind(Enum):
     """A claim of the paper, a finding beyond it, or a variant against its base."""
 
     SUPPORTED = "SUPPORTED"
@@ -34,7 +34,7 @@ class Claim(Enum):
     MEASURED = "MEASURED (no paper value)"  # a variant: measured, never judged
 
 
-class Verdict(Enum):
+class VerdictKind(Enum):
     """The one verdict of `uh check`; its value is the word printed, `code` the exit code."""
 
     RESULTS_REPLICATED = "RESULTS REPLICATED"
@@ -53,16 +53,16 @@ class Verdict(Enum):
     @property
     def final(self) -> bool:
         """Whether more runs could change it: INCOMPLETE and UNDECIDED name the runs that would."""
-        return self not in (Verdict.INCOMPLETE, Verdict.UNDECIDED)
+        return self not in (VerdictKind.INCOMPLETE, VerdictKind.UNDECIDED)
 
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_UNDECIDED, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4, 5
 EXIT_MATCHED = 6
 EXIT_CODES = {
-    Verdict.RESULTS_REPLICATED: EXIT_PASSED, Verdict.PIPELINE_PASSED: EXIT_PASSED,
-    Verdict.NOT_REPLICATED: EXIT_FAILED, Verdict.PIPELINE_FAILED: EXIT_FAILED,
-    Verdict.INCOMPLETE: EXIT_INCOMPLETE, Verdict.UNDECIDED: EXIT_UNDECIDED,
-    Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE, Verdict.SET_MATCHED: EXIT_MATCHED,
+    VerdictKind.RESULTS_REPLICATED: EXIT_PASSED, VerdictKind.PIPELINE_PASSED: EXIT_PASSED,
+    VerdictKind.NOT_REPLICATED: EXIT_FAILED, VerdictKind.PIPELINE_FAILED: EXIT_FAILED,
+    VerdictKind.INCOMPLETE: EXIT_INCOMPLETE, VerdictKind.UNDECIDED: EXIT_UNDECIDED,
+    VerdictKind.INCONCLUSIVE: EXIT_INCONCLUSIVE, VerdictKind.SET_MATCHED: EXIT_MATCHED,
 }  # fmt: skip
 EXIT_POLICY = (
     "Exit code: 0 RESULTS REPLICATED (the shipped paper set only, on results made by this checkout's code) or "
@@ -80,12 +80,12 @@ EXIT_POLICY = (
 )
 
 
-def word(kind: Metric | Claim | Verdict, detail: str = "") -> str:
+def word(kind: MetricKind | ClaimKind | VerdictKind, detail: str = "") -> str:
     """A kind as printed: its word, then its detail in parentheses where there is one."""
     return f"{kind.value} ({detail})" if detail else kind.value
 
 
-def headword(kind: Metric | Claim | Verdict) -> str:
+def headword(kind: MetricKind | ClaimKind | VerdictKind) -> str:
     """A kind's word without its standing detail: NOT CHECKED for NOT CHECKED (no expected values)."""
     return kind.value.split(" (")[0]
 

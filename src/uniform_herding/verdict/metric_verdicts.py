@@ -1,4 +1,5 @@
-"""Metric verdicts: the re-run's mean over the seeds it counts against the expected mean and its tolerance.
+"""Each metric's verdict (MetricCheck, check_metrics): the re-run's mean over the seeds it counts against the
+expected mean and its tolerance.
 
 A metric is REPLICATED when the re-run's mean over the seeds it counts (exactly the seeds the procedure asked of
 its run ID: procedure.State.counted) is within the pre-registered tolerance of the expected mean, else NOT
@@ -21,7 +22,7 @@ from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import Expected
 from uniform_herding.verdict.procedure import State, rows
-from uniform_herding.verdict.words import Metric, seeds_text, word
+from uniform_herding.verdict.words import MetricKind, seeds_text, word
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,18 @@ class MetricCheck:
         return None if self.difference is None else decide.equivalence(self.expected, self.observed, self.tolerance)
 
     @property
-    def kind(self) -> Metric:
+    def kind(self) -> MetricKind:
         if self.expected_mean is None:
-            return Metric.NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else Metric.NO_EXPECTATION
+            return MetricKind.NO_PAPER_VALUE if RUNS[self.run_id].beyond_paper else MetricKind.NO_EXPECTATION
         if self.n_observed < decide.MIN_SEEDS:  # one seed's luck decides nothing (edge: seed 1993 alone)
-            return Metric.NOT_CHECKED
-        return Metric.REPLICATED if decide.replicated(self.difference, self.tolerance) else Metric.NOT_REPLICATED  # type: ignore[arg-type]
+            return MetricKind.NOT_CHECKED
+        if decide.replicated(self.difference, self.tolerance):  # type: ignore[arg-type]
+            return MetricKind.REPLICATED
+        return MetricKind.NOT_REPLICATED
 
     @property
     def verdict(self) -> str:
-        if self.kind is not Metric.NOT_CHECKED:
+        if self.kind is not MetricKind.NOT_CHECKED:
             return word(self.kind)
         uncounted = f"; seeds {seeds_text(self.uncounted)} not counted" if self.uncounted else ""
         return word(self.kind, f"{self.n_observed} of the expected seeds; a metric needs {decide.MIN_SEEDS}{uncounted}")
@@ -102,7 +105,7 @@ class MetricCheck:
                 "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()}}  # fmt: skip
 
 
-def compare(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
+def check_metrics(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
     """A MetricCheck for every run ID of the re-run (RUNS order) and every metric, on the seeds the procedure's
     `state` counts for it, in the registered order."""
     observed_rows = {(r, s): row for r, s, *row in rows(observed)}

@@ -21,10 +21,10 @@ from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
 from uniform_herding.verdict.procedure import ComparisonState, State, seeds_by_run
-from uniform_herding.verdict.words import Claim as Kind
-from uniform_herding.verdict.words import seeds_text, word
+from uniform_herding.verdict.words import ClaimKind, seeds_text, word
 
-DECIDED = {"supports": Kind.SUPPORTED, "contradicts": Kind.NOT_SUPPORTED, "undecided": Kind.INCONCLUSIVE}
+DECIDED = {decide.Decision.SUPPORTS: ClaimKind.SUPPORTED, decide.Decision.CONTRADICTS: ClaimKind.NOT_SUPPORTED,
+           decide.Decision.UNDECIDED: ClaimKind.INCONCLUSIVE}
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ClaimCheck:
 
     claim_id: str
     statement: str
-    kind: Kind
+    kind: ClaimKind
     detail: str
     evidence: list[str]
     finding: bool = False
@@ -112,7 +112,7 @@ def _leaning_text(tests: Sequence[decide.PairedTest], needed: int | None) -> str
     if needed is None:
         return f"no number of seeds up to {decide.MAX_SEEDS} would decide it at this mean and spread"
     more, against = needed - tests[0].n, decide.against(decide.ALPHA, len(tests))
-    ways = _ways([t for t in tests if t.outcome(decide.ALPHA, against) == "undecided"])
+    ways = _ways([t for t in tests if t.outcome(decide.ALPHA, against) is decide.Decision.UNDECIDED])
     return f"at this mean and spread about {more} more seed{'' if more == 1 else 's'} would decide it, {ways}"
 
 
@@ -134,12 +134,12 @@ def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCh
                 for c, d, t in zip(claim.comparisons, deltas, tests, strict=True)]  # fmt: skip
     needed = None
     if why_not:
-        kind, detail = Kind.NOT_EVIDENCE, why_not
+        kind, detail = ClaimKind.NOT_EVIDENCE, why_not
     elif tests[0].n < decide.MIN_SEEDS:
-        kind, detail = Kind.NOT_CHECKED, f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}"
+        kind, detail = ClaimKind.NOT_CHECKED, f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}"
     else:
         kind, detail = DECIDED[decide.claim_outcome(tests)], ""
-        if kind is Kind.INCONCLUSIVE:
+        if kind is ClaimKind.INCONCLUSIVE:
             needed = decide.claim_seeds_needed(tests)
             detail = _leaning_text(tests, needed)
     return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, claim.finding, needed, claim.runs)
@@ -165,13 +165,13 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
     if not s.reached:
         missing = [seed for seed in procedure.seeds_at(0) if seed not in shared]
-        return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+        return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
                           f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}", [], runs=claim.runs,
                           looks=total if registered else None)  # fmt: skip
     look = s.reached - 1
     waiting = s.waiting() if not s.settled and s.look == look else ()  # this look is not over for them
     seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
-    last = s.decision == "undecided" and s.settled
+    last = s.decision is decide.Decision.UNDECIDED and s.settled
     evidence, below = [], []
     for cs in s.comparisons:  # each at the look that decided it, or the last it used
         c = cs.comparison
@@ -192,27 +192,27 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     if not registered:
         tests = [cs.tests[-1] for cs in s.comparisons if cs.tests]
         if waiting:  # its one look: a comparison's runs lack the set's seeds
-            return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+            return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
                               "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting),
                               evidence, False, runs=claim.runs)  # fmt: skip
         if not tests[0].decidable:  # a set of fewer seeds than a claim needs
-            return ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED,
+            return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
                               f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}", evidence, False,
                               runs=claim.runs)  # fmt: skip
         kind = DECIDED[s.decision]
-        needed = decide.claim_seeds_needed(tests) if kind is Kind.INCONCLUSIVE else None
-        detail = _leaning_text(tests, needed) if kind is Kind.INCONCLUSIVE else ""
+        needed = decide.claim_seeds_needed(tests) if kind is ClaimKind.INCONCLUSIVE else None
+        detail = _leaning_text(tests, needed) if kind is ClaimKind.INCONCLUSIVE else ""
         return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, False, needed, claim.runs)
     where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
     kind, next_seeds = DECIDED[s.decision], ()
     if waiting:
-        kind = Kind.UNDECIDED
+        kind = ClaimKind.UNDECIDED
         where += ": " + "; ".join(f"{cs.comparison.label} waits for its runs ({_lacks(state, cs, look)})"
                                   for cs in waiting)  # fmt: skip
     elif not s.settled:
         open_ = [cs for cs in s.comparisons if not cs.settled]
         runs = [r for r in claim.runs if any(r in cs.comparison.runs for cs in open_)]
-        kind, next_seeds = Kind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
+        kind, next_seeds = ClaimKind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
         where += (f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(runs)}; "
                   f"its undecided comparisons point {_ways([cs.tests[-1] for cs in open_])}")
     elif last:
@@ -240,13 +240,13 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
         tested = state is not None and claim.claim_id in state.claims and state.claims[claim.claim_id].reached
         if not tested and (missing or not frozenset.intersection(*(have[r] for r in claim.runs))):
             why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
-            checks.append(ClaimCheck(claim.claim_id, claim.statement, Kind.NOT_CHECKED, why, [], claim.finding,
+            checks.append(ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED, why, [], claim.finding,
                                      runs=claim.runs))  # fmt: skip
         elif state is not None and claim.claim_id in state.claims:
             check = _under_procedure(state, claim.claim_id, table, registered, explain, paper or {})
             why_not = not_evidence(profile, claim.finding)  # a procedure rehearsed off the paper profile (judge.check)
-            checks.append(replace(check, kind=Kind.NOT_EVIDENCE, detail=f"{why_not}; {word(check.kind, check.detail)}")
-                          if why_not else check)  # fmt: skip
+            detail = f"{why_not}; {word(check.kind, check.detail)}"
+            checks.append(replace(check, kind=ClaimKind.NOT_EVIDENCE, detail=detail) if why_not else check)
         else:
             checks.append(_on_shared_seeds(claim, _shared(claim, table()), profile))
     return checks
@@ -274,7 +274,7 @@ def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
                             f"{_t_interval_text(deltas)}")  # fmt: skip
         why = None if evidence else (f"missing: {base}" if base not in set(observed["run_id"])
                                      else f"no seed shared by {run_id}, {base}")  # fmt: skip
-        kind = Kind.MEASURED if why is None else Kind.NOT_CHECKED
+        kind = ClaimKind.MEASURED if why is None else ClaimKind.NOT_CHECKED
         checks.append(ClaimCheck(run_id, f"{run_id} against {base} ({describe(run_id)})", kind, "" if why is None
                                  else why, evidence, finding=True))  # fmt: skip
     return checks
