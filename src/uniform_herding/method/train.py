@@ -102,34 +102,21 @@ class Watch:
     after_step: Callable[[torch.amp.GradScaler | None], None] = lambda scaler: None
 
 
-def fit_task(
-    cfg: Config,
-    learner: Learner,
-    teacher: Learner | None,
-    stream: TaskStream,
-    replay: Tensor | None,
-    items: Tensor,
-    generator: torch.Generator,
-    precision: str = "32-true",
-    progress: bool = False,
-    watch: Watch | None = None,
-) -> TaskStats:
-    """cfg.epochs epochs over the task's `items` (each batch + b draws from `replay`, the memory's items), the
-    learner trained in place on its device; the task's record. `generator` draws the batches, the replay and the
-    augmentations; `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision)."""
+def fit_task(cfg: Config, learner: Learner, teacher: Learner | None, stream: TaskStream, replay: Tensor | None,
+             items: Tensor, generator: torch.Generator, precision: str = "32-true", progress: bool = False,
+             watch: Watch | None = None) -> TaskStats:  # fmt: skip
+    """cfg.epochs epochs over the task's `items`, each batch with b draws from `replay` (the memory's items); the
+    learner trains in place, on its device. `generator` draws the batches, the replay and the augmentations;
+    `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision). Returns the task's record."""
     fp16, watch = precision == "16-mixed", watch or Watch()
-    fabric = engine.fabric(stream.device, fp16)
+    fabric = engine.fabric(stream.device, fp16)  # the precision: fp16 autocast and the loss scale, or fp32
     learner.train()  # evaluation left it in eval mode; the teacher stays in eval mode (freeze)
     for model in (m for m in (learner, teacher) if m is not None):
         engine.prepare(model, fp16)
     optimizer = fabric.setup_optimizers(sgd(cfg, learner.parameters(), fused=fp16))
-    scaler = engine.scaler(fabric)  # fp16: the dynamic loss scale; None in fp32
-    cuda_graphs = engine.replays_cuda_graphs(engine.compile_mode())
-    batches = Batches(items, cfg.batch_size, generator)
-    # Lightning's Trainer.fit, which trained tasks before this loop, opened the loader once before its first
-    # epoch: one permutation drawn and unused. Replayed, so that every run's R stays bit-identical (design.md).
-    iter(batches)
-    sums = Sums(stream.device)
+    scaler, cuda_graphs = engine.scaler(fabric), engine.replays_cuda_graphs(engine.compile_mode())
+    batches, sums = Batches(items, cfg.batch_size, generator), Sums(stream.device)
+    iter(batches)  # the permutation Trainer.fit drew before its first epoch, unused: kept, R unchanged (design.md)
     bar = tqdm(total=cfg.epochs * len(batches), desc="task", leave=False, disable=not progress)
     for _ in range(cfg.epochs):
         for batch in batches:
@@ -138,10 +125,8 @@ def fit_task(
                 torch.compiler.cudagraph_mark_step_begin()
             with fabric.autocast():  # fp16 path: the student and the frozen teacher forward under fp16 autocast
                 logits = learner(x)[1]
-                teacher_logits = None
-                if teacher is not None:
-                    with torch.no_grad():
-                        teacher_logits = teacher(x)[1]
+                with torch.no_grad():
+                    teacher_logits = teacher(x)[1] if teacher is not None else None
                 loss = task_loss(cfg, logits, y, teacher_logits)
             optimizer.zero_grad()
             fabric.backward(loss)  # fp16: of the scaled loss
