@@ -4,14 +4,14 @@ Goal: one B3 run (70 epochs x 10 tasks, ~20 PFLOP) in <= 120 s on one H100. Prin
 synthetic CIFAR-100 archive (speed does not depend on pixel values):
   data      images/s of producing augmented, normalised training batches on the device
   step      images/s of the training step (data + forward/backward of student and teacher + SGD),
-            both pipelines through the same plain loop, then ours through the real Lightning fit
-  host      host synchronisations (should be 0) and operator dispatches per Lightning training step:
+            both pipelines through the same plain loop, then ours through the real training loop (train.fit_task)
+  host      host synchronisations (should be 0) and operator dispatches per training step:
             each dispatch costs the host microseconds, so their count bounds an eager GPU step from
             below and says what CUDA graphs (UH_COMPILE=reduce-overhead) could save
             (on a CPU also counted for the GPU path: fp16 autocast, grad scaler, fused SGD)
-  projection  the measured Lightning step time x the 25,200 steps of a paper-size B3 run
+  projection  the measured training step time x the 25,200 steps of a paper-size B3 run
   run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
-  profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
+  profile   (--profile-steps N) the top operators of N training steps (torch.profiler)
 
 Conventional pipeline, as common continual-learning libraries feed CIFAR: a Dataset returning PIL
 images with torchvision RandomCrop(32, padding=4) + RandomHorizontalFlip + ToTensor + Normalize and a
@@ -22,6 +22,7 @@ over --repeats timed repetitions. Results: benchmarks/RESULTS.md.
 
     python benchmarks/bench.py                              # GPU if present, else a small CPU setting
     python benchmarks/bench.py --run paper --profile-steps 20   # on a GPU: the full-size B3 run too
+    python benchmarks/bench.py --before /tmp/ref/src          # the fit, this code against an older one
 """
 
 from __future__ import annotations
