@@ -35,7 +35,7 @@ from uniform_herding.method.config import Config, resolve
 from uniform_herding.method.engine import compile_backbone, compile_mode, quiet_lightning, replays_cuda_graphs
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.method.train import Batches, draw_replay, fit_task, freeze, task_loss
+from uniform_herding.method.train import Batches, fit_task, freeze, inputs, task_loss
 from uniform_herding.runs.terminal import Progress
 
 INIT_SCALE = 2.0**16  # torch's and Lightning's default, and where every task of a run starts
@@ -74,8 +74,7 @@ class Reference(L.LightningModule):
         self.cuda_graphs = replays_cuda_graphs(compile_mode())
 
     def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
-        items = torch.cat([items, draw_replay(self.replay, self.cfg.retrieval, self.generator)])
-        return self.stream.augment(items, self.generator), self.stream.train_y[items]
+        return inputs(self.cfg, self.stream, items, self.replay, self.generator)
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         if self.cuda_graphs:
