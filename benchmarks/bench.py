@@ -4,14 +4,14 @@ Goal: one B3 run (70 epochs x 10 tasks, ~20 PFLOP) in <= 120 s on one H100. Prin
 synthetic CIFAR-100 archive (speed does not depend on pixel values):
   data      images/s of producing augmented, normalised training batches on the device
   step      images/s of the training step (data + forward/backward of student and teacher + SGD),
-            both pipelines through the same plain loop, then ours through the real Lightning fit
-  host      host synchronisations (should be 0) and operator dispatches per Lightning training step:
+            both pipelines through the same plain loop, then ours through the real training loop (train.fit_task)
+  host      host synchronisations (should be 0) and operator dispatches per training step:
             each dispatch costs the host microseconds, so their count bounds an eager GPU step from
             below and says what CUDA graphs (UH_COMPILE=reduce-overhead) could save
             (on a CPU also counted for the GPU path: fp16 autocast, grad scaler, fused SGD)
-  projection  the measured Lightning step time x the 25,200 steps of a paper-size B3 run
+  projection  the measured training step time x the 25,200 steps of a paper-size B3 run
   run       (--run PROFILE) wall time per task and per run of `uh run B3`, from result.json
-  profile   (--profile-steps N) the top operators of N Lightning steps (torch.profiler)
+  profile   (--profile-steps N) the top operators of N training steps (torch.profiler)
 
 Conventional pipeline, as common continual-learning libraries feed CIFAR: a Dataset returning PIL
 images with torchvision RandomCrop(32, padding=4) + RandomHorizontalFlip + ToTensor + Normalize and a
@@ -22,6 +22,7 @@ over --repeats timed repetitions. Results: benchmarks/RESULTS.md.
 
     python benchmarks/bench.py                              # GPU if present, else a small CPU setting
     python benchmarks/bench.py --run paper --profile-steps 20   # on a GPU: the full-size B3 run too
+    python benchmarks/bench.py --before /tmp/ref/src          # the fit, this code against an older one
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import torch
 from PIL import Image
@@ -52,7 +56,6 @@ from uniform_herding.method import engine, train
 from uniform_herding.method.config import Config
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.runs import selftest
 from uniform_herding.runs.devices import select
 from uniform_herding.runs.run import run_seed
 
@@ -89,26 +92,82 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(fn: Callable[[], int], device: torch.device, repeats: int) -> tuple[float, float]:
-    """Median images/s and seconds of `fn` (which returns the images it processed), after one warm-up."""
+def repeated(fn: Callable[[], int], device: torch.device, repeats: int) -> list[tuple[float, float]]:
+    """(images/s, seconds) of each of `repeats` timed calls of `fn` (which returns the images it processed),
+    after one warm-up."""
     fn()
-    rates, secs = [], []
+    runs = []
     for _ in range(repeats):
         synchronize(device)
         tic = time.perf_counter()
         n = fn()
         synchronize(device)
-        secs.append(time.perf_counter() - tic)
-        rates.append(n / secs[-1])
-    return statistics.median(rates), statistics.median(secs)
+        secs = time.perf_counter() - tic
+        runs.append((n / secs, secs))
+    return runs
 
 
-def ours(module: train.TaskModule, items: Tensor, steps: int) -> Iterator[tuple]:
-    """`steps` batches of the real path: shuffled items through the module's batch transform
-    (b replay draws appended, crop, flip and normalise on the device)."""
+def timed(fn: Callable[[], int], device: torch.device, repeats: int) -> tuple[float, float]:
+    """Median images/s and seconds of `fn` (which returns the images it processed), after one warm-up."""
+    runs = repeated(fn, device, repeats)
+    return statistics.median(r for r, _ in runs), statistics.median(s for _, s in runs)
+
+
+def print_before_after(args: argparse.Namespace) -> None:
+    """--before: the fit's images/s and operator dispatches per step of the code in args.before (a src folder)
+    and of this code, each measured by this script in its own process (--fit-only) with the same settings,
+    alternating --rounds times so that the machine's load falls on both alike."""
+    here = str(Path(train.__file__).parents[2])  # this code's src folder
+    child = [sys.executable, __file__, "--fit-only", "--device", args.device, "--repeats", str(args.repeats),
+             "--data-dir", str(args.data_dir)]  # fmt: skip
+    for flag in ("precision", "width", "steps", "threads"):
+        if getattr(args, flag) is not None:
+            child += [f"--{flag}", str(getattr(args, flag))]
+    figures: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        for side, src in (("before", str(args.before)), ("after", here)):
+            out = subprocess.run(child, env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True,
+                                 check=True).stdout  # fmt: skip
+            figures[side].append(json.loads(out.strip().splitlines()[-1]))
+    print(f"before: {args.before}; after: {here}; {args.rounds} rounds of {args.repeats} repeats each")
+    for side, runs in figures.items():
+        rates = sorted(r for run in runs for r in run["rates"])
+        ops = sorted({run["dispatches"] for run in runs})
+        print(f"fit    {side:6} {statistics.median(rates):8.0f} img/s (median of {len(rates)}; "
+              f"{rates[0]:.0f}-{rates[-1]:.0f})   {', '.join(f'{o:g}' for o in ops)} operator dispatches per step")
+
+
+@dataclass
+class Task:
+    """One task's fit as the benchmark runs it: train.fit_task's inputs (one epoch per fit; the replay draws from
+    the task's own items: only their count matters for speed)."""
+
+    cfg: Config
+    learner: Learner
+    teacher: Learner
+    stream: TaskStream
+    replay: Tensor
+    generator: torch.Generator
+    precision: str
+
+
+def fit(task: Task, items: Tensor) -> train.TaskStats:
+    """One task's fit through the code under test: train.fit_task's loop; or, where PYTHONPATH holds the code
+    before the loop (--before: 33981c2's, whose train.py has a LightningModule), that module's Trainer.fit."""
+    if hasattr(train, "TaskModule"):  # the code before the loop, for --before only
+        module = train.TaskModule(task.cfg, task.learner, task.teacher, task.stream, task.replay, task.generator,
+                                  task.precision)  # fmt: skip
+        return train.fit_task(module, items, task.stream.device, False)
+    return train.fit_task(task.cfg, task.learner, task.teacher, task.stream, task.replay, items, task.generator,
+                          task.precision)  # fmt: skip
+
+
+def ours(task: Task, items: Tensor, steps: int) -> Iterator[tuple]:
+    """`steps` batches of the real path: shuffled items through the step's inputs (b replay draws appended,
+    crop, flip and normalise on the device)."""
     while True:
-        for batch in train.Batches(items, module.cfg.batch_size, module.generator):
-            yield module.on_after_batch_transfer(batch, 0)
+        for batch in train.Batches(items, task.cfg.batch_size, task.generator):
+            yield train.inputs(task.cfg, task.stream, batch, task.replay, task.generator)
             steps -= 1
             if steps == 0:
                 return
@@ -127,9 +186,9 @@ def conventional(loader: DataLoader, device: torch.device, steps: int) -> Iterat
 def make_step(
     cfg: Config, learner: Learner, teacher: Learner, device: torch.device, fp16: bool
 ) -> Callable[[Tensor, Tensor], None]:
-    """The TaskModule's step outside Lightning: loss with KD, backward, unscale, clip, SGD; on the GPU
+    """The step of train.fit_task without Fabric: loss with KD, backward, unscale, clip, SGD; on the GPU
     path (16-mixed) fp16 autocast, loss scaling and fused SGD."""
-    opt = engine.sgd(cfg, learner.parameters(), fused=fp16)
+    opt = train.sgd(cfg, learner.parameters(), fused=fp16)
     scaler = torch.amp.GradScaler(device.type, enabled=fp16)
 
     def step(x: Tensor, y: Tensor) -> None:
@@ -148,11 +207,9 @@ def make_step(
     return step
 
 
-class Unfused(train.TaskModule):
-    """The GPU path with the other fix for torch 2.11's fused-SGD defect: unfused SGD (selftest's reference)."""
-
-    configure_optimizers = selftest.Reference.configure_optimizers
-    configure_gradient_clipping = L.LightningModule.configure_gradient_clipping
+def unfused(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
+    """The GPU path's SGD with the other fix for torch 2.11's fused-SGD defect: unfused (selftest's reference)."""
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
 def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
@@ -203,16 +260,16 @@ def dispatches(fn: Callable[[], object]) -> int:
     return counter.count
 
 
-def fit_steps(module: train.TaskModule, items: Tensor, n_steps: int, device: torch.device) -> tuple[int, int]:
-    """One Lightning Trainer.fit (one epoch, start-up included) of exactly `n_steps` full batches: the task's
-    items repeated past one epoch as needed (a paper task holds 36 batches). Returns the steps and images that
-    ran, counted by the fit itself, so that every figure divides by what ran."""
-    batch_size = module.cfg.batch_size
+def fit_steps(task: Task, items: Tensor, n_steps: int) -> tuple[int, int]:
+    """One train.fit_task (one epoch, set-up included) of exactly `n_steps` full batches: the task's items
+    repeated past one epoch as needed (a paper task holds 36 batches). Returns the steps and images that ran,
+    counted by the fit itself, so that every figure divides by what ran."""
+    batch_size = task.cfg.batch_size
     repeated = items.repeat(-(-n_steps * batch_size // len(items)))[: n_steps * batch_size]
-    ran = train.fit_task(module, repeated, device, False).steps
+    ran = fit(task, repeated).steps
     if ran != n_steps:
         raise RuntimeError(f"asked for {n_steps} training steps, {ran} ran")
-    return ran, ran * (batch_size + (module.cfg.retrieval if module.replay is not None else 0))  # + b replayed
+    return ran, ran * (batch_size + task.cfg.retrieval)  # + b replayed
 
 
 def step_flops(learner: Learner, device: torch.device) -> float:
@@ -235,7 +292,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--data-dir", type=Path, default=Path("data/bench"), help="where the synthetic archive goes")
     parser.add_argument("--run", metavar="PROFILE", help="also time `uh run B3 --profile PROFILE --seed 1993`")
-    parser.add_argument("--profile-steps", type=int, default=0, help="profile this many Lightning steps")
+    parser.add_argument("--profile-steps", type=int, default=0, help="profile this many training steps")
+    parser.add_argument("--before", type=Path, metavar="SRC",
+                        help="only the fit's images/s and dispatches, of the code in SRC (a src folder) and of this")
+    parser.add_argument("--rounds", type=int, default=2, help="--before: alternations of the two codes")
+    parser.add_argument("--fit-only", action="store_true", help=argparse.SUPPRESS)  # --before's measuring process
     args = parser.parse_args(argv)
     device = select("cuda", "paper") if args.device == "cuda" else torch.device("cpu")  # the runs' GPU settings
     gpu = device.type == "cuda"
@@ -285,17 +346,31 @@ def main(argv: list[str] | None = None) -> None:
     learner.head.grow(2 * cfg.classes_per_task)
     engine.channels_last(learner, precision == "16-mixed")
     teacher = train.freeze(learner)
-    # one epoch per fit; replay draws from the task's own items: only their count matters for speed
-    module = train.TaskModule(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen, precision)
+    task = Task(dataclasses.replace(cfg, epochs=1), learner, teacher, stream, items, gen, precision)
 
-    data_ours, _ = timed(lambda: drain(ours(module, items, args.data_steps)), device, args.repeats)
+    def fit_images(n_steps: int) -> int:
+        return fit_steps(task, items, n_steps)[1]
+
+    def per_step(count: Callable[[Callable[[], object]], float]) -> float:
+        """`count` per training step: a fit of 3 steps minus a fit of 1, so that set-up cancels out."""
+        return (count(lambda: fit_images(3)) - count(lambda: fit_images(1))) / 2
+
+    if args.fit_only:  # one side of --before's comparison: the figures as JSON, for the invocation that asked
+        rates = [rate for rate, _ in repeated(lambda: fit_images(steps), device, args.repeats)]
+        print(json.dumps({"rates": rates, "dispatches": per_step(dispatches)}))
+        return
+    if args.before:
+        print_before_after(args)
+        return
+
+    data_ours, _ = timed(lambda: drain(ours(task, items, args.data_steps)), device, args.repeats)
     data_conv, _ = timed(lambda: drain(conventional(loader, device, args.data_steps)), device, args.repeats)
     print(
         f"data   ours {data_ours:10.0f} img/s   conventional {data_conv:10.0f} img/s   "
         f"ratio {data_ours / data_conv:6.1f}x"
     )
 
-    step = make_step(cfg, learner, teacher, device, module.fp16)
+    step = make_step(cfg, learner, teacher, device, precision == "16-mixed")
 
     def run_steps(batches: Iterator[tuple]) -> int:
         n = 0
@@ -304,55 +379,50 @@ def main(argv: list[str] | None = None) -> None:
             n += len(y)
         return n
 
-    step_ours, _ = timed(lambda: run_steps(ours(module, items, steps)), device, args.repeats)
+    step_ours, _ = timed(lambda: run_steps(ours(task, items, steps)), device, args.repeats)
     step_conv, _ = timed(lambda: run_steps(conventional(loader, device, steps)), device, args.repeats)
     print(
         f"step   ours {step_ours:10.0f} img/s   conventional {step_conv:10.0f} img/s   "
         f"ratio {step_ours / step_conv:6.1f}x   (same plain loop)"
     )
 
-    def fit(n_steps: int) -> int:
-        return fit_steps(module, items, n_steps, device)[1]
-
-    lightning_rate, lightning_s = timed(lambda: fit(steps), device, args.repeats)  # fit_steps: exactly `steps` ran
+    fit_rate, fit_s = timed(lambda: fit_images(steps), device, args.repeats)  # fit_steps: exactly `steps` ran
     flops = step_flops(learner, device)
     line = (
-        f"fit    ours {lightning_rate:10.0f} img/s   {1000 * lightning_s / steps:.2f} ms/step "
-        f"(Lightning Trainer.fit, Trainer start-up included)   {flops / 1e9:.2f} GFLOP/img   "
-        f"{lightning_rate * flops / 1e12:.1f} TFLOP/s"
+        f"fit    ours {fit_rate:10.0f} img/s   {1000 * fit_s / steps:.2f} ms/step "
+        f"(train.fit_task, its set-up included)   {flops / 1e9:.2f} GFLOP/img   "
+        f"{fit_rate * flops / 1e12:.1f} TFLOP/s"
     )
     peak = peak_tflops(name) if gpu else None
-    print(line + (f"   MFU {100 * lightning_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
-
-    def per_step(count: Callable[[Callable[[], object]], float]) -> float:
-        """`count` per training step: a fit of 3 steps minus a fit of 1, so that set-up cancels out."""
-        return (count(lambda: fit(3)) - count(lambda: fit(1))) / 2
+    print(line + (f"   MFU {100 * fit_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
     syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
-    if not gpu and not module.fp16:  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
-        module.fp16 = True
+    if not gpu and precision == "32-true":  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
+        task.precision = "16-mixed"
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         print(f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
               f"synchronisations and {ops:g} operator dispatches per training step (run here on the CPU)")
-        module.__class__ = Unfused  # the stock step: unfused SGD, Lightning's own unscale and clip
-        ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
-        module.__class__ = train.TaskModule
+        train.sgd, fused_sgd = unfused, train.sgd  # the alternative: unfused SGD, whose scaler step reads found_inf
+        try:
+            ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
+        finally:
+            train.sgd = fused_sgd
         print(f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
               f"reads found_inf before each step) and {ops:g} operator dispatches per training step")
-        module.fp16 = False
+        task.precision = "32-true"
         learner.to(memory_format=torch.contiguous_format)
         teacher.to(memory_format=torch.contiguous_format)
     run_steps_paper = cfg.epochs * cfg.n_tasks * len(train.Batches(items, cfg.batch_size, gen))  # cfg: paper B3
-    print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * lightning_s / steps:.2f} ms "
-          f"= {run_steps_paper * lightning_s / steps:.0f} s of training at width {width} (target: 120 s for "
+    print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * fit_s / steps:.2f} ms "
+          f"= {run_steps_paper * fit_s / steps:.0f} s of training at width {width} (target: 120 s for "
           f"the whole run at width 64, i.e. {120_000 / run_steps_paper:.2f} ms per step)")
 
     if args.profile_steps:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
         with torch.profiler.profile(activities=activities) as prof:
-            fit(args.profile_steps)
+            fit_images(args.profile_steps)
             synchronize(device)
         sort = "self_device_time_total" if gpu else "self_cpu_time_total"
         print(prof.key_averages().table(sort_by=sort, row_limit=15))

@@ -7,8 +7,9 @@ marked `system` change the host (they install packages, start daemons as root or
 only where UH_SYSTEM_TESTS=1 asks for them, as .ci/run does; elsewhere they are skipped, naming that
 command, so that `./reproduce.sh test` leaves the host as it was. A test
 that trains carries the `trains` marker, so that `-m "not trains"` is the fast part of the suite: one
-that reaches Lightning's `Trainer.fit` in this process without it fails, naming the marker (tests that
-train only in processes they start are marked by hand).
+that trains in this process without it (a backward of train.fit_task's loop, `Fabric.backward`, or Lightning's
+`Trainer.fit`, which the self-test's reference path runs) fails, naming the marker (tests that train only in
+processes they start are marked by hand).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from lightning.fabric import Fabric
 from lightning.pytorch import Trainer
 from lightning.pytorch.strategies import Strategy
 
@@ -46,18 +48,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         _running.pop()
 
 
-def _fit_only_where_marked(fit):
-    @functools.wraps(fit)
-    def fit_if_marked(self: Trainer, *args, **kwargs):
+def _only_where_marked(trains, name: str):
+    @functools.wraps(trains)
+    def trains_if_marked(self, *args, **kwargs):
         if _running and _running[-1].get_closest_marker("trains") is None:
-            pytest.fail(f"{_running[-1].nodeid} trains (Trainer.fit) but is not marked @pytest.mark.trains: "
+            pytest.fail(f"{_running[-1].nodeid} trains ({name}) but is not marked @pytest.mark.trains: "
                         "mark it, so that `-m 'not trains'` stays the fast suite", pytrace=False)  # fmt: skip
-        return fit(self, *args, **kwargs)
+        return trains(self, *args, **kwargs)
 
-    return fit_if_marked
+    return trains_if_marked
 
 
-Trainer.fit = _fit_only_where_marked(Trainer.fit)
+Fabric.backward = _only_where_marked(Fabric.backward, "Fabric.backward")
+Trainer.fit = _only_where_marked(Trainer.fit, "Trainer.fit")
 
 
 SYSTEM_TESTS = "UH_SYSTEM_TESTS"

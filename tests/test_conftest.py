@@ -4,12 +4,20 @@ test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it."""
 from __future__ import annotations
 
 import pytest
+import torch
 from lightning.pytorch import Trainer
 
 
 def test_training_without_the_trains_marker_fails_naming_the_marker() -> None:
     with pytest.raises(pytest.fail.Exception, match=r"is not marked @pytest.mark.trains"):
         Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False).fit(None)  # type: ignore[arg-type]
+
+
+def test_a_backward_of_the_training_loop_without_the_trains_marker_fails_naming_it() -> None:
+    from uniform_herding.method import engine
+
+    with pytest.raises(pytest.fail.Exception, match=r"trains \(Fabric.backward\) but is not marked"):
+        engine.fabric(torch.device("cpu"), fp16=False).backward(torch.ones((), requires_grad=True))
 
 
 class _Item:

@@ -73,8 +73,7 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
     """torch's fused SGD as it is, without the zero-filled momentum buffers: the self-test fails, exit 1."""
     from uniform_herding.method import engine
 
-    monkeypatch.setattr(engine, "sgd", lambda cfg, params, fused: torch.optim.SGD(
-        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None))
+    monkeypatch.setattr(engine, "zero_fill_momentum", lambda optimizer: None)
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--steps", "4", "--data-dir", str(tmp_path / "d"),
                                     "--results-dir", str(tmp_path / "r")])  # fmt: skip
     assert res.exit_code == 1

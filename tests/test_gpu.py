@@ -1,5 +1,5 @@
 """On a GPU (`pytest -m gpu`, run by benchmarks/gpu-acceptance; skipped elsewhere): the paths that only a GPU
-takes, with Lightning's real teardown to the CPU after every fit."""
+takes, with Lightning's real teardown to the CPU after the self-test's reference fit."""
 
 import dataclasses
 import json
@@ -24,7 +24,7 @@ def on_the_gpu(monkeypatch):
 @pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
 def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
     from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule, fit_task, freeze
+    from uniform_herding.method.train import fit_task, freeze
 
     cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)
     stream = tiny_stream(cfg, "cuda")
@@ -34,8 +34,7 @@ def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision,
     teacher = freeze(learner)
     learner.head.grow(cfg.classes_per_task)
     gen = torch.Generator(device=CUDA).manual_seed(0)
-    module = TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision)
-    stats = fit_task(module, stream.train_items(1), CUDA, False)
+    stats = fit_task(cfg, learner, teacher, stream, stream.train_items(0), stream.train_items(1), gen, precision)
     assert stats.steps == 6 and stats.divergence() is None and len(stats.epoch_loss) == 2
     assert all(p.device.type == "cuda" for p in learner.parameters())
 

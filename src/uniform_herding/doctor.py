@@ -157,30 +157,23 @@ def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Prog
                  ) -> tuple[float, float]:  # fmt: skip
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
     1 + `steps` steps minus a fit of 1 step (after a warm-up fit of 1: 4 + `steps` steps in all, each counted in
-    `progress` where given); and the seconds of a fit beyond its steps (the Trainer's start-up and teardown,
-    which every task pays once)."""
+    `progress` where given); and the seconds of a fit beyond its steps (its set-up: Fabric, the optimiser; and the
+    read of its record, which every task pays once)."""
     import torch
 
-    from uniform_herding.method.engine import quiet_lightning
-    from uniform_herding.method.train import TaskModule, fit_task
+    from uniform_herding.method.train import Watch, fit_task
     from uniform_herding.runs.selftest import task_one
 
-    quiet_lightning()
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
     stream, learner, teacher = task_one(one_epoch, steps + 1, device)
     gen = torch.Generator(device=device).manual_seed(0)
-
-    class Counted(TaskModule):
-        def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-            if progress is not None:
-                progress.advance()
-
-    module = Counted(one_epoch, learner, teacher, stream, stream.train_items(0), gen, precision)
+    watch = Watch(after_step=lambda scaler: progress.advance()) if progress is not None else None
 
     def fit(n: int) -> float:
         tic = time.perf_counter()
-        fit_task(module, stream.train_items(1)[: n * cfg.batch_size], device, False)  # reads stats: synchronises
-        return time.perf_counter() - tic
+        items = stream.train_items(1)[: n * cfg.batch_size]
+        fit_task(one_epoch, learner, teacher, stream, stream.train_items(0), items, gen, precision, watch=watch)
+        return time.perf_counter() - tic  # fit_task read its stats: the device is synchronised
 
     fit(1)  # warm-up: kernels, allocator
     one = fit(1)

@@ -1,5 +1,5 @@
 """engine.py: the fused SGD's zero-filled momentum (the torch defect it works around, and that it fixes), the
-precision setting, UH_COMPILE, and Lightning's settings: one plain process inside Slurm, quiet banners."""
+precision setting, UH_COMPILE, and Lightning's settings: one plain process inside Slurm, quiet notices."""
 
 import dataclasses
 
@@ -41,7 +41,7 @@ def test_stock_fused_sgd_reads_uninitialised_momentum_after_a_skipped_first_step
 
 
 def test_our_fused_sgd_after_a_skipped_first_step_equals_unfused_sgd(uninitialised_memory_is_nan):
-    from uniform_herding.method.engine import sgd
+    from uniform_herding.method.train import sgd
 
     cfg = resolve("B3", "paper")
     fused, unfused = fused_and_unfused_after_a_skipped_first_step(lambda params: sgd(cfg, params, fused=True))
@@ -52,7 +52,7 @@ def test_our_fused_sgd_after_a_skipped_first_step_equals_unfused_sgd(uninitialis
 def test_a_skipped_step_leaves_weights_and_optimizer_state_as_they_were(first, uninitialised_memory_is_nan):
     """A skipped step, first or later, changes neither the weights nor the optimizer state: after a first
     one they equal a fresh optimizer's."""
-    from uniform_herding.method.engine import sgd
+    from uniform_herding.method.train import sgd
 
     cfg = resolve("B3", "paper")
     torch.manual_seed(0)
@@ -146,28 +146,24 @@ def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tm
 @pytest.mark.parametrize("ntasks", [None, "1"])
 def test_a_run_inside_a_slurm_job_trains_as_a_plain_process(tiny_stream, monkeypatch, recwarn, ntasks):
     """With SLURM_* set and srun on the PATH, fit_task neither warns about srun (Lightning does where
-    SLURM_NTASKS is unset) nor picks SLURMEnvironment with its SIGUSR1 requeue handler (where it is set)."""
-    import lightning as L
-    from lightning.fabric.plugins.environments import SLURMEnvironment
+    SLURM_NTASKS is unset) nor installs a signal handler (submitit's requeue handler stays the only one)."""
+    import signal
 
     for name, value in {"SLURM_JOB_ID": "17", "SLURM_JOB_NAME": "uh", "SLURM_NTASKS": ntasks}.items():
         monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: "/usr/bin/srun" if name == "srun" else None)
-    environments = []
-    fit = L.Trainer.fit
-    monkeypatch.setattr(L.Trainer, "fit", lambda self, *a, **k: (environments.append(
-        self._accelerator_connector.cluster_environment), fit(self, *a, **k)))  # fmt: skip  (what signals use)
     from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule, fit_task
+    from uniform_herding.method.train import fit_task
 
     cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
     stream = tiny_stream(cfg)
     learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
     learner.head.grow(cfg.classes_per_task)
-    module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0))
-    fit_task(module, stream.train_items(0), torch.device("cpu"), False)
+    signals = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT)
+    handlers = [signal.getsignal(s) for s in signals]
+    fit_task(cfg, learner, None, stream, None, stream.train_items(0), torch.Generator().manual_seed(0))
     assert not [str(w.message) for w in recwarn if "srun" in str(w.message)]
-    assert len(environments) == 1 and not isinstance(environments[0], SLURMEnvironment)
+    assert [signal.getsignal(s) for s in signals] == handlers
 
 
 def test_lightnings_tensor_core_tip_is_quiet(monkeypatch, caplog):

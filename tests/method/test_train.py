@@ -1,5 +1,6 @@
 """Loss pieces: margin only on the target in training, KD on margin-free logits, iCaRL's BCE targets; the replay draw,
-the LightningModule and one task's fit (its stats read before Lightning's teardown, the divergence guard)."""
+and one task's loop: backward, (unscale,) clip, step in that order, the fp16 path's autocast, its record, the
+divergence guard."""
 
 import dataclasses
 
@@ -84,10 +85,10 @@ def test_icarl_bce_targets():
 
 @pytest.mark.trains
 def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
-    """Evaluation leaves the learner in eval mode; Lightning keeps it, so fit_task must switch back
-    (otherwise BatchNorm statistics freeze after task 0)."""
+    """Evaluation leaves the learner in eval mode; fit_task must switch it back (otherwise BatchNorm statistics
+    freeze after task 0), and leave the frozen teacher in eval mode."""
     from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule, fit_task, freeze
+    from uniform_herding.method.train import Watch, fit_task, freeze
 
     cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1, train_per_class=10)
     stream = tiny_stream(cfg)
@@ -96,14 +97,9 @@ def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     teacher = freeze(learner)
     learner.eval()
     seen = []
-
-    class Probe(TaskModule):
-        def training_step(self, batch, batch_idx):
-            seen.append((self.learner.training, self.teacher.training))
-            return super().training_step(batch, batch_idx)
-
-    gen = torch.Generator().manual_seed(0)
-    fit_task(Probe(cfg, learner, teacher, stream, None, gen), stream.train_items(0), torch.device("cpu"), False)
+    watch = Watch(after_backward=lambda student: seen.append((student.training, teacher.training)))
+    fit_task(cfg, learner, teacher, stream, None, stream.train_items(0), torch.Generator().manual_seed(0),
+             watch=watch)  # fmt: skip
     assert seen and all(student and not teach for student, teach in seen)
     running = learner.backbone.stem[1].running_mean
     assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved
@@ -113,20 +109,18 @@ def test_replay_draws_b_items_uniformly_with_replacement_from_the_stored_items(t
     """Each step appends b = 16 draws to the current batch, each uniform over all stored items (not classes),
     with replacement. From n = 32 stored items a draw holds n (1 - (1 - 1/n)^b) = 12.75 distinct items on
     average (16 without replacement); over 300 steps each item is drawn 150 times on average."""
-    from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule
+    from uniform_herding.method.train import inputs
 
     cfg = resolve("B3", "smoke")
     stream = tiny_stream(dataclasses.replace(cfg, train_per_class=30))
     monkeypatch.setattr(stream, "augment", lambda items, generator: items)  # the batch's items, unaugmented
     replay = torch.cat([stream.class_items[0][:24], stream.class_items[1][:8]])  # classes of unequal size
-    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
-    module = TaskModule(cfg, learner, None, stream, replay, torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)
     current = stream.class_items[2][:5]
     b, n, steps = cfg.retrieval, len(replay), 300
     draws = []
     for _ in range(steps):
-        items, labels = module.on_after_batch_transfer(current, 0)
+        items, labels = inputs(cfg, stream, current, replay, gen)
         assert torch.equal(items[: len(current)], current) and len(items) == len(current) + b
         assert torch.equal(labels, stream.train_y[items])
         draws.append(items[len(current) :])
@@ -156,27 +150,28 @@ def test_divergence_guard(stats, reason):
     assert TaskStats(**{**base, **stats}).divergence() == reason
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize(("mode", "replays"), [(None, False), ("default", False), ("reduce-overhead", True),
                                                ("max-autotune", True)])  # fmt: skip
 def test_every_mode_that_replays_cuda_graphs_marks_each_training_step(mode, replays, tiny_stream, monkeypatch):
-    """max-autotune replays CUDA graphs as reduce-overhead does, in either precision: each step must mark a new
-    iteration (torch.compiler.cudagraph_mark_step_begin) so the last step's graph outputs may be overwritten."""
+    """max-autotune replays CUDA graphs as reduce-overhead does: each step must mark a new iteration
+    (torch.compiler.cudagraph_mark_step_begin) so the last step's graph outputs may be overwritten."""
+    from uniform_herding.method import engine, train
+
+    monkeypatch.setattr(engine, "compile_mode", lambda: mode)
+    monkeypatch.setattr(engine, "compile_backbone", lambda model: None)  # the mark, not the compile, under test
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
+    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen)
+    assert len(marks) == (stats.steps if replays else 0) and stats.steps == 6
+
+
+def small_task(tiny_stream):
+    """A B3 smoke task 1 (teacher, replay) at width 8 on a tiny stream, as a run builds it: fit_task's inputs
+    before the precision."""
     from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule
-
-    monkeypatch.setenv("UH_COMPILE", mode or "0")
-    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=1)
-    stream = tiny_stream(cfg)
-    learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
-    for precision in ("16-mixed", "32-true"):
-        module = TaskModule(cfg, learner, None, stream, None, torch.Generator().manual_seed(0), precision)
-        assert module.cuda_graphs is replays
-
-
-def small_task(tiny_stream, precision: str):
-    """A B3 smoke task 1 (teacher, replay) at width 8 on a tiny stream, as a run builds it."""
-    from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import TaskModule, freeze
+    from uniform_herding.method.train import freeze
 
     cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)  # 20 items: 3 steps per epoch
     stream = tiny_stream(cfg)
@@ -186,47 +181,79 @@ def small_task(tiny_stream, precision: str):
     teacher = freeze(learner)
     learner.head.grow(cfg.classes_per_task)
     gen = torch.Generator().manual_seed(0)
-    return TaskModule(cfg, learner, teacher, stream, stream.train_items(0), gen, precision), stream.train_items(1)
+    return cfg, learner, teacher, stream, stream.train_items(0), stream.train_items(1), gen
 
 
 @pytest.mark.trains
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
-def test_fit_task_reads_its_stats_before_teardown_and_returns_the_learner_on_its_device(
-    precision, tiny_stream, teardown_to_meta, gpu_like_fp16_conv
+def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
+    precision, tiny_stream, gpu_like_fp16_conv, monkeypatch
 ):
-    """On a GPU, Lightning's teardown moves the module to the CPU after fit while the task's sums stay on
-    the GPU; here it moves it to `meta`. fit_task must read its stats before that and hand the learner
-    back on the training device with the trained weights."""
+    """The task's record, read once at its end, and the learner trained in place: fit_task moves neither model
+    to another device (nothing moves it back, as Lightning's Trainer once did at its teardown)."""
     from uniform_herding.method.train import fit_task
 
-    module, items = small_task(tiny_stream, precision)
-    stats = fit_task(module, items, torch.device("cpu"), False)
+    cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
+    moves, to = [], torch.nn.Module.to
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: (moves.append((a, k)), to(self, *a, **k))[1])
+    stats = fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
     assert stats.steps == 2 * -(-len(items) // 8) == 6
     assert len(stats.epoch_loss) == 2 and all(v is not None and v > 0 for v in stats.epoch_loss)
     assert stats.weights_finite and stats.divergence() is None
     assert (stats.loss_scale is not None) == (precision == "16-mixed")
-    assert all(p.device.type == "cpu" for p in module.learner.parameters())
-    assert all(p.isfinite().all() for p in module.learner.parameters())
+    assert all(set(k) == {"memory_format"} and not a for a, k in moves), moves  # channels_last only (fp16)
+    assert all(p.isfinite().all() for p in learner.parameters())
 
 
 @pytest.mark.trains
-def test_the_meta_teardown_fixture_makes_a_read_after_fit_fail(tiny_stream, teardown_to_meta):
-    """The fixture can fail: the stats read as before the fix (after fit, from the module) mix devices."""
-    import lightning as L
-    from lightning.pytorch.plugins.environments import LightningEnvironment
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(precision, tiny_stream,
+                                                                          gpu_like_fp16_conv, monkeypatch):  # fmt: skip
+    """Each step, in one function (fit_task): the backward, on the fp16 path the unscale, the gradient-norm clip
+    at cfg.grad_clip, the optimiser's step; recorded at the calls, with the train.py function that made them."""
+    import sys
 
-    from uniform_herding.method.engine import quiet_lightning
-    from uniform_herding.method.train import Batches
+    from uniform_herding.method import train
 
-    quiet_lightning()
-    module, items = small_task(tiny_stream, "32-true")
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, gradient_clip_val=1.0, logger=False,
-                        plugins=[LightningEnvironment()],
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
-    trainer.fit(module, train_dataloaders=Batches(items, 8, module.generator))
-    with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
-        finite = torch.stack([p.isfinite().all() for p in module.learner.parameters()]).all()
-        torch.cat([torch.stack(module.epoch_losses), finite[None].float()]).tolist()
+    calls = []
+
+    def spy(name, original):
+        def called(*args, **kwargs):
+            frame = sys._getframe(1)
+            while frame.f_code.co_filename != train.__file__:
+                frame = frame.f_back
+            calls.append((name, frame.f_code.co_name))
+            return original(*args, **kwargs)
+
+        return called
+
+    monkeypatch.setattr(torch.Tensor, "backward", spy("backward", torch.Tensor.backward))
+    monkeypatch.setattr(torch.amp.GradScaler, "unscale_", spy("unscale", torch.amp.GradScaler.unscale_))
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy("clip", lambda params, max_norm: (
+        calls.append(("max_norm", max_norm)), clip(params, max_norm))[1]))  # fmt: skip
+    monkeypatch.setattr(torch.optim.SGD, "step", spy("step", torch.optim.SGD.step))
+    cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
+    train.fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
+    one = [("backward", "fit_task"), *([("unscale", "fit_task")] if precision == "16-mixed" else []),
+           ("clip", "fit_task"), ("max_norm", cfg.grad_clip), ("step", "fit_task")]  # fmt: skip
+    assert calls == one * 6
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+def test_student_and_teacher_forward_under_the_runs_autocast(precision, tiny_stream, gpu_like_fp16_conv):
+    """On the fp16 path both the student and the frozen teacher forward under fp16 autocast (their logits fp16,
+    as before the loop: Lightning's training_step ran both under it); in fp32 both are fp32."""
+    from uniform_herding.method.train import fit_task
+
+    cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
+    dtypes = {"student": set(), "teacher": set()}
+    learner.register_forward_hook(lambda m, args, out: dtypes["student"].add(out[1].dtype))
+    teacher.register_forward_hook(lambda m, args, out: dtypes["teacher"].add(out[1].dtype))
+    fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
+    expected = {torch.float16 if precision == "16-mixed" else torch.float32}
+    assert dtypes == {"student": expected, "teacher": expected}
 
 
 @pytest.mark.trains
@@ -235,7 +262,7 @@ def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_l
     last step, the task is healthy: the guard judges the last finite loss, and the epoch means leave it out."""
     from uniform_herding.method import train
 
-    module, items = small_task(tiny_stream, "16-mixed")
+    cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     total, calls = 2 * -(-len(items) // 8), []
     task_loss = train.task_loss
 
@@ -245,7 +272,7 @@ def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_l
         return loss * float("inf") if len(calls) == total else loss
 
     monkeypatch.setattr(train, "task_loss", inf_at_the_last_step)
-    stats = train.fit_task(module, items, torch.device("cpu"), False)
+    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen, "16-mixed")
     assert len(calls) == total and stats.skipped_steps >= 1
     assert stats.last_finite_loss is not None and all(v is not None for v in stats.epoch_loss)
     assert stats.divergence() is None

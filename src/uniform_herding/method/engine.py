@@ -1,14 +1,15 @@
 """The engine under a task's training: what makes it fast and quiet on torch and Lightning, none of it the paper's
-method (train.py holds the losses and the LightningModule, task.py the order of a task's steps).
+method (train.py holds the losses and the training loop, task.py the order of a task's steps).
 
-- precision: the paper's "16-mixed" on a GPU (fp16 autocast, dynamic loss scaling), fp32 on a CPU (`precision`,
-  `precision_plugins`); the fp16 path also runs on a CPU, in the tests and with `--precision 16-mixed`;
-- the optimiser: a fresh SGD per task, fused on the fp16 path, its momentum zero-filled (`sgd`), and the unscale
+- precision: the paper's "16-mixed" on a GPU (fp16 autocast, dynamic loss scaling), fp32 on a CPU (`precision`),
+  done by Lightning Fabric (`fabric`, `scaler`); the fp16 path also runs on a CPU, in the tests and with
+  `--precision 16-mixed`;
+- the fp16 path's fused SGD: momentum zero-filled (`zero_fill_momentum`), and the unscale before the clip, which
   Lightning leaves to a fused optimiser (`unscale`);
 - torch.compile of the backbone (UH_COMPILE: `compile_mode`, `compile_backbone`; experimental, a speed setting
   recorded in result.json, not part of Config) and the CUDA graphs some of its modes replay;
 - the memory format: channels_last on the fp16 path (`channels_last`);
-- Lightning's Trainer for one task (`trainer`) and its quiet settings (`quiet_lightning`).
+- Lightning's quiet settings (`quiet_lightning`).
 
 Every workaround of a torch or Lightning behaviour is marked where it is made, with its reason in one line.
 """
@@ -20,16 +21,13 @@ import os
 import shutil
 import sysconfig
 import warnings
-from collections.abc import Iterable
 from pathlib import Path
 
-import lightning as L
 import torch
-from lightning.pytorch.plugins import MixedPrecision
-from lightning.pytorch.plugins.environments import LightningEnvironment
+from lightning.fabric import Fabric
+from lightning.fabric.plugins import MixedPrecision
 from torch import Tensor
 
-from uniform_herding.method.config import Config
 from uniform_herding.method.model import Learner
 
 PRECISIONS = ("16-mixed", "32-true")
@@ -46,16 +44,23 @@ def precision(device: torch.device, requested: str | None = None) -> str:
     return "16-mixed" if device.type == "cuda" else "32-true"
 
 
-def precision_plugins(fp16: bool, device: torch.device) -> list[MixedPrecision]:
-    """The paper's "16-mixed" (fp16 autocast, dynamic loss scaling) on the fp16 path; none (fp32) otherwise."""
-    if not fp16:
-        return []
-    # Built by hand: Lightning turns precision="16-mixed" into bf16 on a CPU, where the tests run the fp16 path.
-    return [MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type))]
+def fabric(device: torch.device, fp16: bool) -> Fabric:
+    """One task's Lightning Fabric on `device`: the paper's "16-mixed" (fp16 autocast, dynamic loss scaling from
+    2^16) on the fp16 path, fp32 otherwise. Fabric installs no signal handler: inside a Slurm job submitit's
+    requeue handler stays the only one (docs/cluster.md)."""
+    quiet_lightning()
+    # Built by hand: Fabric turns precision="16-mixed" into bf16 on a CPU, where the tests run the fp16 path.
+    plugins = [MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type))] if fp16 else []
+    return Fabric(accelerator=device.type, devices=1, plugins=plugins)
 
 
-def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
-    """A task's fresh SGD. Fused (the fp16 path): momentum buffers zero-filled before the first step.
+def scaler(fabric: Fabric) -> torch.amp.GradScaler | None:
+    """The fp16 path's grad scaler, None in fp32."""
+    return getattr(fabric.strategy.precision, "scaler", None)
+
+
+def zero_fill_momentum(optimizer: torch.optim.SGD) -> None:
+    """A fused SGD's momentum buffers zero-filled before the first step (the fp16 path's SGD).
 
     torch 2.11's fused SGD creates them with `empty_like` on its first step and lets the kernel fill
     them; when the grad scaler finds an inf on that step the kernel returns early, the buffers stay
@@ -64,67 +69,39 @@ def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
     a skipped step leaves them as a fresh optimizer has them. Chosen over unfused SGD, which makes
     the scaler read `found_inf` on the host every step (benchmarks/RESULTS.md).
     """
-    optimizer = torch.optim.SGD(
-        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None
-    )
-    if fused and cfg.momentum:
-        for p in optimizer.param_groups[0]["params"]:
+    group = optimizer.param_groups[0]
+    if group["fused"] and group["momentum"]:
+        for p in group["params"]:
             optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
-    return optimizer
 
 
-def unscale(trainer: L.Trainer, optimizer: torch.optim.Optimizer) -> Tensor | int:
+def unscale(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimizer) -> Tensor | int:
     """Unscale the fp16 path's gradients before the clip; 1 (on the device) where the step will be skipped, else 0.
 
     `unscale_` records `found_inf` on the device and the fused step skips itself on it: no host synchronisation.
     """
-    # Lightning unscales before clipping only for unfused optimizers, and refuses to clip fused ones: we do it here.
-    scaler = getattr(trainer.precision_plugin, "scaler", None)
+    # By hand: Fabric (as the Trainer) refuses to unscale for a fused optimizer, which unscales in its own step.
     if scaler is None:
         return 0
     scaler.unscale_(optimizer)
     return sum(scaler._found_inf_per_device(optimizer).values())
 
 
-def loss_scale(trainer: L.Trainer) -> float | None:
+def loss_scale(scaler: torch.amp.GradScaler | None) -> float | None:
     """The fp16 path's loss scale now (a host read), or None without a grad scaler (fp32)."""
-    scaler = getattr(trainer.precision_plugin, "scaler", None)
     return scaler.get_scale() if scaler is not None else None
 
 
 def quiet_lightning() -> None:
-    """Drop Lightning's per-fit banners (devices, tips, "max_epochs reached"): a run fits once per task.
-
-    They are INFO records of the `lightning.pytorch` loggers, among them the tip to call
-    `torch.set_float32_matmul_precision` on a GPU with tensor cores, which is not followed: it would
-    change the fp32 numerics (TF32 matmuls). Lightning's warnings go through `warnings`
-    and stay visible, except one deprecation notice that Lightning 2.6.5 itself triggers on torch 2.11, and
-    its hint to launch with `srun` wherever srun is on the PATH (every fit asks SLURMEnvironment.detect()
-    whatever the environment plugin): a run is one process by design (`trainer`'s LightningEnvironment).
-    """
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    """Keep Lightning's notices out of a run's output: the tip to call `torch.set_float32_matmul_precision` on a
+    GPU with tensor cores (an INFO record of the `lightning` loggers), which is not followed: it would change the
+    fp32 numerics (TF32 matmuls); and the hint to launch with `srun` wherever srun is on the PATH (every Fabric
+    asks SLURMEnvironment.detect()): a run is one process by design; and a deprecation notice that Lightning
+    2.6.5's Trainer (the self-test's reference path) itself triggers on torch 2.11. Other warnings stay visible."""
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used")
-
-
-def trainer(cfg: Config, device: torch.device, fp16: bool, progress: bool) -> L.Trainer:
-    """One task's Trainer: cfg.epochs epochs on one device, the run's precision and gradient-norm clip, nothing
-    written (no logger, no checkpoint: the run keeps its own, runs/durability.py)."""
-    return L.Trainer(
-        accelerator=device.type,
-        devices=1,
-        max_epochs=cfg.epochs,
-        # One plain process: inside a Slurm job Lightning would otherwise pick SLURMEnvironment, warn about
-        # srun and install its own requeue handler, which fights submitit's (docs/cluster.md).
-        plugins=[*precision_plugins(fp16, device), LightningEnvironment()],
-        gradient_clip_val=cfg.grad_clip,
-        gradient_clip_algorithm="norm",
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        enable_progress_bar=progress,
-        num_sanity_val_steps=0,
-    )
 
 
 def compile_mode() -> str | None:

@@ -27,7 +27,7 @@ from uniform_herding.method.config import Config
 from uniform_herding.method.memory import Memory
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.method.train import TaskModule, TaskStats, fit_task, freeze
+from uniform_herding.method.train import TaskStats, fit_task, freeze
 
 
 class Diverged(RuntimeError):
@@ -48,8 +48,8 @@ def learn_task(
     replay and the augmentations; `precision` is the fp16 path's "16-mixed" or fp32 (engine.precision)."""
     teacher = freeze(learner) if t > 0 and distils(cfg) else None
     grow_head(learner, stream, t, cfg)
-    module = TaskModule(cfg, learner, teacher, stream, memory.replay_items(), generator, precision)
-    stats = fit_task(module, stream.train_items(t), stream.device, progress)
+    stats = fit_task(cfg, learner, teacher, stream, memory.replay_items(), stream.train_items(t), generator,
+                     precision, progress)  # fmt: skip
     if problem := stats.divergence():
         raise Diverged(problem)
     refresh_memory(memory, learner, stream, t, cfg.eval_batch_size)

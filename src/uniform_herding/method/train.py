@@ -1,5 +1,6 @@
 """Train one task (Sec. 3.1, 3.3): current-task batches, each with b replayed exemplars (`draw_replay`), under
-the run's loss, in one Lightning fit (`TaskModule`, `fit_task`).
+the run's loss, in one loop (`fit_task`): epochs, batches, replay draw, forward, loss, backward, (fp16: unscale),
+clip, step, the task's record.
 
 Losses (t = task index, C_old = classes seen before task t):
   ce_kd     : CE over all seen classes on margin logits (cosine head: s*m off the target logit)
@@ -7,23 +8,24 @@ Losses (t = task index, C_old = classes seen before task t):
               student logits margin-free, teacher a frozen eval-mode snapshot (`freeze`); no KD at t = 0 or lambda = 0.
   icarl_bce : BCE-with-logits over all seen outputs, averaged over batch and classes; targets one-hot,
               old-class columns replaced by the teacher's sigmoid outputs.
-Per task a fresh SGD (no schedule) and a gradient-norm clip. How the fit runs (precision, the fused SGD, compile,
-memory format, Lightning's settings) is engine.py's. On the fp16 path (`TaskModule.fp16`: precision "16-mixed", the
-default on CUDA, also run on a CPU by the tests) a step never waits for the host: images, labels and replay draws
-stay on the device (stream.py), the skipped steps and losses are summed there and read once per task (TaskStats), in
-on_train_end.
+Per task a fresh SGD (no schedule) and a gradient-norm clip. Lightning Fabric does the precision (engine.fabric:
+fp16 autocast and loss scaling on the fp16 path, "16-mixed", the default on CUDA, also run on a CPU by the tests);
+engine.py holds what makes the loop fast (fused SGD, compile, memory format). On the fp16 path a step never waits
+for the host: images, labels and replay draws stay on the device (stream.py), the skipped steps and losses are
+summed there and read once per task (`TaskStats.read`).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm import tqdm
 
 from uniform_herding.method import engine
 from uniform_herding.method.config import Config
@@ -68,6 +70,15 @@ def draw_replay(replay: Tensor, b: int, generator: torch.Generator) -> Tensor:
     return replay[torch.randint(len(replay), (b,), device=replay.device, generator=generator)]
 
 
+def inputs(cfg: Config, stream: TaskStream, batch: Tensor, replay: Tensor | None, generator: torch.Generator
+           ) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """A step's images and labels: the batch's items and b replay draws, then crop, flip and normalise on the
+    device (replays re-augmented)."""
+    if replay is not None and cfg.retrieval > 0:
+        batch = torch.cat([batch, draw_replay(replay, cfg.retrieval, generator)])
+    return stream.augment(batch, generator), stream.train_y[batch]
+
+
 class Batches:
     """One epoch of shuffled current-task minibatches as item tensors (last partial batch kept)."""
 
@@ -82,95 +93,84 @@ class Batches:
         return iter(self.items[perm].split(self.batch_size))
 
 
-class TaskModule(L.LightningModule):
-    """One task's training: `on_after_batch_transfer` adds the replay draw to each batch, `training_step` is the
-    method's observe step (the run's loss); the memory is refreshed after the fit (task.py)."""
+@dataclass
+class Watch:
+    """What the self-test and `uh doctor` look at inside the loop (runs watch nothing): after each backward (the
+    learner's scaled gradients), after each step (the grad scaler, None in fp32)."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        learner: Learner,
-        teacher: Learner | None,
-        stream: TaskStream,
-        replay: Tensor | None,
-        generator: torch.Generator,
-        precision: str = "32-true",
-    ) -> None:
-        super().__init__()
-        self.cfg, self.learner = cfg, learner
-        # Not a submodule: Lightning would switch the frozen eval-mode snapshot to train mode and move it.
-        self.__dict__["teacher"] = teacher
-        self.stream, self.replay, self.generator = stream, replay, generator
-        self.fp16 = precision == "16-mixed"  # the paper's fp16 path: + fused SGD, channels_last (engine.py)
-        self.cuda_graphs = engine.replays_cuda_graphs(engine.compile_mode())
-        self.steps, self.epoch_losses = 0, []  # loss sums stay on the device until the task ends
-        self.skipped = self.last_finite_loss = self.epoch_sum = self.epoch_finite = None
-        self.task_stats: TaskStats | None = None  # read in on_train_end, before Lightning's teardown
+    after_backward: Callable[[Learner], None] = lambda learner: None
+    after_step: Callable[[torch.amp.GradScaler | None], None] = lambda scaler: None
 
-    def on_train_start(self) -> None:
-        """Each fit's own record (doctor and bench fit one module several times)."""
+
+def fit_task(cfg: Config, learner: Learner, teacher: Learner | None, stream: TaskStream, replay: Tensor | None,
+             items: Tensor, generator: torch.Generator, precision: str = "32-true", progress: bool = False,
+             watch: Watch | None = None) -> TaskStats:  # fmt: skip
+    """cfg.epochs epochs over the task's `items`, each batch with b draws from `replay` (the memory's items); the
+    learner trains in place, on its device. `generator` draws the batches, the replay and the augmentations;
+    `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision). Returns the task's record."""
+    fp16, watch = precision == "16-mixed", watch or Watch()
+    fabric = engine.fabric(stream.device, fp16)  # the precision: fp16 autocast and the loss scale, or fp32
+    learner.train()  # evaluation left it in eval mode; the teacher stays in eval mode (freeze)
+    for model in (m for m in (learner, teacher) if m is not None):
+        engine.prepare(model, fp16)
+    optimizer = fabric.setup_optimizers(sgd(cfg, learner.parameters(), fused=fp16))
+    scaler, cuda_graphs = engine.scaler(fabric), engine.replays_cuda_graphs(engine.compile_mode())
+    batches, sums = Batches(items, cfg.batch_size, generator), Sums(stream.device)
+    iter(batches)  # the permutation Trainer.fit drew before its first epoch, unused: kept, R unchanged (design.md)
+    bar = tqdm(total=cfg.epochs * len(batches), desc="task", leave=False, disable=not progress)
+    for _ in range(cfg.epochs):
+        for batch in batches:
+            x, y = inputs(cfg, stream, batch, replay, generator)  # + b replay draws, augmented on the device
+            if cuda_graphs:  # torch.compile's CUDA graphs: a new iteration, the last step's outputs may be overwritten
+                torch.compiler.cudagraph_mark_step_begin()
+            with fabric.autocast():  # fp16 path: the student and the frozen teacher forward under fp16 autocast
+                logits = learner(x)[1]
+                with torch.no_grad():
+                    teacher_logits = teacher(x)[1] if teacher is not None else None
+                loss = task_loss(cfg, logits, y, teacher_logits)
+            optimizer.zero_grad()
+            fabric.backward(loss)  # fp16: of the scaled loss
+            watch.after_backward(learner)
+            skipped = engine.unscale(scaler, optimizer.optimizer)  # fp16: 1 (on the device) if the step is skipped
+            torch.nn.utils.clip_grad_norm_(learner.parameters(), cfg.grad_clip)
+            optimizer.step()  # fp16: skipped on an inf in the gradients, then the loss scale is updated
+            sums.add(loss, skipped)
+            watch.after_step(scaler)
+            bar.update()
+        sums.end_epoch()
+    bar.close()
+    return TaskStats.read(sums, learner, scaler)
+
+
+def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
+    """A task's fresh SGD with the paper's settings, no schedule; fused on the fp16 path (engine.zero_fill_momentum)."""
+    optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                                fused=fused or None)  # fmt: skip
+    engine.zero_fill_momentum(optimizer)
+    return optimizer
+
+
+class Sums:
+    """The task's running record on the training device: no host read until the task ends."""
+
+    def __init__(self, device: torch.device) -> None:
         self.steps, self.epoch_losses = 0, []
-        self.skipped = torch.zeros((), device=self.device)
-        self.last_finite_loss = torch.full((), math.nan, device=self.device)
+        self.skipped = torch.zeros((), device=device)
+        self.last_finite_loss = torch.full((), math.nan, device=device)
+        self.epoch_sum, self.epoch_finite = torch.zeros((), device=device), torch.zeros((), device=device)
 
-    def on_train_epoch_start(self) -> None:
-        self.epoch_sum, self.epoch_finite = torch.zeros((), device=self.device), torch.zeros((), device=self.device)
-
-    def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
-        """The batch transform, on the device: b replay draws appended, then crop, flip and normalise."""
-        if self.replay is not None and self.cfg.retrieval > 0:
-            items = torch.cat([items, draw_replay(self.replay, self.cfg.retrieval, self.generator)])
-        return self.stream.augment(items, self.generator), self.stream.train_y[items]  # replays re-augmented
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        if self.cuda_graphs:  # torch.compile's CUDA graphs: a new iteration, the last step's outputs may be overwritten
-            torch.compiler.cudagraph_mark_step_begin()
-        x, y = batch
-        _, logits = self.learner(x)
-        teacher_logits = None
-        if self.teacher is not None:
-            with torch.no_grad():
-                teacher_logits = self.teacher(x)[1]
-        loss = task_loss(self.cfg, logits, y, teacher_logits)
+    def add(self, loss: Tensor, skipped: Tensor | int) -> None:
         value = loss.detach().float()
         finite = value.isfinite()  # an fp16 overflow may make a loss inf; the scaler then skips the step
         self.epoch_sum += torch.where(finite, value, 0.0)
         self.epoch_finite += finite
         self.last_finite_loss = torch.where(finite, value, self.last_finite_loss)
+        self.skipped += skipped
         self.steps += 1
-        return loss
 
-    def on_train_epoch_end(self) -> None:
+    def end_epoch(self) -> None:
         self.epoch_losses.append(self.epoch_sum / self.epoch_finite)  # mean finite loss; NaN if none was
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return engine.sgd(self.cfg, self.learner.parameters(), fused=self.fp16)
-
-    def configure_gradient_clipping(
-        self,
-        optimizer: torch.optim.Optimizer,
-        gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str | None = None,
-    ) -> None:
-        """Clip the global gradient norm of the unscaled gradients; count a step the fp16 scaler will skip."""
-        if self.fp16:
-            self.skipped += engine.unscale(self.trainer, optimizer)
-        torch.nn.utils.clip_grad_norm_(self.learner.parameters(), gradient_clip_val)
-
-    def on_train_end(self) -> None:
-        """The task's record and health, read from the device at once (the loss scale once more)."""
-        # Here, not after fit: Lightning's teardown then moves the module to the CPU, and the sums here stay put.
-        finite = torch.stack([p.isfinite().all() for p in self.learner.parameters()]).all()
-        values = torch.cat([torch.stack(self.epoch_losses), torch.stack(
-            [self.skipped.float(), self.last_finite_loss, finite.float()])]).tolist()  # fmt: skip
-        self.task_stats = TaskStats(
-            steps=self.steps,
-            skipped_steps=round(values[-3]),
-            loss_scale=engine.loss_scale(self.trainer) if self.fp16 else None,
-            epoch_loss=[round(v, 5) if math.isfinite(v) else None for v in values[:-3]],
-            last_finite_loss=values[-2] if math.isfinite(values[-2]) else None,
-            weights_finite=values[-1] == 1.0,
-        )
+        self.epoch_sum, self.epoch_finite = torch.zeros_like(self.epoch_sum), torch.zeros_like(self.epoch_finite)
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,21 @@ class TaskStats:
     epoch_loss: list[float | None]  # mean finite training loss of each epoch (None: no step's loss was finite)
     last_finite_loss: float | None  # the loss of the task's last step whose loss was finite
     weights_finite: bool
+
+    @classmethod
+    def read(cls, sums: Sums, learner: Learner, scaler: torch.amp.GradScaler | None) -> TaskStats:
+        """The task's record and health, read from the device at once (the loss scale once more)."""
+        finite = torch.stack([p.isfinite().all() for p in learner.parameters()]).all()
+        values = torch.cat([torch.stack(sums.epoch_losses), torch.stack(
+            [sums.skipped.float(), sums.last_finite_loss, finite.float()])]).tolist()  # fmt: skip
+        return cls(
+            steps=sums.steps,
+            skipped_steps=round(values[-3]),
+            loss_scale=engine.loss_scale(scaler),
+            epoch_loss=[round(v, 5) if math.isfinite(v) else None for v in values[:-3]],
+            last_finite_loss=values[-2] if math.isfinite(values[-2]) else None,
+            weights_finite=values[-1] == 1.0,
+        )
 
     @property
     def max_skipped(self) -> int:
@@ -202,20 +217,6 @@ class TaskStats:
 
     def record(self) -> dict:
         return {"skipped_steps": self.skipped_steps, "loss_scale": self.loss_scale, "epoch_loss": self.epoch_loss}
-
-
-def fit_task(module: TaskModule, items: Tensor, device: torch.device, progress: bool) -> TaskStats:
-    """One Trainer.fit: cfg.epochs epochs over the task's items; the task's stats, read once before
-    Lightning's teardown. Returns with the learner on `device`, wherever the teardown left it."""
-    engine.quiet_lightning()
-    module.learner.train()  # Lightning keeps the mode it finds; evaluation left the learner in eval mode
-    for model in (m for m in (module.learner, module.teacher) if m is not None):
-        engine.prepare(model, module.fp16)
-    trainer = engine.trainer(module.cfg, device, module.fp16, progress)
-    trainer.fit(module, train_dataloaders=Batches(items, module.cfg.batch_size, module.generator))
-    module.learner.to(device)  # Lightning's teardown left it on the CPU (a GPU run's training device is not)
-    assert module.task_stats is not None, "on_train_end did not run"
-    return module.task_stats
 
 
 def freeze(learner: Learner) -> Learner:

@@ -3,7 +3,7 @@
 Both paths train the same B3 step of task 1 (frozen teacher, b replayed items, CE + KD) from the
 same weights, batches, replay draws and augmentations, with a fresh grad scaler at 2^16 as every
 task of a run starts:
-  ours       TaskModule through train.fit_task, as runs use it: fp16 autocast with loss scaling,
+  ours       train.fit_task, as runs use it: fp16 autocast with loss scaling,
              fused SGD with zero-filled momentum buffers, our unscale before the clip, channels_last;
   reference  Lightning's own MixedPrecision("16-mixed") plugin, unfused torch SGD, Lightning's own
              gradient clipping (it unscales first), contiguous memory.
@@ -33,56 +33,72 @@ from torch import Tensor
 from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import RawData
 from uniform_herding.method.config import Config
-from uniform_herding.method.engine import compile_backbone, quiet_lightning
+from uniform_herding.method.engine import compile_backbone, compile_mode, quiet_lightning, replays_cuda_graphs
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
-from uniform_herding.method.train import Batches, TaskModule, fit_task, freeze
+from uniform_herding.method.train import Batches, fit_task, freeze, inputs, task_loss
 from uniform_herding.runs.terminal import Progress
 
 INIT_SCALE = 2.0**16  # torch's and Lightning's default, and where every task of a run starts
 
 
-class Probe:
-    """Mixed into both paths: forces overflows at the given steps and records the scale after each."""
+class Watched:
+    """Our path's watch (train.Watch): forces overflows at the given steps, records the scale after each."""
 
-    overflow_at: tuple[int, ...] = ()
-    progress: Progress | None = None  # counts each step (uh doctor shows it)
-
-    def on_train_start(self) -> None:
-        super().on_train_start()
+    def __init__(self, overflow_at: tuple[int, ...], progress: Progress | None) -> None:
+        self.overflow_at, self.progress = overflow_at, progress
         self.scales, self.step_s, self._tic = [], [], time.perf_counter()
 
-    def on_after_backward(self) -> None:
+    def after_backward(self, learner: Learner) -> None:
         if len(self.scales) in self.overflow_at:
-            grad = next(self.learner.parameters()).grad
-            grad[(0,) * grad.dim()] = float("inf")
+            grad = next(learner.parameters()).grad
+            grad[(0,) * grad.dim()] = float("inf")  # what an fp16 overflow leaves in a scaled gradient
 
-    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
-        self.scales.append(self.trainer.precision_plugin.scaler.get_scale())  # a host read: test only
+    def after_step(self, scaler: torch.amp.GradScaler | None) -> None:
+        self.scales.append(scaler.get_scale())  # a host read: test only
         self.step_s.append(time.perf_counter() - self._tic)
         self._tic = time.perf_counter()
         if self.progress is not None:
             self.progress.advance()
 
+
+class Reference(L.LightningModule):
+    """Lightning's stock "16-mixed" path for the same step, through its Trainer: automatic optimisation, unfused
+    SGD, Lightning's own clipping (it unscales first), contiguous memory; the same batch transform and loss."""
+
+    def __init__(self, cfg: Config, learner: Learner, teacher: Learner, stream: TaskStream, replay: Tensor,
+                 generator: torch.Generator, watched: Watched) -> None:  # fmt: skip
+        super().__init__()
+        self.cfg, self.learner, self.stream, self.replay, self.generator = cfg, learner, stream, replay, generator
+        self.__dict__["teacher"] = teacher  # not a submodule: the Trainer would switch it to train mode
+        self.watched = watched
+        self.cuda_graphs = replays_cuda_graphs(compile_mode())
+
+    def on_after_batch_transfer(self, items: Tensor, dataloader_idx: int) -> tuple[Tensor, Tensor]:
+        return inputs(self.cfg, self.stream, items, self.replay, self.generator)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        x, y = batch
+        with torch.no_grad():
+            teacher_logits = self.teacher(x)[1]
+        return task_loss(self.cfg, self.learner(x)[1], y, teacher_logits)
+
+    def on_after_backward(self) -> None:
+        self.watched.after_backward(self.learner)
+
+    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
+        self.watched.after_step(self.trainer.precision_plugin.scaler)
+
     def on_train_end(self) -> None:
         """The final weights, read before Lightning's teardown moves the module off the device."""
-        super().on_train_end()
         self.weights = [p.detach().to("cpu", torch.float32) for p in self.learner.parameters()]
-
-
-class Ours(Probe, TaskModule):
-    """The project's GPU path, unchanged."""
-
-
-class Reference(Probe, TaskModule):
-    """Lightning's stock path: unfused SGD, Lightning's own clipping."""
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         cfg = self.cfg
         return torch.optim.SGD(self.learner.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                weight_decay=cfg.weight_decay)  # fmt: skip
-
-    configure_gradient_clipping = L.LightningModule.configure_gradient_clipping
 
 
 @dataclass(frozen=True)
@@ -169,32 +185,31 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
     items, replay = stream.train_items(1)[: steps * cfg.batch_size], stream.train_items(0)
     overflow_at = (1, steps // 2)
 
-    def module(kind: type[Probe]) -> Probe:
-        gen = torch.Generator(device=device).manual_seed(0)
-        m = kind(cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen, "16-mixed")
-        m.overflow_at, m.progress = overflow_at, progress
-        return m
-
-    ours = module(Ours)
-    stats = fit_task(ours, items, device, False)
-    ref = module(Reference)
+    ours = Watched(overflow_at, progress)
+    ours_learner, gen = copy.deepcopy(learner), torch.Generator(device=device).manual_seed(0)
+    stats = fit_task(cfg, ours_learner, copy.deepcopy(teacher), stream, replay, items, gen, "16-mixed", watch=ours)
+    ours.weights = [p.detach().to("cpu", torch.float32) for p in ours_learner.parameters()]
+    gen = torch.Generator(device=device).manual_seed(0)
+    ref = Reference(cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen,
+                    Watched(overflow_at, progress))  # fmt: skip
     ref.learner.train()
     for model in (ref.learner, ref.teacher):  # like with like: compiled as fit_task compiles ours (UH_COMPILE)
         compile_backbone(model)
     L.Trainer(
         accelerator=device.type, devices=1, max_epochs=1,
         plugins=[MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
-                 LightningEnvironment()],  # as fit_task's: one plain process, inside a Slurm job too
+                 LightningEnvironment()],  # one plain process, inside a Slurm job too (no requeue handler)
         gradient_clip_val=cfg.grad_clip, gradient_clip_algorithm="norm", logger=False,
         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
     ).fit(ref, train_dataloaders=Batches(items, cfg.batch_size, ref.generator))  # fmt: skip
 
-    def trace(m: Probe) -> Trace:
-        previous = [INIT_SCALE, *m.scales[:-1]]
-        skipped = [k for k, (a, b) in enumerate(zip(previous, m.scales, strict=True)) if b < a]
-        return Trace(m.scales, skipped, m.weights, m.step_s)
+    def trace(scales: list[float], weights: list[Tensor], step_s: list[float]) -> Trace:
+        previous = [INIT_SCALE, *scales[:-1]]
+        skipped = [k for k, (a, b) in enumerate(zip(previous, scales, strict=True)) if b < a]
+        return Trace(scales, skipped, weights, step_s)
 
-    a, b = trace(ours), trace(ref)
+    a = trace(ours.scales, ours.weights, ours.step_s)
+    b = trace(ref.watched.scales, ref.weights, ref.watched.step_s)
     start = [p.to("cpu", torch.float32) for p in start]
     return Comparison(
         ours=a,
