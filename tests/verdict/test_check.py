@@ -122,7 +122,7 @@ def copy_expected_set(
 def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, paper: pd.DataFrame) -> None:
     """The paper's table against itself: every metric REPLICATED; C1's B3 - B1 ACC (2.76, 0.90, 1.36; one-sided
     p 0.048) and C3's B3 - a4 ACC (2.77, 2.69, 1.71; p 0.0099) are not decided at the procedure's first look
-    (alpha 0.005), so the verdict is UNDECIDED (exit 4), with next_step: the runs of C1's and C3's undecided
+    (alpha 0.0098), so the verdict is UNDECIDED (exit 4), with next_step: the runs of C1's and C3's undecided
     comparisons (B3 - B2 is decided at look 1: B2 is not asked again) on the registered seeds of the second look."""
     res, report = check(tmp_path, paper)
     assert res.exit_code == 4, res.output
@@ -130,7 +130,7 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
     assert report["verdict"].startswith("UNDECIDED (C1 UNDECIDED at look 1 of 5")
     assert report["next_step"] == {"run_ids": ["B1", "B3", "a4"], "seeds": [1, 2]}
     assert "B3-B1 acc: 1993 +2.76, 2023 +0.90, 42 +1.36; mean +1.67 (claimed > 0); 99% t-interval" in res.output
-    assert "one-sided p 0.048: undecided at alpha 0.005" in res.output
+    assert "one-sided p 0.048: undecided at alpha 0.0098" in res.output
     assert {k: v.split(" (")[0] for k, v in claims(report).items()} == {
         "C1": "UNDECIDED", "C2": "SUPPORTED", "C3": "UNDECIDED", "C4": "SUPPORTED", "C5": "SUPPORTED",
         "C6": "NOT CHECKED", "C7": "NOT CHECKED", "C8": "NOT CHECKED"}  # fmt: skip
@@ -140,7 +140,7 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
 
 def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Path, paper: pd.DataFrame) -> None:
     """next_step's seeds for next_step's runs, look by look: look 2 decides C3 and leaves C1's B3 - B1 ACC (p 0.003
-    at alpha 0.002), so look 3 asks B1 and B3 alone (not a4) and decides C1: RESULTS REPLICATED (exit 0), from
+    at alpha 0.00252), so look 3 asks B1 and B3 alone (not a4) and decides C1: RESULTS REPLICATED (exit 0), from
     results made by this checkout's code. The same rows against a copy of the set (one byte changed) pass every rule
     but print no badge; so do they as a per-seed CSV, which records no code (issue 51)."""
     look2 = next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0)
@@ -639,7 +639,7 @@ def test_result_without_metrics_is_refused(tmp_path: Path, paper: pd.DataFrame) 
         ("\n[derive]\n", "\n[tolerance]\nacc = 1.0\n[derive]\n", "either [tolerance] (the numbers) or [derive]"),
         ('gate = ["acc", "forgetting"]', 'gate = ["ACC"]', "gate must list metrics"),
         ("looks = [3, 5, 8, 12, 20]", "looks = [2, 5, 8, 12, 20]", "[procedure] needs seeds, looks and alpha"),
-        ("alpha = [0.005, 0.002, 0.003, 0.005, 0.035]", "alpha = [0.02, 0.02, 0.02, 0.02, 0.02]",
+        ("alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.0339]", "alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.06]",
          "[procedure] needs seeds, looks"),
         ("gate_exit_code = true", "gate_exit_code = 1", "gate_exit_code must be true or false"),
         ('profile = "paper"', 'profile = "huge"', "profile must be one of"),
@@ -771,7 +771,7 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     table = decided[~((decided["run_id"] == "a4") & decided["seed"].isin([1, 2]))].copy()
     table.loc[table["run_id"] == "a4", "acc"] = b3 - np.array([-1.0, 2.0, 2.0])
     res, report = check(tmp_path, table)
-    assert claims(report)["C3"] == ("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.005: the next look adds "
+    assert claims(report)["C3"] == ("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds "
                                     "seeds 1, 2 for B3, a4; its undecided comparisons point for the claim)")
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2]} and res.exit_code == 3
     assert report["verdict"] == "INCOMPLETE (look 2 of 5 interrupted: seeds 1, 2 missing for a4)"
@@ -1134,7 +1134,7 @@ def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_p
     no_b1 = paper[paper["run_id"] != "B1"]
     res, report = check(tmp_path, no_b1.assign(acc=no_b1["acc"] - 9.0 * (no_b1["run_id"] == "B2")))
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED)", res.output
-    assert claims(report)["C1"].startswith("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.005: B3-B1 acc waits "
+    assert claims(report)["C1"].startswith("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: B3-B1 acc waits "
                                            "for its runs (seeds 1993, 2023, 42 missing for B1)")  # fmt: skip
     res, report = check(tmp_path, set_from(no_b1, "B2", "B3", "acc", +0.5))
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED; C1 NOT SUPPORTED)"
