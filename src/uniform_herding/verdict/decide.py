@@ -21,11 +21,13 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     level 5% without correction), contradicted when any contradicts it at alpha / 2m (`against`: a union,
     Bonferroni, at half the level, so a claim with no true effect is contradicted at most 2.5% of the time:
     NOT SUPPORTED is final, undecided asks for seeds), undecided otherwise.
-  - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
-    look), each comparison is decided at the first look that decides it, each look at its own alpha, and
-    extended no further (procedure.claim_state); the alphas sum to 5% (a Bonferroni split), so each
-    comparison, every look counted, errs at most 5% on the supporting side (and so the claim, all of whose
-    comparisons must support it) and the claim at most 2.5% on the contradicting side (alpha / 2m a look).
+  - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, a level per
+    look), each comparison is decided at the first look that decides it, each look at its own level, and
+    extended no further (procedure.claim_state); the levels either sum to 5% (a Bonferroni split, contradicting
+    at alpha / 2m a look) or are exact group-sequential boundaries (verdict/boundaries.py, contradicting at the
+    level derived for the claim's m), so each comparison, every look counted, errs at most 5% on the supporting
+    side (and so the claim, all of whose comparisons must support it) and the claim at most 2.5% on the
+    contradicting side.
 Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
 every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing

@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -177,23 +176,28 @@ def counted(n: int) -> Iterator[int]:
 
 @dataclass(frozen=True)
 class Simulation:
-    """One call of run_calls: `call`, given its own random stream, simulates `draws` re-runs (what progress counts)."""
+    """One call of run_calls: `function(expected, subject, draws, *rest, rng)`, the form of every simulation here
+    (cell, contradicts, gating_draws, claim_cost), simulating `draws` re-runs (what progress counts)."""
 
     draws: int
-    call: Callable[[np.random.Generator], Any]
+    function: Callable[..., Any]
+    subject: tuple[Any, ...]  # (expected, subject)
+    rest: tuple[Any, ...]
+
+    def call(self, rng: np.random.Generator) -> Any:
+        return self.function(*self.subject, self.draws, *self.rest, rng)
 
 
 def simulation(function: Callable[..., Any], expected: Expected, subject: Any, n: int, *rest: Any) -> Simulation:
-    """`function(expected, subject, n, *rest, rng)`, the form of every simulation here (cell, contradicts,
-    gating_draws, claim_cost), as a Simulation of n draws."""
-    return Simulation(n, partial(function, expected, subject, n, *rest))
+    """`function(expected, subject, n, *rest, rng)` as a Simulation of n draws."""
+    return Simulation(n, function, (expected, subject), rest)
 
 
 def _call(call: Callable[[np.random.Generator], Any], seed: np.random.SeedSequence) -> Any:
     return call(np.random.default_rng(seed))
 
 
-def run_calls(parts: dict[str, list[Simulation]], seed: int, jobs: int) -> dict[str, list[Any]]:
+def run_calls(parts: dict[str, list[Simulation]], seed: int | list[int], jobs: int) -> dict[str, list[Any]]:
     """Each simulation on its own random stream, spawned in order from `seed` (over the parts in order), in `jobs`
     processes: the figures do not depend on --jobs or on which process ran what. Progress on standard error: the
     re-runs done on a terminal, a line as each part ends elsewhere."""
@@ -251,9 +255,9 @@ def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, floa
             f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
 
 
-def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple]:
+def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple, int]:
     """A claim with every comparison at zero true effect (faithful (b) truth at the grid's centre), judged by the
-    claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED), with intervals."""
+    claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED), with intervals; n."""
     world, (rho, tau) = World.of(expected), CENTER
     nulls = tuple((other, run_id, metric) for claim, run_id, other, metric, _ in pairs(expected) if claim == claim_id)
     model = Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, nulls=nulls, null_c5=claim_id == "C5")
@@ -264,7 +268,7 @@ def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Genera
         table = _table(world, values, seeds, {(r, s) for r in claim.runs for s in seeds})
         state = replay(table, expected.procedure, claim.runs, (claim,), gating=True)
         decisions[state.claims[claim_id].decision] += 1
-    return share(decisions["contradicts"], n), share(decisions["supports"], n)
+    return share(decisions["contradicts"], n), share(decisions["supports"], n), n
 
 
 @dataclass(frozen=True)
@@ -281,9 +285,13 @@ class GatingDraws:
         """Per metric: how often decide.replicated passes it with its true mean moved by `shift` pp."""
         return np.vectorize(replicated)(self.differences + shift, self.tolerances).mean(0)
 
+    def fails(self) -> np.ndarray:
+        """[worlds, metrics]: where a faithful re-run reads NOT REPLICATED."""
+        return ~np.vectorize(replicated)(self.differences, self.tolerances)
+
     def false_fails(self) -> np.ndarray:
         """Per metric: how often a faithful re-run reads NOT REPLICATED on it."""
-        return 1 - self.pass_rate(0.0)
+        return self.fails().mean(0)
 
     def detectable_miss(self) -> np.ndarray:
         """Per metric: the smallest shift (0.1 pp steps, the worse sign) at which it passes at most TARGET_MISS of
@@ -324,7 +332,9 @@ def gating_lines(expected: Expected, draws: list[GatingDraws]) -> list[str]:
         run_id, metric = draws[0].metrics[j]
         cells = " ".join(f"{100 * r:7.3f}% ({r / share_:4.1f}x)" for r in rates[j])
         lines.append(f"  {run_id + ' ' + metric:14} {cells}  {miss[j]:20.1f} pp")
-    return lines
+    family = [share(int(d.fails().any(1).sum()), len(d.differences)) for d in draws]
+    return [*lines, f"  the family: any gating metric fails, at each tau: {'; '.join(map(pct, family))} (% [95% CI]) "
+                    f"against its {100 * share_ * len(rates):g}%"]  # fmt: skip
 
 
 def paper_seconds(expected: Expected) -> dict[str, float]:
@@ -377,21 +387,79 @@ class Bound:
         return low
 
 
-def faithful_targets(s: Summary, bound: float) -> list[tuple[str, bool]]:
+@dataclass(frozen=True)
+class Target:
+    """One target: a share (with its 95% Wilson interval) held to at most, or at least, `bound`; `at`: the part and
+    index of the simulation that measured it, so that one too close to call can be simulated again on more draws."""
+
+    text: str
+    share: tuple[float, float, float]
+    bound: float
+    at_most: bool
+    at: tuple[str, int]
+
+    @property
+    def close(self) -> bool:
+        """The bound lies inside the interval: these draws cannot say on which side the share is."""
+        return self.share[1] <= self.bound <= self.share[2]
+
+    def line(self) -> str:
+        met = self.share[0] <= self.bound if self.at_most else self.share[0] >= self.bound
+        return f"  {'too close to call' if self.close else 'met' if met else 'NOT MET':17}  {self.text}"
+
+
+def faithful_targets(s: Summary, bound: float, at: tuple[str, int]) -> list[Target]:
     """The faithful targets one cell of the grid is held to: NOT REPLICATED at most 5% under (a) and (c);
     RESULTS REPLICATED at least 95% under (b) at the centre, 90% elsewhere at rho >= 0.5; under (a), within
     BOUND_GAP of what any rule could reach."""
     m, out = s.model, []
-    cell = f"{m.faithful}, rho {m.rho:g}, tau {m.tau:g}"
+    cell = f"{m.faithful}, rho {m.rho:g}, tau {m.tau:g}, {s.n} draws"
     if m.faithful in "ac":
-        out.append((f"{cell}: NOT REPLICATED <= {TARGET_MISS:.0%} ({pct(s.failed)})", s.failed[0] <= TARGET_MISS))
+        out.append(Target(f"{cell}: NOT REPLICATED <= {TARGET_MISS:.0%} ({pct(s.failed)})", s.failed, TARGET_MISS,
+                          True, at))  # fmt: skip
     if m.faithful == "b" and m.rho >= 0.5:
         target = TARGET_PASS if (m.rho, m.tau) == CENTER else TARGET_PASS_GRID
-        out.append((f"{cell}: RESULTS REPLICATED >= {target:.0%} ({pct(s.passed)})", s.passed[0] >= target))
+        out.append(Target(f"{cell}: RESULTS REPLICATED >= {target:.0%} ({pct(s.passed)})", s.passed, target, False,
+                          at))  # fmt: skip
     if m.faithful == "a":
-        out.append((f"{cell}: RESULTS REPLICATED within {BOUND_GAP * 100:.0f} pp of the any-rule bound "
-                    f"({pct(s.passed)}; bound {100 * bound:.1f})", s.passed[0] >= bound - BOUND_GAP))  # fmt: skip
+        out.append(Target(f"{cell}: RESULTS REPLICATED within {BOUND_GAP * 100:.0f} pp of the any-rule bound "
+                          f"({pct(s.passed)}; bound {100 * bound:.1f})", s.passed, bound - BOUND_GAP, False, at))
     return out
+
+
+def targets(done: dict[str, list[Any]], grid: list[tuple[str, float, float]], misses: list[Model]) -> list[Target]:
+    """Every target the simulations in `done` measure, in the order printed."""
+    out: list[Target] = []
+    for i, ((_, _, tau), (s, bound)) in enumerate(zip(grid, done.get("faithful", []), strict=False)):
+        out += faithful_targets(s, bound, ("faithful", i)) if tau <= TAU_TARGETED else []
+    if "misses" in done:
+        *summaries, (center, _) = done["misses"]
+        for i, (model, (s, _)) in enumerate(zip(misses, summaries, strict=True)):
+            if model.noise_scale == 1:  # a real miss, or a claim without its effect: it must not pass
+                out.append(Target(f"{model.name}, {s.n} draws: RESULTS REPLICATED <= {TARGET_MISS:.0%} "
+                                  f"({pct(s.passed)})", s.passed, TARGET_MISS, True, ("misses", i)))  # fmt: skip
+            else:  # faithful, only noisier: it must not pass more often than faithful
+                out.append(Target(f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= "
+                                  f"{pct(center.passed)})", s.passed, center.passed[0], True, ("misses", i)))
+        for i, (claim, (against, _, n)) in enumerate(zip(PAPER_CLAIMS, done["contradicts"], strict=True)):
+            out.append(Target(f"{claim.claim_id} with no effect, {n} draws: NOT SUPPORTED <= {TARGET_AGAINST:.1%} "
+                              f"({pct(against)})", against, TARGET_AGAINST, True, ("contradicts", i)))  # fmt: skip
+    return out
+
+
+def settle(parts: dict[str, list[Simulation]], done: dict[str, list[Any]], found: list[Target], draws: int, seed: int,
+           jobs: int) -> dict[str, list[Any]]:  # fmt: skip
+    """Each simulation with a target too close to call, simulated again on `draws` fresh draws (their own streams,
+    spawned from [seed, 1]) in place of the first: the figures stay independent of --jobs."""
+    again = sorted({t.at for t in found if t.close and parts[t.at[0]][t.at[1]].draws < draws})
+    if not again:
+        return done
+    more = {f"{part} {i}": [replace(parts[part][i], draws=draws)] for part, i in again}
+    redone = run_calls(more, [seed, 1], jobs)
+    done = {part: list(results) for part, results in done.items()}
+    for part, i in again:
+        done[part][i] = redone[f"{part} {i}"][0]
+    return done
 
 
 RUNS_CSV = "procedure_runs.csv"  # the extra runs' distribution uh doctor prices on this GPU (not part of the set)
@@ -431,6 +499,8 @@ def derive_text(expected: Expected) -> list[str]:
               help="Simulated re-runs per faithful model at rho 0.5, tau 0.5.")  # fmt: skip
 @click.option("--grid-draws", type=click.IntRange(min=10), default=2000, show_default=True,
               help="Simulated re-runs per model elsewhere: the grid, the misses and the nulls.")  # fmt: skip
+@click.option("--close-draws", type=click.IntRange(min=10), default=20000, show_default=True,
+              help="Fresh draws for a cell whose interval holds its target.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The simulation's random seed.")
 @click.option("--rho", "rhos", type=click.FloatRange(0.0, 1.0), multiple=True,
               help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
@@ -444,7 +514,8 @@ def derive_text(expected: Expected) -> list[str]:
               "machine's CPUs", help="Processes to simulate in; the figures do not depend on it.")
 @click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
               help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
-def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int, rhos: tuple[float, ...],
+def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, close_draws: int, seed: int,
+               rhos: tuple[float, ...],
                taus: tuple[float, ...], only: str | None, derive_csv: Path | None, jobs: int, runs_out: Path | None
                ) -> None:  # fmt: skip
     """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
@@ -480,36 +551,26 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
     parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
     click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
     done = run_calls(parts, seed, jobs)
-    met: list[tuple[str, bool]] = []
+    done = settle(parts, done, targets(done, grid, misses), close_draws, seed, jobs)
     if "faithful" in done:
         click.echo(f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):"
                    f"\n{HEADER}")
-        for (f, rho, tau), (s, bound) in zip(grid, done["faithful"], strict=True):
+        for (f, rho, tau), (s, _) in zip(grid, done["faithful"], strict=True):
             if runs_out and (f, rho, tau) == ("a", *CENTER):
                 write_extra_runs(runs_out, s)
             click.echo(s.row(f"{FAITHFUL[f][:3]} rho {rho:g}, tau {tau:g}"))
-            met += faithful_targets(s, bound) if tau <= TAU_TARGETED else []
         click.echo("\nP(RR), P(NOT), P(INC): RESULTS REPLICATED, NOT REPLICATED, INCONCLUSIVE at the end of the "
                    "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
                    "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
                    "and 90th percentile")
     if "misses" in done:
         click.echo(f"\nmisses and nulls, under (c) at rho {CENTER[0]:g}, tau {CENTER[1]:g}:\n{HEADER}")
-        *summaries, (center, _) = done["misses"]
-        for model, (s, _) in zip(misses, summaries, strict=True):
+        for model, (s, _) in zip(misses, done["misses"], strict=False):
             click.echo(s.row(model.name))
-            if model.noise_scale == 1:  # a real miss, or a claim without its effect: it must not pass
-                met.append((f"{model.name}: RESULTS REPLICATED <= {TARGET_MISS:.0%} ({pct(s.passed)})",
-                            s.passed[0] <= TARGET_MISS))  # fmt: skip
-            else:  # faithful, only noisier: it must not pass more often than faithful
-                met.append((f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= {pct(center.passed)})",
-                            s.passed[0] <= center.passed[0]))  # fmt: skip
         click.echo(f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
-                   f"{CENTER[0]:g}, tau {CENTER[1]:g}, {grid_draws} draws), judged by its procedure alone")  # fmt: skip
-        for claim, (against, wrongly) in zip(PAPER_CLAIMS, done["contradicts"], strict=True):
-            click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}%")
-            met.append((f"{claim.claim_id} with no effect: NOT SUPPORTED <= {TARGET_AGAINST:.1%} ({pct(against)})",
-                        against[0] <= TARGET_AGAINST))  # fmt: skip
+                   f"{CENTER[0]:g}, tau {CENTER[1]:g}), judged by its procedure alone")  # fmt: skip
+        for claim, (against, wrongly, n) in zip(PAPER_CLAIMS, done["contradicts"], strict=True):
+            click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}% ({n} draws)")
         click.echo(f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds ({draws} "
                    f"draws per tau): how often a faithful re-run fails it, beside the share of the family's alpha "
                    f"the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the detectable miss, the "
@@ -520,9 +581,10 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, seed: int
                    f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
                    "claim SUPPORTED and its run IDs REPLICATED")  # fmt: skip
         click.echo("\n".join([CLAIM_HEADER, *done["claims"]]))
-    click.echo("\ntargets:" if met else "")
-    for text, ok in met:
-        click.echo(f"  {'met    ' if ok else 'NOT MET'}  {text}")
+    found = targets(done, grid, misses)
+    click.echo(f"\ntargets: where the first draws' interval held a target, its cell was simulated again on "
+               f"{close_draws:,} fresh draws; where that one holds it too, it is too close to call" if found else "")
+    click.echo("\n".join(t.line() for t in found))
     elapsed = time.monotonic() - started
     click.echo(f"\ntook {elapsed // 60:.0f} min {elapsed % 60:.0f} s in {jobs} process{'es' * (jobs > 1)} on this "
                f"machine's {os.cpu_count()} CPUs")

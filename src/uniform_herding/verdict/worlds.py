@@ -23,6 +23,7 @@ zero effect, judged by the claim's own procedure.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,6 +35,11 @@ from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.expected import Expected
 
 CENTER = (0.5, 0.5)  # rho, tau: where the targets ask for the most draws
+LAWS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {  # a seed's noise, mean 0, SD 1
+    "normal": lambda rng, shape: rng.standard_normal(shape),
+    "heavy-tailed": lambda rng, shape: rng.standard_t(3, shape) / math.sqrt(3),  # Student t, 3 df: kurtosis infinite
+    "skewed": lambda rng, shape: (rng.chisquare(4, shape) - 4) / math.sqrt(8),  # chi-square, 4 df: skewness 1.41
+}
 
 
 def _factor(corr: np.ndarray) -> np.ndarray:
@@ -66,11 +72,12 @@ class World:
     def index(self, run_id: str) -> int:
         return self.runs.index(run_id)
 
-    def shared(self, rng: np.random.Generator, scale: np.ndarray | float, n: int, rho: float) -> np.ndarray:
+    def shared(self, rng: np.random.Generator, scale: np.ndarray | float, n: int, rho: float, law: str = "normal"
+               ) -> np.ndarray:  # fmt: skip
         """[R, n, M] draws of SD `scale` ([R, M], or one number) with the pooled metric correlation, one metric
-        correlated exactly rho across run IDs per draw."""
+        correlated exactly rho across run IDs per draw; each standard draw of the `law` LAWS names."""
         r, m = len(self.runs), self.factor.shape[0]
-        z = math.sqrt(rho) * rng.standard_normal((1, n, m)) + math.sqrt(1 - rho) * rng.standard_normal((r, n, m))
+        z = math.sqrt(rho) * LAWS[law](rng, (1, n, m)) + math.sqrt(1 - rho) * LAWS[law](rng, (r, n, m))
         scale = np.asarray(scale)
         return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
 
@@ -85,6 +92,7 @@ class Model:
     rho: float = 0.5
     tau: float = 0.5
     noise_scale: float = 1.0
+    law: str = "normal"  # each seed's noise: LAWS (heavy-tailed and skewed: what the rule does not assume)
     shift: tuple[str, str, float] | None = None  # run ID, metric, pp added to its true mean
     nulls: tuple[tuple[str, str, str], ...] = ()  # (run ID, the run ID whose true metric it is set to, metric)
     null_c5: bool = False
@@ -95,7 +103,7 @@ class Model:
         """[R, M]: the true means of one simulated world."""
         truth = world.mean.copy()
         if self.faithful == "a":
-            truth -= world.shared(rng, world.sd, 3, self.rho).mean(1)
+            truth -= world.shared(rng, world.sd, 3, self.rho, self.law).mean(1)
         truth = truth + world.shared(rng, self.tau, 1, self.rho)[:, 0]
         if self.shift:
             truth[world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
@@ -115,9 +123,10 @@ class Model:
         paper table) and [R, registered seeds, M] values in the procedure's order."""
         truth = self.truth(world, rng)
         if self.faithful == "c":
-            expected = redrawn(expected, world, world.mean[:, None, :] + world.shared(rng, world.sd, 3, self.rho))
+            expected = redrawn(expected, world, world.mean[:, None, :] + world.shared(rng, world.sd, 3, self.rho,
+                                                                                              self.law))
         n_seeds = len(expected.registered)
-        values = truth[:, None, :] + self.noise_scale * world.shared(rng, world.sd, n_seeds, self.rho)
+        values = truth[:, None, :] + self.noise_scale * world.shared(rng, world.sd, n_seeds, self.rho, self.law)
         if self.fixed:
             fixed = np.asarray(self.fixed[2])
             values[world.index(self.fixed[0]), : len(fixed), METRICS.index(self.fixed[1])] = fixed
