@@ -532,8 +532,10 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, close_dra
     p = expected.procedure
     max_seeds = p.looks[-1] if p else len(expected.seeds)
     click.echo(f"uh oc: simulated re-runs judged by uh check's code against {expected.describe()}")
-    looks = (f"looks at {', '.join(map(str, p.looks))} seeds, one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}"
-             if p else "one look on the set's seeds, alpha 0.05")  # fmt: skip
+    levels = (f"exact boundaries, supporting at one-sided {', '.join(f'{a:g}' for a in p.alpha)}" if p and p.design
+              else f"one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}" if p else "")
+    looks = (f"looks at {', '.join(map(str, p.looks))} seeds, {levels}" if p
+             else "one look on the set's seeds, alpha 0.05")  # fmt: skip
     click.echo(f"gating metrics: {', '.join(expected.gate)}; claims: {looks}")
     started, seconds = time.monotonic(), paper_seconds(expected)
     grid = [(f, rho, tau) for f in FAITHFUL for rho in rhos or RHOS for tau in taus or TAUS]
