@@ -73,7 +73,7 @@ def test_look_1_spends_its_share_exactly_and_the_spending_ends_at_the_total() ->
 @pytest.mark.parametrize(("old", "new", "says"), [
     ("4 = [0.00123", "5 = [0.00123", "claims of exactly 1, 4, 6 comparisons"),
     ("gamma = -2.0", "gamma = 0.0", "gamma != 0"),
-    ("alpha = [0.0098,", "alpha = [0.098,", "every level must be > 0 and < 0.05"),
+    ("alpha = [0.0098,", "alpha = [0.098,", "every level must be > 0 and at most 0.05"),
 ])  # fmt: skip
 def test_a_set_whose_boundaries_cannot_be_used_is_refused_in_one_line(tmp_path: Path, old: str, new: str,
                                                                       says: str) -> None:  # fmt: skip

@@ -268,8 +268,8 @@ class Procedure:
         if (self.design is None) != (self.contradicts is None):
             raise ValueError("exact boundaries need their design and the contradicting levels per m")
         levels = [self.alpha, *(self.contradicts or {}).values()]
-        if not all(len(a) == len(self.looks) and all(0 < x < ALPHA for x in a) for a in levels):
-            raise ValueError(f"every level must be > 0 and < {ALPHA}, one per look")
+        if not all(len(a) == len(self.looks) and all(0 < x <= ALPHA for x in a) for a in levels):
+            raise ValueError(f"every level must be > 0 and at most {ALPHA}, one per look")
         if self.design is None and round(sum(self.alpha), DECIMALS) > ALPHA:
             raise ValueError(f"the looks' alphas must sum to at most {ALPHA} (or be exact boundaries)")
 
