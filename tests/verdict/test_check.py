@@ -1059,7 +1059,7 @@ def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_e
     table.loc[new, "acc"] = table.loc[table["seed"].isin(seeds) & (table["run_id"] == "B3"), "acc"].to_numpy() + wobble
     res, report = check(tmp_path, table)
     assert claims(report)["C1"].startswith("INCONCLUSIVE (after the last look, look 5 of 5, 20 seeds"), res.output
-    assert "93% interval of B3-B1 acc excludes the paper's effect" in claims(report)["C1"]
+    assert "93.22% interval of B3-B1 acc excludes the paper's effect" in claims(report)["C1"]
     assert res.exit_code == 5 and "below the paper's on C1 B3-B1 acc" in report["verdict"]
     assert "the paper's effect +1.67 is outside it" in res.output
 
