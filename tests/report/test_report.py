@@ -210,8 +210,8 @@ def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
     # the metric checks, as `uh check` prints them: the verdict, then the Welch interval and the TOST statement
     assert re.search(r"\| B3 \| ACC \| 44\.00 \| 44\.00 \| \+0\.00 \| [\d.]+ \| REPLICATED \| 3/3 \| "
                      r"\[-1\.41, \+1\.41\] \| equivalent at 90%", summary)  # fmt: skip
-    # the interval at the look's level: 99% for a one-sided test at 0.005
-    assert "99% t-interval [-3.88, +7.22] (2 df), one-sided p 0.048: undecided at alpha 0.005" in summary
+    # the interval at the look's level: 98.04% for a one-sided test at 0.0098
+    assert "98.04% t-interval [-2.26, +5.61] (2 df), one-sided p 0.048: undecided at alpha 0.0098" in summary
     html_text = (paper / "report" / "summary.html").read_text()
     assert '<span class="noise">UNDECIDED</span>' in html_text
 
@@ -228,7 +228,7 @@ def test_the_report_says_which_look_left_a_claim_undecided(tmp_path: Path) -> No
         write(results, fake_result(row.run_id, row.seed, "paper", 10, metrics))
     write_report(results, results / "report", echo=lambda _: None)
     summary = (results / "report" / "summary.md").read_text()
-    assert ("| C3 | UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.005: the next look adds seeds 1, 2 for "
+    assert ("| C3 | UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds seeds 1, 2 for "
             "B3, a4; its undecided comparisons point for the claim) |") in summary
     assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 5; C3 UNDECIDED at look 1 of 5" in summary
     assert '<span class="noise">UNDECIDED</span>' in (results / "report" / "summary.html").read_text()

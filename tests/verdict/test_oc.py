@@ -135,8 +135,8 @@ def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -
 
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
     """A small N: the numbers are rough; every part and target line is printed, each share with an interval."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--rho", "0.5", "--tau", "0.5",
-                                    "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--close-draws", "10", "--rho", "0.5",
+                                    "--tau", "0.5", "--expected", str(EXPECTED)])  # fmt: skip
     assert res.exit_code == 0, res.output
     for label in ("(a) rho 0.5, tau 0.5", "(b) rho 0.5, tau 0.5", "(c) rho 0.5, tau 0.5", "a3 noisy miss",
                   "null C5", "C1: NOT SUPPORTED", "detectable miss", "within 3 pp of the any-rule bound"):
@@ -199,8 +199,8 @@ def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
 def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     """tau 1.0, the rule's own allowance, is beyond what the targets ask the rule to tolerate (0.75): its rows are
     printed, no target is read from them, and the run says how long it took."""
-    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "10", "--rho", "0.5",
-                                    "--tau", "0.75", "--tau", "1.0", "-j", "1",
+    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "10", "--close-draws", "10",
+                                    "--rho", "0.5", "--tau", "0.75", "--tau", "1.0", "-j", "1",
                                     "--expected", str(EXPECTED)])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "(a) rho 0.5, tau 1" in res.output and "(a) rho 0.5, tau 0.75" in res.output
@@ -209,12 +209,30 @@ def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     assert re.search(r"took \d+ min \d+ s in 1 process on this machine's \d+ CPUs", res.output)
 
 
+def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to_call() -> None:
+    """Issue 53: on 2,000 draws uh oc printed NOT MET for cells whose interval held the target. Now a cell whose
+    interval holds its target is simulated again on --close-draws fresh draws, and a target still inside its interval
+    reads "too close to call", never met or NOT MET; one outside it reads met or NOT MET by its side."""
+    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "10", "--close-draws",
+                                    "30", "--rho", "0.5", "--tau", "0.5", "-j", "1", "--expected", str(EXPECTED)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.split("targets:")[1].split("\n\n")[0].splitlines()[1:]
+    assert len(lines) == 4 and any(", 30 draws: " in line for line in lines), lines
+    for line in lines:
+        low, high = map(float, re.search(r"\[([\d.]+), ([\d.]+)\]", line).groups())
+        bound = float(re.search(r"bound ([\d.]+)\)", line)[1]) - 3 if "bound" in line else float(
+            re.search(r"([<>]=) (\d+)%", line)[2])  # fmt: skip
+        close = low <= bound <= high
+        assert line.strip().startswith("too close to call") == close, line
+        assert close <= (", 30 draws: " in line), line  # one its first 10 draws could not place was drawn again
+
+
 def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
     its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
     standard error: standard output keeps the figures alone."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--rho", "0.5", "--tau", "0.5", "-j", "2",
-                                    "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--close-draws", "10", "--rho", "0.5",
+                                    "--tau", "0.5", "-j", "2", "--expected", str(EXPECTED)])  # fmt: skip
     assert res.exit_code == 0, res.output
     err = res.stderr.splitlines()
     # 3 faithful cells x 10, 13 misses and 5 nulls x 10, 1 gating tau x 10, 5 claims x 10

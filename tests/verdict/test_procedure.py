@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +146,9 @@ def test_a_claim_goes_on_to_its_next_look_only_once_every_open_comparison_has_ha
     seeds = len(EXPECTED.procedure.seeds)
     values = {("acc", "r0"): np.array([2.76, 0.90, 1.36, 1.9, 1.5, *[np.nan] * (seeds - 5)]),
               ("acc", "r1"): np.full(seeds, np.nan)}  # fmt: skip
-    state = claim_state(claim, values, EXPECTED.procedure)
+    shipped = EXPECTED.procedure  # its boundaries hold the paper's claim sizes; this claim's (2) at half of 1's
+    procedure = replace(shipped, contradicts={**shipped.contradicts, 2: tuple(a / 2 for a in shipped.contradicts[1])})
+    state = claim_state(claim, values, procedure)
     assert [(c.decision, c.reached) for c in state.comparisons] == [("undecided", 1), ("undecided", 0)]
     assert (state.look, state.asks("r0"), state.asks("r1")) == (0, 0, 0)
 

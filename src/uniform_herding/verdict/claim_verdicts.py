@@ -183,7 +183,7 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
         below += [c.label] if excludes else []
         if explain:
             evidence.append(_evidence_line(c, c.deltas(table()).reindex(list(procedure.seeds_at(k))), t, True,
-                                           procedure.alpha[k], decide.against(procedure.alpha[k], m),
+                                           procedure.alpha[k], procedure.against(k, m),
                                            paper.get(c.label) if last else None))  # fmt: skip
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:

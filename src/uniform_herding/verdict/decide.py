@@ -21,11 +21,13 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     level 5% without correction), contradicted when any contradicts it at alpha / 2m (`against`: a union,
     Bonferroni, at half the level, so a claim with no true effect is contradicted at most 2.5% of the time:
     NOT SUPPORTED is final, undecided asks for seeds), undecided otherwise.
-  - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, alpha per
-    look), each comparison is decided at the first look that decides it, each look at its own alpha, and
-    extended no further (procedure.claim_state); the alphas sum to 5% (a Bonferroni split), so each
-    comparison, every look counted, errs at most 5% on the supporting side (and so the claim, all of whose
-    comparisons must support it) and the claim at most 2.5% on the contradicting side (alpha / 2m a look).
+  - where an expected set pre-registers a sequential design (a Procedure: seeds in order, looks, a level per
+    look), each comparison is decided at the first look that decides it, each look at its own level, and
+    extended no further (procedure.claim_state); the levels either sum to 5% (a Bonferroni split, contradicting
+    at alpha / 2m a look) or are exact group-sequential boundaries (verdict/boundaries.py, contradicting at the
+    level derived for the claim's m), so each comparison, every look counted, errs at most 5% on the supporting
+    side (and so the claim, all of whose comparisons must support it) and the claim at most 2.5% on the
+    contradicting side.
 Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
 every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing
@@ -45,6 +47,8 @@ from functools import cached_property
 
 import numpy as np
 from scipy import optimize, special, stats
+
+from uniform_herding.verdict.boundaries import Design
 
 
 @contextmanager
@@ -253,20 +257,39 @@ def claim_seeds_needed(tests: Sequence[PairedTest]) -> int | None:
 @dataclass(frozen=True)
 class Procedure:
     """A sequential design fixed before any re-run: the seeds in the order they are taken (the expected
-    set's first), the looks (seeds in all at each) and the one-sided alpha of each look (summing to ALPHA). One
-    look of fewer than MIN_SEEDS seeds (a set's own, registering no procedure) decides no claim."""
+    set's first), the looks (seeds in all at each) and the one-sided supporting level of each look. Either the
+    levels are a Bonferroni split (summing to at most ALPHA, contradicting at `against`'s alpha / 2m), or they
+    are exact boundaries (`design`, verdict/boundaries.py), with the contradicting levels per claim size m
+    (`contradicts`) derived by the same design. One look of fewer than MIN_SEEDS seeds (a set's own, registering
+    no procedure) decides no claim."""
 
     seeds: tuple[int, ...]
     looks: tuple[int, ...]
     alpha: tuple[float, ...]
+    contradicts: dict[int, tuple[float, ...]] | None = None  # m -> level per look, with `design`
+    design: Design | None = None
 
     def __post_init__(self) -> None:
         if not (self.looks and len(self.alpha) == len(self.looks) and list(self.looks) == sorted(set(self.looks))
                 and (self.looks[0] >= MIN_SEEDS or len(self.looks) == 1)
                 and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))):
             raise ValueError("looks must rise from 3 seeds to at most the registered seeds (distinct), one alpha each")
-        if not all(a > 0 for a in self.alpha) or round(sum(self.alpha), DECIMALS) > ALPHA:
-            raise ValueError(f"the looks' alphas must be > 0 and sum to at most {ALPHA}")
+        if (self.design is None) != (self.contradicts is None):
+            raise ValueError("exact boundaries need their design and the contradicting levels per m")
+        levels = [self.alpha, *(self.contradicts or {}).values()]
+        if not all(len(a) == len(self.looks) and all(0 < x <= ALPHA for x in a) for a in levels):
+            raise ValueError(f"every level must be > 0 and at most {ALPHA}, one per look")
+        if self.design is None and round(sum(self.alpha), DECIMALS) > ALPHA:
+            raise ValueError(f"the looks' alphas must sum to at most {ALPHA} (or be exact boundaries)")
+
+    def against(self, look: int, m: int) -> float:
+        """The level at which one of a claim's m comparisons contradicts it at look `look` (0-based): the exact
+        boundary for m where the set registers them, else decide.against's alpha / 2m."""
+        if self.contradicts is None:
+            return against(self.alpha[look], m)
+        if m not in self.contradicts:
+            raise ValueError(f"the procedure's boundaries hold no contradicting levels for a claim of {m} comparisons")
+        return self.contradicts[m][look]
 
     def seeds_at(self, look: int) -> tuple[int, ...]:
         """The seeds counted at look `look` (0-based): the first looks[look] of the list."""

@@ -22,11 +22,13 @@ from uniform_herding.catalogue import PROFILES, RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import one_line, read_per_seed_csv
 from uniform_herding.verdict import decide
+from uniform_herding.verdict.boundaries import Design
+from uniform_herding.verdict.claims import PAPER_CLAIMS
 
 # The SHA-256 of the shipped paper set (tolerances.toml, then its per-seed CSV): only that set, stated
 # before any re-run, awards the badge; tests/verdict/test_check.py recomputes it, so a change to the set is a
 # change to this line, in review.
-PAPER_SET_SHA256 = "6a9a747493b77759cbadd9fb62dc40fdf1b9b6c77595fbba92bf69b8c74f5ba6"
+PAPER_SET_SHA256 = "8aeefcd7978d4a6e4ff3d30251a3262cf2c492540dd08cb5239528e69f1ecb3e"
 
 
 class ExpectedError(ValueError):
@@ -137,17 +139,30 @@ def _is_tolerance(value: object) -> bool:
 
 
 def _procedure(doc: dict[str, Any], seeds: tuple[int, ...], where: Path) -> decide.Procedure | None:
-    """The [procedure] table: registered seeds (the set's own first, in its order), looks, alpha per look."""
+    """The [procedure] table: registered seeds (the set's own first, in its order), looks, the supporting level per
+    look (alpha), and, for exact boundaries, how they were derived ([procedure.boundaries]) and the contradicting
+    levels per claim size m ([procedure.contradicts]), one for each size of the paper's claims."""
     table = doc.get("procedure")
     if table is None:
         return None
     try:
-        procedure = decide.Procedure(tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]))
-    except (TypeError, KeyError, ValueError) as e:
+        unknown = set(table) - {"seeds", "looks", "alpha", "contradicts", "boundaries"}
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))}")
+        design = Design(**table["boundaries"]) if "boundaries" in table else None
+        contradicts = ({int(m): tuple(levels) for m, levels in table["contradicts"].items()}
+                       if "contradicts" in table else None)  # fmt: skip
+        procedure = decide.Procedure(tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]),
+                                     contradicts, design)  # fmt: skip
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
         raise ExpectedError(f"{where}: [procedure] needs seeds, looks and alpha ({e})") from None
     if set(procedure.seeds_at(0)) != set(seeds):
         raise ExpectedError(f"{where}: [procedure] seeds must begin with the set's own seeds {sorted(seeds)}, "
                             "and its first look must count exactly them")  # fmt: skip
+    sizes = {len(c.comparisons) for c in PAPER_CLAIMS}
+    if contradicts is not None and set(contradicts) != sizes:
+        raise ExpectedError(f"{where}: [procedure.contradicts] must give levels for claims of exactly "
+                            f"{', '.join(map(str, sorted(sizes)))} comparisons")  # fmt: skip
     return procedure
 
 

@@ -227,9 +227,9 @@ def grid(observed: pd.DataFrame, seeds: tuple[int, ...]) -> Grid:
 
 def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> ClaimState:
     """A claim on the registered seeds' values, look by look: each open comparison whose runs have the look's seeds
-    is tested on exactly those at the look's alpha (contradicting at alpha / 2m), whatever the claim's other run
-    IDs lack; the claim goes on to the next look only once every open comparison has had this one, and stops once
-    settled. A comparison decided stays decided, and its runs are asked for nothing more by it."""
+    is tested on exactly those at the look's level (contradicting at Procedure.against's), whatever the claim's
+    other run IDs lack; the claim goes on to the next look only once every open comparison has had this one, and
+    stops once settled. A comparison decided stays decided, and its runs are asked for nothing more by it."""
     m, last = len(claim.comparisons), len(procedure.looks) - 1
     deltas = [c.deltas(values) if all(("acc", r) in values for r in c.runs) else None for c in claim.comparisons]
     tests: list[list[decide.PairedTest]] = [[] for _ in range(m)]
@@ -239,7 +239,7 @@ def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> Clai
         ready = [i for i in open_ if deltas[i] is not None and not np.isnan(deltas[i][:n]).any()]  # type: ignore[index]
         for i in ready:
             tests[i].append(decide.PairedTest(tuple(deltas[i][:n]), claim.comparisons[i].sign))  # type: ignore[index]
-            decisions[i] = tests[i][-1].outcome(procedure.alpha[k], decide.against(procedure.alpha[k], m))
+            decisions[i] = tests[i][-1].outcome(procedure.alpha[k], procedure.against(k, m))
         if (len(ready) < len(open_) or decide.Decision.CONTRADICTS in decisions or k == last
                 or decide.Decision.UNDECIDED not in decisions):
             break

@@ -1,0 +1,161 @@
+"""The models `uh oc` simulates re-runs under: the paper's per-seed table as a generative world (`World`), and
+each stated model (`Model`) that perturbs it, in percentage points (pp), from the paper's own per-seed table
+(tab:app-seeds). Three faithful ones, which differ in what they take the paper's table to be:
+  - (b) the paper's means are the truth; each run ID's true mean is moved by the stack's offset (another GPU
+    and software stack: SD tau per run ID and metric).
+  - (a) the paper's means also carry their sampling error: each true mean is the paper's minus the mean of
+    three simulated paper seeds, plus the offset (a faithful re-run can then land far from the paper's means).
+  - (c) the truth is (b)'s, and the paper's table itself is redrawn in each world from the per-run SDs; the
+    expected set is re-derived from the redrawn table (means, moderated spreads, tolerances), so the rules'
+    own estimated inputs are redrawn too and the simulation cannot flatter them.
+In every model a seed's value is the true mean plus noise with the paper's sample SD for that run ID and
+metric. Seeds are shared across run IDs: one metric's noise on one seed is correlated exactly rho between
+any two run IDs (seed 42 is the same seed for B1 and B3), and so are the stack's offsets (one stack runs
+them all); rho = 0 treats them as independent. Across metrics, within a run ID, noise and offsets carry the
+paper's pooled within-run correlation (all twelve run IDs' standardized residuals: 24 degrees of freedom).
+The misses, under (c): noisier (every seed's noise doubled: it must not pass more often); B3 ACC shifted by
+4 pp; the a3 noisy miss (a3's ACC on the paper's seeds 35.5, 39.0, 40.5); each comparison of a claim with
+no true effect (the claimed-better run's true metric set to the other's; C5, the budget sweep's true ACC
+spread shrunk to the retrieval sweep's); and, for the contradicts side, each claim with every comparison at
+zero effect, judged by the claim's own procedure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.method.metrics import METRICS
+from uniform_herding.verdict.claims import PAPER_CLAIMS
+from uniform_herding.verdict.expected import Expected
+
+CENTER = (0.5, 0.5)  # rho, tau: where the targets ask for the most draws
+LAWS: dict[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]] = {  # a seed's noise, mean 0, SD 1
+    "normal": lambda rng, shape: rng.standard_normal(shape),
+    "heavy-tailed": lambda rng, shape: rng.standard_t(3, shape) / math.sqrt(3),  # Student t, 3 df: kurtosis infinite
+    "skewed": lambda rng, shape: (rng.chisquare(4, shape) - 4) / math.sqrt(8),  # chi-square, 4 df: skewness 1.41
+}
+
+
+def _factor(corr: np.ndarray) -> np.ndarray:
+    """A matrix F with F @ F.T = corr, for a correlation of rank < 3 too (BWT = -F on most rows)."""
+    w, v = np.linalg.eigh(corr)
+    return v * np.sqrt(np.clip(w, 0, None))
+
+
+@dataclass(frozen=True)
+class World:
+    """The paper's per-seed table as a generative model: means [R, M], sample SDs [R, M], and one factor [M, M]
+    of the pooled within-run correlation of the metrics. One factor for every run ID, so that a shared draw
+    moves one metric of two run IDs with correlation exactly rho."""
+
+    runs: tuple[str, ...]
+    mean: np.ndarray
+    sd: np.ndarray
+    factor: np.ndarray
+
+    @classmethod
+    def of(cls, expected: Expected) -> World:
+        table = expected.per_seed[expected.per_seed["run_id"].isin(PAPER_RUNS)]
+        runs = tuple(dict.fromkeys(table["run_id"]))
+        values = [table.loc[table["run_id"] == r, list(METRICS)].to_numpy(float) for r in runs]
+        sd = np.stack([v.std(0, ddof=1) for v in values])
+        standardized = [(v - v.mean(0)) / s.clip(1e-12) for v, s in zip(values, sd, strict=True)]
+        corr = sum(z.T @ z for z in standardized) / sum(len(z) - 1 for z in standardized)
+        return cls(runs, np.stack([v.mean(0) for v in values]), sd, _factor(corr))
+
+    def index(self, run_id: str) -> int:
+        return self.runs.index(run_id)
+
+    def shared(self, rng: np.random.Generator, scale: np.ndarray | float, n: int, rho: float, law: str = "normal"
+               ) -> np.ndarray:  # fmt: skip
+        """[R, n, M] draws of SD `scale` ([R, M], or one number) with the pooled metric correlation, one metric
+        correlated exactly rho across run IDs per draw; each standard draw of the `law` LAWS names."""
+        r, m = len(self.runs), self.factor.shape[0]
+        z = math.sqrt(rho) * LAWS[law](rng, (1, n, m)) + math.sqrt(1 - rho) * LAWS[law](rng, (r, n, m))
+        scale = np.asarray(scale)
+        return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
+
+
+@dataclass(frozen=True)
+class Model:
+    """One stated model: a faithful one ("a", "b" or "c") at rho and tau, optionally noisier, shifted, a claim's
+    nulls (a claim's comparisons without their true effect), or fixed values."""
+
+    name: str
+    faithful: str = "c"
+    rho: float = 0.5
+    tau: float = 0.5
+    noise_scale: float = 1.0
+    law: str = "normal"  # each seed's noise: LAWS (heavy-tailed and skewed: what the rule does not assume)
+    shift: tuple[str, str, float] | None = None  # run ID, metric, pp added to its true mean
+    nulls: tuple[tuple[str, str, str], ...] = ()  # (run ID, the run ID whose true metric it is set to, metric)
+    null_c5: bool = False
+    fixed: tuple[str, str, tuple[float, ...]] | None = None  # run ID, metric, values on the paper's seeds
+    kind: str = "miss"  # "faithful" (should pass) or "miss" (should fail)
+
+    def truth(self, world: World, rng: np.random.Generator) -> np.ndarray:
+        """[R, M]: the true means of one simulated world."""
+        truth = world.mean.copy()
+        if self.faithful == "a":
+            truth -= world.shared(rng, world.sd, 3, self.rho, self.law).mean(1)
+        truth = truth + world.shared(rng, self.tau, 1, self.rho)[:, 0]
+        if self.shift:
+            truth[world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
+        for run_id, other, metric in self.nulls:
+            truth[world.index(run_id), METRICS.index(metric)] = truth[world.index(other), METRICS.index(metric)]
+        if self.null_c5:
+            acc, b3 = METRICS.index("acc"), world.index("B3")
+            budget, retrieval = (np.array([truth[world.index(r), acc] for r in rs]) for rs in (("s1", "B3", "s2"),
+                                                                                                ("s3", "B3", "s4")))
+            scale = np.ptp(retrieval) / np.ptp(budget)
+            for r in ("s1", "s2"):
+                truth[world.index(r), acc] = truth[b3, acc] + scale * (truth[world.index(r), acc] - truth[b3, acc])
+        return truth
+
+    def draw(self, expected: Expected, world: World, rng: np.random.Generator) -> tuple[Expected, np.ndarray]:
+        """One simulated re-run: the expected set it is judged against (under (c), re-derived from a redrawn
+        paper table) and [R, registered seeds, M] values in the procedure's order."""
+        truth = self.truth(world, rng)
+        if self.faithful == "c":
+            expected = redrawn(expected, world, world.mean[:, None, :] + world.shared(rng, world.sd, 3, self.rho,
+                                                                                              self.law))
+        n_seeds = len(expected.registered)
+        values = truth[:, None, :] + self.noise_scale * world.shared(rng, world.sd, n_seeds, self.rho, self.law)
+        if self.fixed:
+            fixed = np.asarray(self.fixed[2])
+            values[world.index(self.fixed[0]), : len(fixed), METRICS.index(self.fixed[1])] = fixed
+        return expected, values
+
+
+def redrawn(expected: Expected, world: World, paper: np.ndarray) -> Expected:
+    """The expected set as if the paper's table had come out as `paper` ([R, 3, M], rounded to 2 decimals as
+    printed): same rule, procedure and hash, everything derived from the table derived anew."""
+    seeds = expected.seeds
+    rows = [(r, s, *np.round(paper[i, j], 2)) for i, r in enumerate(world.runs) for j, s in enumerate(seeds)]
+    return replace(expected, per_seed=pd.DataFrame(rows, columns=["run_id", "seed", *METRICS]))
+
+
+def pairs(expected: Expected) -> list[tuple[str, str, str, str, int]]:
+    """The paired comparisons of claims C1-C4: (claim, run ID, other, metric, claimed sign). C5's comparisons are
+    contrasts of four run IDs, not of two."""
+    return [(claim.claim_id, c.weights[0][0], c.weights[1][0], c.metric, c.sign) for claim in PAPER_CLAIMS
+            if claim.claim_id != "C5" for c in claim.comparisons]  # fmt: skip
+
+
+def models(expected: Expected) -> list[Model]:
+    """The misses and nulls, under (c) at the centre of the grid, in the order printed."""
+    rho, tau = CENTER
+    out = [Model("noisier (seed noise x2)", noise_scale=2.0, rho=rho, tau=tau),
+           Model("B3 ACC shifted -4 pp", shift=("B3", "acc", -4.0), rho=rho, tau=tau),
+           Model("B3 ACC shifted +4 pp", shift=("B3", "acc", +4.0), rho=rho, tau=tau),
+           Model("a3 noisy miss (ACC 35.5 / 39.0 / 40.5)", fixed=("a3", "acc", (35.5, 39.0, 40.5)), rho=rho, tau=tau)]
+    out += [Model(f"null {claim}: {run_id} {metric} = {other}", nulls=((run_id, other, metric),), rho=rho,
+                  tau=tau)
+            for claim, run_id, other, metric, _ in pairs(expected)]  # fmt: skip
+    return [*out, Model("null C5: budget sweep spread = retrieval's", null_c5=True, rho=rho, tau=tau)]
