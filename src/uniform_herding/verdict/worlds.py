@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from uniform_herding.method.config import PAPER_RUNS
+from uniform_herding.catalogue import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.expected import Expected
