@@ -54,7 +54,8 @@ class ComparisonState:
 class ClaimState:
     """One claim replayed, comparison by comparison: each is decided at the first look whose seeds its own runs have
     and that decides it, and extended no further; the claim is SUPPORTED when all are, NOT SUPPORTED when one is
-    contradicted (at alpha / 2m), and undecided otherwise. `total`: the procedure's looks."""
+    contradicted (at the look's contradicting level, Procedure.against), and undecided otherwise. `total`: the
+    procedure's looks."""
 
     claim: Claim
     comparisons: tuple[ComparisonState, ...]
