@@ -69,8 +69,12 @@ SYSTEM_SKIP = (f"changes the host (installs packages, starts daemons as root, bu
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for."""
+    """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for. A `gpu`
+    test without the `trains` marker is refused here, on any host: on a GPU the guard above would fail it."""
     from uniform_herding.runs.devices import gpu_problem
+
+    if unmarked := [item.nodeid for item in items if "gpu" in item.keywords and "trains" not in item.keywords]:
+        raise pytest.UsageError(f"{unmarked[0]} is marked gpu but not trains; every GPU test trains: mark it trains")
 
     if os.environ.get(SYSTEM_TESTS) != "1":
         for item in (item for item in items if "system" in item.keywords):

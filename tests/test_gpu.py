@@ -12,7 +12,7 @@ from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
 from uniform_herding.runs import selftest
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.trains]  # each trains, in this process or one it starts
 CUDA = torch.device("cuda")
 
 

@@ -63,7 +63,7 @@ def test_a_step_past_its_time_is_stopped_and_says_so(acceptance, tmp_path):
     assert not a.stopped and rc == 0
 
 
-@pytest.mark.parametrize("step", ["tests", "doctor", "bench"])
+@pytest.mark.parametrize("step", ["tests", "doctor", "bench", "task0"])
 def test_every_step_is_bounded_by_the_budget_and_a_stopped_step_says_so(acceptance, tmp_path, monkeypatch, step):
     """A step that hangs (here: its process sleeps) is stopped when the budget is spent, SIGKILLed if it ignores
     SIGTERM, and its record says it was stopped and did not pass."""
@@ -73,7 +73,7 @@ def test_every_step_is_bounded_by_the_budget_and_a_stopped_step_says_so(acceptan
     hang = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"]
     call = a.call
     monkeypatch.setattr(a, "call", lambda name, argv, *rest, **kw: call(name, hang, *rest, **kw))
-    {"tests": acceptance.tests, "doctor": acceptance.doctor, "bench": acceptance.bench}[step](a)
+    acceptance.STEP_FUNCTIONS[step](a)
     record = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"][step]
     assert record["stopped_at_budget"] is True and record["passed"] is False
     assert record["seconds"] < 30
