@@ -105,6 +105,33 @@ def test_estimate_arithmetic_on_the_paper_profile():
     assert estimates(timing, "paper", jobs=3, speedup=None)["all_s_with_jobs"] is None
 
 
+def test_the_speedup_of_jobs_needs_timings_that_overlap_and_no_step_faster_in_company():
+    """On an H200 the three timing processes each timed a few milliseconds of steps seconds apart (each alone):
+    4.26x for 3 jobs. Windows that do not all overlap, or a step faster together than alone, measure nothing."""
+    from uniform_herding.doctor import together_speedup
+
+    assert together_speedup([(0.0, 1.0, 0.03), (0.5, 1.5, 0.03), (0.9, 2.0, 0.03)], 3, 0.02, 0.0) == (
+        pytest.approx(2.0), "measured speed-up 2.00x")
+    assert together_speedup([(0.0, 1.0, 0.03), (1.0, 2.0, 0.03), (0.5, 1.5, 0.03)], 3, 0.02, 0.0) == (
+        None, "the 3 processes' timings did not overlap")
+    assert together_speedup([(0.0, 1.0, 0.03), (0.5, 1.5, 0.03)], 2, 0.02, 0.2) == (
+        None, "a timing process started before the others were ready")
+    speedup, said = together_speedup([(0.0, 1.0, 0.0189), (0.1, 1.1, 0.0189)], 2, 0.0269, 0.0)
+    assert speedup is None and said.startswith("a step took 18.9 ms with 2 at once, 26.9 ms alone")
+    assert together_speedup([(0.0, 1.0)], 1, 0.02, 0.0)[0] is None
+
+
+@pytest.mark.trains  # in the processes it starts
+def test_the_jobs_timing_processes_start_their_timing_together(tmp_path):
+    """Each --step-only process warms up, says "ready", and times only after jobs_speedup's "go": on the CPU too,
+    their start-ups (seconds apart) would otherwise leave a smoke-size timing alone."""
+    from uniform_herding.doctor import jobs_speedup
+    from uniform_herding.runs.devices import select
+
+    speedup, said = jobs_speedup(select("cpu", "smoke"), "32-true", resolve("B3", "smoke"), 2, 1e-6)
+    assert speedup is not None, said
+
+
 def test_the_whole_procedure_is_priced_pattern_by_pattern_with_its_share():
     """36 runs, plus each pattern of extra runs at its share: 70% none, 20% B3 +3 seeds, 10% B3 +17 seeds; the
     90th percentile is the least total with at least 90% of the shares at or below it."""
@@ -282,7 +309,7 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
     monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
     monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow({"feature_image_s": 1e-4, "checkpoint_s": 0.1}))
     monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))
-    monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow(1.5))
+    monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow((1.5, "measured speed-up 1.50x")))
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--device", "cpu", "--jobs", "2", "--data-dir",
                                     str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")])  # fmt: skip
     assert res.exit_code == 0, res.output

@@ -25,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in fligh
 CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
 HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a step is timed: under 10 s of silence
 TIMING_STEPS = 3  # the timed fit's steps beyond the one-step fit it is compared with
+STEP_ONLY_TIMEOUT_S = 900  # a timing process's start, warm-up or timing, at most
 
 
 @dataclass
@@ -153,12 +155,13 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
     return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
 
 
-def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None
-                 ) -> tuple[float, float]:  # fmt: skip
+def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None,
+                 ready: Callable[[], None] | None = None) -> tuple[float, float]:  # fmt: skip
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
     1 + `steps` steps minus a fit of 1 step (after a warm-up fit of 1: 4 + `steps` steps in all, each counted in
     `progress` where given); and the seconds of a fit beyond its steps (its set-up: Fabric, the optimiser; and the
-    read of its record, which every task pays once)."""
+    read of its record, which every task pays once). `ready`, called after the warm-up, returns when the timing
+    may start (jobs_speedup's processes start it together)."""
     import torch
 
     from uniform_herding.method.train import Watch, fit_task
@@ -176,6 +179,8 @@ def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Prog
         return time.perf_counter() - tic  # fit_task read its stats: the device is synchronised
 
     fit(1)  # warm-up: kernels, allocator
+    if ready is not None:
+        ready()
     one = fit(1)
     step = max(fit(1 + steps) - one, 1e-9) / steps
     return step, max(one - step, 0.0)
@@ -290,22 +295,58 @@ def launch_seconds() -> float:
     return time.perf_counter() - tic
 
 
-def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float) -> float | None:
-    """The measured speed-up of `jobs` runs at once: each of `jobs` processes times a training step at the
-    same moment (uh doctor --step-only), and the speed-up is jobs x (step alone / mean step together).
-    None where the processes fail (said, never assumed)."""
+def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float) -> tuple[float | None, str]:
+    """The measured speed-up of `jobs` runs at once, and what it is: each of `jobs` processes (uh doctor
+    --step-only) sets up and warms up, says so, and times a training step once all have (a GPU step lasts
+    milliseconds, a process's start seconds: unsynchronised, the timings would not overlap and each would time a
+    step alone). The speed-up is jobs x (step alone / mean step together); None, with the reason, where the
+    processes fail or their timings did not overlap (said, never assumed)."""
     import subprocess
+    import threading
 
     argv = [sys.executable, "-m", "uniform_herding", "doctor", "--step-only", "--profile", cfg_profile(cfg),
             "--precision", precision, "--device", device.type]  # fmt: skip
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(jobs)]
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True) for _ in range(jobs)]  # fmt: skip
+    timer = threading.Timer(STEP_ONLY_TIMEOUT_S, lambda: [p.kill() for p in procs])  # a hung one ends its readline
+    timer.start()
     try:
-        together = [float(p.communicate(timeout=900)[0].split()[-1]) for p in procs]
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        for p in procs:  # each says "ready" after its warm-up (a line of its own; other output is skipped)
+            while (line := p.stdout.readline()) != "ready\n":  # type: ignore[union-attr]
+                if not line:
+                    raise ValueError(f"one ended or hung before its warm-up, exit {p.wait()}")
+        go = time.monotonic()
+        for p in procs:  # then all start at once
+            p.stdin.write("go\n")  # type: ignore[union-attr]
+            p.stdin.flush()  # type: ignore[union-attr]
+        windows = [tuple(map(float, p.communicate()[0].splitlines()[-1].split())) for p in procs]
+        return together_speedup(windows, jobs, alone_s, go)
+    except (ValueError, IndexError, BrokenPipeError) as e:
         for p in procs:
             p.kill()
-        return None
-    return jobs * alone_s / (sum(together) / len(together))
+        return None, f"the timing processes failed ({e})"
+    finally:
+        timer.cancel()
+
+
+def together_speedup(windows: list[tuple[float, ...]], jobs: int, alone_s: float, go: float
+                     ) -> tuple[float | None, str]:  # fmt: skip
+    """From each timing process's (start, end, seconds per step), on the system's monotonic clock: the speed-up,
+    if every process started timing after the `go` and overlapped every other's timing (the latest start before
+    the earliest end), and no step was faster in company than alone (on an H200, unsynchronised timings gave
+    4.26x for 3 jobs)."""
+    if len(windows) != jobs or any(len(w) != 3 for w in windows):
+        return None, "the timing processes failed (no timing read)"
+    if min(w[0] for w in windows) < go:
+        return None, "a timing process started before the others were ready"
+    if max(w[0] for w in windows) >= min(w[1] for w in windows):
+        return None, f"the {jobs} processes' timings did not overlap"
+    together = sum(w[2] for w in windows) / jobs
+    if together < alone_s:  # sharing a device never speeds a step up: one of the timings is off
+        return None, (f"a step took {1000 * together:.1f} ms with {jobs} at once, {1000 * alone_s:.1f} ms alone; "
+                      "run uh doctor again")  # fmt: skip
+    speedup = jobs * alone_s / together
+    return speedup, f"measured speed-up {speedup:.2f}x"
 
 
 def _procedure_runs_csv() -> Path | None:
@@ -367,8 +408,15 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
         from uniform_herding.method.engine import precision as run_precision
         from uniform_herding.runs.devices import select
 
-        chosen = select(device, profile)
-        click.echo(step_seconds(chosen, run_precision(chosen, precision), cfg, steps=TIMING_STEPS)[0])
+        chosen, start = select(device, profile), []
+
+        def together() -> None:  # jobs_speedup's barrier: "ready", then wait for its "go"
+            click.echo("ready")
+            sys.stdin.readline()
+            start.append(time.monotonic())
+
+        step = step_seconds(chosen, run_precision(chosen, precision), cfg, steps=TIMING_STEPS, ready=together)[0]
+        click.echo(f"{start[0]} {time.monotonic()} {step}")
         return
     with Progress("environment: Python, torch, Lightning, the GPU, the archive, the disk", every=HEARTBEAT_S):
         import torch  # seconds, more on a busy machine: hence inside the progress
@@ -414,10 +462,11 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n_jobs = jobs or (min(cores, 3) if device.type == "cpu" else 3)
     speedup: float | None = 1.0
+    measured = "one at a time"
     if n_jobs > 1:
         with Progress(f"timing: {n_jobs} processes each timing a step at once (the speed-up of --jobs {n_jobs})",
                       every=HEARTBEAT_S):  # fmt: skip
-            speedup = jobs_speedup(device, precision, cfg, n_jobs, step_s)
+            speedup, measured = jobs_speedup(device, precision, cfg, n_jobs, step_s)
     est = estimates(timing, profile, n_jobs, speedup)
     peak = peak_gpu_memory_gb(device)
     lines.append(Line("PASS", "timing", f"{1000 * step_s:.1f} ms per B3 step ({size}); per task {startup_s:.1f} s of "
@@ -430,8 +479,8 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
                "evaluation, herding/refresh features and the checkpoint):")
     for run_id, parts in est["per_run_s"].items():
         click.echo(f"      {run_id:3} {duration(parts['total_s']):>9} (training {duration(parts['train_s'])})")
-    with_jobs = ("no speed-up measured (the timing processes failed)" if est["all_s_with_jobs"] is None else
-                 f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} (measured speed-up {speedup:.2f}x)")
+    with_jobs = (f"no speed-up measured: {measured}" if est["all_s_with_jobs"] is None else
+                 f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} ({measured})")
     click.echo(f"      all {duration(est['all_s'])} for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a "
                f"time; {with_jobs}")  # fmt: skip
     runs_csv = _procedure_runs_csv() if profile == "paper" else None
