@@ -5,7 +5,7 @@ synthetic CIFAR-100 archive (speed does not depend on pixel values):
   data      images/s of producing augmented, normalised training batches on the device
   step      images/s of the training step (data + forward/backward of student and teacher + SGD),
             both pipelines through the same plain loop, then ours through the real training loop (train.fit_task)
-  host      host synchronisations (should be 0) and operator dispatches per training step:
+  host      host synchronisations (should be 0; on a GPU, where each was called) and operator dispatches per step:
             each dispatch costs the host microseconds, so their count bounds an eager GPU step from
             below and says what CUDA graphs (UH_COMPILE=reduce-overhead) could save
             (on a CPU also counted for the GPU path: fp16 autocast, grad scaler, fused SGD)
@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,9 +213,12 @@ def unfused(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.S
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
+SYNC_SITES: Counter[str] = Counter()  # file:line of each synchronising op the CUDA sync debug mode flagged
+
+
 def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
     """Reads of tensor values by the host while `fn` runs: Python-level reads, and on CUDA every op
-    the sync debug mode flags. Each one stalls the GPU queue."""
+    the sync debug mode flags (its place counted in SYNC_SITES). Each one stalls the GPU queue."""
     count = 0
 
     def counting(read: Callable) -> Callable:
@@ -239,7 +243,9 @@ def host_syncs(fn: Callable[[], object], gpu: bool) -> int:
                 setattr(Tensor, name, read)
             if gpu:
                 torch.cuda.set_sync_debug_mode("default")
-    return count + sum("synchroniz" in str(w.message) for w in caught)
+    synced = [w for w in caught if "synchroniz" in str(w.message)]
+    SYNC_SITES.update(f"{Path(w.filename).name}:{w.lineno}" for w in synced)
+    return count + len(synced)
 
 
 class Dispatches(TorchDispatchMode):
@@ -399,6 +405,8 @@ def main(argv: list[str] | None = None) -> None:
     syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
     print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
           "(fit of 3 steps minus fit of 1)")
+    if SYNC_SITES:  # where the synchronising ops were called (the fits of 3 and of 1 together)
+        print("host   synchronised at " + ", ".join(f"{site} ({n}x)" for site, n in SYNC_SITES.most_common(8)))
     if not gpu and precision == "32-true":  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
         task.precision = "16-mixed"
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))

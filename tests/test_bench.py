@@ -76,3 +76,18 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
                                             ("NVIDIA A100 80GB PCIe", 312.0), ("Tesla T4", 65.0), ("NVIDIA L4", None)])
 def test_mfu_uses_the_peak_of_the_gpu_model_not_of_its_family(bench, name, peak):
     assert bench.peak_tflops(name) == peak
+
+
+def test_a_synchronising_op_is_counted_with_the_place_that_called_it(bench, monkeypatch):
+    """On the H200 bench counted 0.5 host synchronisations per step that the CPU count cannot see; CUDA's sync
+    debug mode warns at the calling line, and bench prints where (here a stand-in warning, as on a GPU)."""
+    import warnings
+
+    monkeypatch.setattr(bench, "SYNC_SITES", bench.Counter())
+    monkeypatch.setattr(bench.torch.cuda, "set_sync_debug_mode", lambda mode: None)
+
+    def step() -> None:
+        warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=1)
+
+    assert bench.host_syncs(step, gpu=True) == 1
+    assert list(bench.SYNC_SITES) == [f"test_bench.py:{step.__code__.co_firstlineno + 1}"]
