@@ -187,6 +187,23 @@ def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derive
     assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
 
 
+def test_gating_draws_in_chunks_are_each_world_judged_as_uh_check_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 worlds in chunks of 128 (the chunks' edges crossed): world by world, the difference of the re-run's mean
+    on the paper's seeds from the redrawn paper mean, and the tolerance the redrawn set derives through
+    Expected.tolerance_for, as Model.draw draws the same worlds one at a time."""
+    monkeypatch.setattr(oc, "GATING_CHUNK", 128)
+    expected = load_expected(EXPECTED)
+    draws = oc.gating_draws(expected, 0.75, 300, np.random.default_rng(4))
+    world, rng, model = oc.World.of(expected), np.random.default_rng(4), oc.Model("c", tau=0.75)
+    for i in range(300):
+        judged_by, values = model.draw(expected, world, rng)
+        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(oc.METRICS)].mean()
+        for j, (run_id, metric) in enumerate(draws.metrics):
+            observed = values[world.index(run_id), :3, oc.METRICS.index(metric)].mean()
+            assert draws.differences[i, j] == pytest.approx(observed - paper.at[run_id, metric], abs=1e-12)
+            assert draws.tolerances[i, j] == pytest.approx(judged_by.tolerance_for(run_id, metric, 3), abs=1e-9)
+
+
 def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
     """Each simulation draws from its own stream spawned from --seed, so one process and two give the same, and
     three identical simulations give three different draws."""

@@ -45,7 +45,7 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.procedure import replay
 from uniform_herding.verdict.words import VerdictKind
-from uniform_herding.verdict.worlds import CENTER, Model, World, models, pairs
+from uniform_herding.verdict.worlds import CENTER, Model, World, models, pairs, tolerances
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side's bound (its boundaries spend 2.45% / m of it)
@@ -283,11 +283,11 @@ class GatingDraws:
 
     def pass_rate(self, shift: float) -> np.ndarray:
         """Per metric: how often decide.replicated passes it with its true mean moved by `shift` pp."""
-        return np.vectorize(replicated)(self.differences + shift, self.tolerances).mean(0)
+        return replicated(self.differences + shift, self.tolerances).mean(0)
 
     def fails(self) -> np.ndarray:
         """[worlds, metrics]: where a faithful re-run reads NOT REPLICATED."""
-        return ~np.vectorize(replicated)(self.differences, self.tolerances)
+        return ~replicated(self.differences, self.tolerances)
 
     def false_fails(self) -> np.ndarray:
         """Per metric: how often a faithful re-run reads NOT REPLICATED on it."""
@@ -305,19 +305,25 @@ class GatingDraws:
         return shifts
 
 
+GATING_CHUNK = 10_000  # worlds gating_draws draws at once: about 15 kB of standard draws each, 150 MB a chunk
+
+
 def gating_draws(expected: Expected, tau: float, n: int, rng: np.random.Generator) -> GatingDraws:
-    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's three seeds."""
+    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's three seeds, drawn and
+    judged GATING_CHUNK worlds at a time (the worlds and figures are those of n single draws)."""
     world, k = World.of(expected), len(expected.seeds)
     model = Model("faithful", rho=CENTER[0], tau=tau, kind="faithful")
     metrics = [(r, m) for m in expected.gate for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
-    differences, tolerances = np.empty((n, len(metrics))), np.empty((n, len(metrics)))
-    for i in counted(n):
-        judged_by, values = model.draw(expected, world, rng)
-        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(METRICS)].mean()
-        for j, (run_id, metric) in enumerate(metrics):
-            differences[i, j] = values[world.index(run_id), :k, METRICS.index(metric)].mean() - paper.at[run_id, metric]
-            tolerances[i, j] = judged_by.tolerance_for(run_id, metric, k)
-    return GatingDraws(tau, metrics, differences, tolerances)
+    at = ([world.index(r) for r, _ in metrics], [METRICS.index(m) for _, m in metrics])
+    differences, tolerances_ = [], []
+    for start in range(0, n, GATING_CHUNK):
+        size = min(GATING_CHUNK, n - start)
+        paper, values = model.draws(expected, world, rng, size)
+        differences.append((values[:, :, :k].mean(-2) - paper.mean(-2))[:, at[0], at[1]])  # type: ignore[union-attr]
+        tolerances_.append(tolerances(expected, paper, k)[:, at[0], at[1]])  # type: ignore[arg-type]
+        if _progress is not None:
+            _progress.advance(size)
+    return GatingDraws(tau, metrics, np.concatenate(differences), np.concatenate(tolerances_))
 
 
 def gating_lines(expected: Expected, draws: list[GatingDraws]) -> list[str]:
