@@ -165,13 +165,13 @@ def cell(expected: Expected, model: Model, n: int, seconds: dict[str, float], ma
 _progress: Progress | None = None  # run_calls' progress while it runs; the pool's forked processes inherit it
 
 
-def counted(n: int) -> Iterator[int]:
-    """range(n) for a simulation's n re-runs, each counted in run_calls' progress once done (it draws nothing: the
-    random streams are those of range(n))."""
-    for i in range(n):
+def counted(n: int, step: int = 1) -> Iterator[int]:
+    """range(0, n, step) for a simulation's n re-runs taken `step` at a time, each counted in run_calls' progress once
+    done (it draws nothing: the random streams are those of the caller)."""
+    for i in range(0, n, step):
         yield i
         if _progress is not None:
-            _progress.advance()
+            _progress.advance(min(step, n - i))
 
 
 @dataclass(frozen=True)
@@ -309,20 +309,16 @@ GATING_CHUNK = 10_000  # worlds gating_draws draws at once: about 15 kB of stand
 
 
 def gating_draws(expected: Expected, tau: float, n: int, rng: np.random.Generator) -> GatingDraws:
-    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's three seeds, drawn and
-    judged GATING_CHUNK worlds at a time (the worlds and figures are those of n single draws)."""
+    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's seeds, GATING_CHUNK at once."""
     world, k = World.of(expected), len(expected.seeds)
     model = Model("faithful", rho=CENTER[0], tau=tau, kind="faithful")
     metrics = [(r, m) for m in expected.gate for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
     at = ([world.index(r) for r, _ in metrics], [METRICS.index(m) for _, m in metrics])
     differences, tolerances_ = [], []
-    for start in range(0, n, GATING_CHUNK):
-        size = min(GATING_CHUNK, n - start)
-        paper, values = model.draws(expected, world, rng, size)
+    for start in counted(n, GATING_CHUNK):
+        paper, values = model.draws(expected, world, rng, min(GATING_CHUNK, n - start))
         differences.append((values[:, :, :k].mean(-2) - paper.mean(-2))[:, at[0], at[1]])  # type: ignore[union-attr]
         tolerances_.append(tolerances(expected, paper, k)[:, at[0], at[1]])  # type: ignore[arg-type]
-        if _progress is not None:
-            _progress.advance(size)
     return GatingDraws(tau, metrics, np.concatenate(differences), np.concatenate(tolerances_))
 
 
@@ -515,8 +511,8 @@ def derive_text(expected: Expected) -> list[str]:
 @click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
               help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
 @click.option("--only", type=click.Choice(["faithful", "misses", "gating", "claims"]),
-              help="Print one part only (misses: the misses, nulls, contradicts side and the gating table; gating: "
-                   "that table alone; claims: what checking one claim alone costs, uh check --claim).")
+              help="Print one part only (misses: with the contradicts side and the gating table; gating: that "
+                   "table; claims: what one claim alone costs).")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=len(os.sched_getaffinity(0)), show_default="this "
