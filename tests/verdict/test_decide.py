@@ -302,6 +302,34 @@ def test_the_tolerance_is_the_t_quantile_of_its_welch_satterthwaite_df() -> None
     assert rule.tolerance(sd, 2.0, n, k) > rule.tolerance(sd, 24.0, n, k)  # fewer df: a wider one
 
 
+def test_a_batch_of_sets_is_moderated_set_by_set_as_moderated_spread_does() -> None:
+    """moderated_variances over [worlds, metrics, run IDs] (uh oc's redrawn tables) moderates each set alone: the
+    same spreads and df as moderated_spread on that set, a set with no excess, one with a zero variance and one
+    all zero among them; and the rule's tolerance over the arrays is the tolerance of each element."""
+    variances = np.random.default_rng(0).gamma(1.0, 1.0, (40, 3, 12))
+    variances[0, 0] = 1.0  # no excess: pooled
+    variances[1, 1, 4] = 0.0
+    variances[2, 2] = 0.0
+    moderated, df = decide.moderated_variances(variances, 2)
+    rule = decide.Rule(tau=1.0, alpha=0.01 / 24)
+    batch = rule.tolerance(np.sqrt(moderated), df[..., None], 3, 10)
+    for i, j in np.ndindex(df.shape):
+        spread = decide.moderated_spread({str(g): v for g, v in enumerate(variances[i, j])}, 2)
+        assert df[i, j] == pytest.approx(spread.df, rel=1e-14)
+        assert np.sqrt(moderated[i, j]) == pytest.approx(list(spread.sd.values()), rel=1e-14)
+        assert batch[i, j] == pytest.approx([rule.tolerance(sd, spread.df, 3, 10) for sd in spread.sd.values()],
+                                            rel=1e-12)  # fmt: skip
+    assert df[0, 0] == 24 and len(set(moderated[0, 0])) == 1
+
+
+def test_replicated_judges_arrays_elementwise_and_numbers_as_a_bool() -> None:
+    """uh oc judges millions of metrics at once with the checker's own rule: elementwise, the scalar's verdicts."""
+    differences = np.array([[1.5, -1.5], [1.5001, -4.88], [1.5 + 1e-12, 0.0]])
+    verdicts = replicated(differences, 1.5)
+    assert verdicts.tolist() == [[replicated(float(d), 1.5) for d in row] for row in differences]
+    assert verdicts.tolist() == [[True, True], [False, False], [True, True]]
+
+
 def test_t_interval_is_scipys_and_needs_two_values() -> None:
     values = (1.0, 2.0, 3.0)
     ci = stats.ttest_1samp(values, 0).confidence_interval(0.95)

@@ -135,8 +135,8 @@ def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -
 
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
     """A small N: the numbers are rough; every part and target line is printed, each share with an interval."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--close-draws", "10", "--rho", "0.5",
-                                    "--tau", "0.5", "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--gating-draws", "10", "--close-draws",
+                                    "10", "--rho", "0.5", "--tau", "0.5", "--expected", str(EXPECTED)])  # fmt: skip
     assert res.exit_code == 0, res.output
     for label in ("(a) rho 0.5, tau 0.5", "(b) rho 0.5, tau 0.5", "(c) rho 0.5, tau 0.5", "a3 noisy miss",
                   "null C5", "C1: NOT SUPPORTED", "detectable miss", "within 3 pp of the any-rule bound"):
@@ -187,6 +187,38 @@ def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derive
     assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
 
 
+def test_gating_draws_in_chunks_are_each_world_judged_as_uh_check_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 worlds in chunks of 128 (the chunks' edges crossed): world by world, the difference of the re-run's mean
+    on the paper's seeds from the redrawn paper mean, and the tolerance the redrawn set derives through
+    Expected.tolerance_for, as Model.draw draws the same worlds one at a time."""
+    monkeypatch.setattr(oc, "GATING_CHUNK", 128)
+    expected = load_expected(EXPECTED)
+    draws = oc.gating_draws(expected, 0.75, 300, np.random.default_rng(4))
+    world, rng, model = oc.World.of(expected), np.random.default_rng(4), oc.Model("c", tau=0.75)
+    for i in range(300):
+        judged_by, values = model.draw(expected, world, rng)
+        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(oc.METRICS)].mean()
+        for j, (run_id, metric) in enumerate(draws.metrics):
+            observed = values[world.index(run_id), :3, oc.METRICS.index(metric)].mean()
+            assert draws.differences[i, j] == pytest.approx(observed - paper.at[run_id, metric], abs=1e-12)
+            assert draws.tolerances[i, j] == pytest.approx(judged_by.tolerance_for(run_id, metric, 3), abs=1e-9)
+
+
+def test_uh_oc_only_gating_prints_the_gating_table_alone_on_its_own_draws() -> None:
+    """`uh oc --only gating`: the per-metric table alone, on --gating-draws worlds per tau (not --draws): a row per
+    gating metric with a cell per tau, and the family's line; none of the misses' simulations run."""
+    expected = load_expected(EXPECTED)
+    res = CliRunner().invoke(main, ["oc", "--only", "gating", "-n", "10", "--grid-draws", "10", "--close-draws", "10",
+                                    "--gating-draws", "20", "--tau", "0.5", "--tau", "1", "-j", "1", "--expected",
+                                    str(EXPECTED)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert re.fullmatch(r"uh oc: done, 40 of 40 re-runs in \d+ s", res.stderr.splitlines()[-1]), res.stderr
+    assert "(20 draws per tau)" in res.output and "misses and nulls" not in res.output
+    rows = [line for line in res.output.splitlines() if re.match(r"  \w+ (acc|forgetting|bwt) ", line)]
+    assert len(rows) == len(expected.gate) * 12 and all(row.count("x)") == 2 for row in rows)
+    assert "the family: any gating metric fails, at each tau:" in res.output
+
+
 def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
     """Each simulation draws from its own stream spawned from --seed, so one process and two give the same, and
     three identical simulations give three different draws."""
@@ -231,8 +263,9 @@ def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
     its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
     standard error: standard output keeps the figures alone."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--close-draws", "10", "--rho", "0.5",
-                                    "--tau", "0.5", "-j", "2", "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--gating-draws", "10", "--close-draws",
+                                    "10", "--rho", "0.5", "--tau", "0.5", "-j", "2", "--expected",
+                                    str(EXPECTED)])  # fmt: skip
     assert res.exit_code == 0, res.output
     err = res.stderr.splitlines()
     # 3 faithful cells x 10, 13 misses and 5 nulls x 10, 1 gating tau x 10, 5 claims x 10

@@ -46,7 +46,7 @@ from enum import StrEnum
 from functools import cached_property
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from uniform_herding.verdict.boundaries import Design
 
@@ -75,10 +75,12 @@ class Decision(StrEnum):
     UNDECIDED = "undecided"
 
 
-def replicated(difference: float, tolerance: float) -> bool:
+def replicated(difference: float | np.ndarray, tolerance: float | np.ndarray) -> bool | np.ndarray:
     """The metric verdict: the pre-registered tolerance alone decides (both at DECIMALS places, so that a shift
-    of exactly the tolerance passes whichever its sign, a derived tolerance's own decimals included)."""
-    return round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)
+    of exactly the tolerance passes whichever its sign, a derived tolerance's own decimals included). Elementwise
+    over arrays (uh oc judges millions of simulated metrics at once); a Python bool for two numbers."""
+    ok = np.round(np.abs(difference), DECIMALS) <= np.round(tolerance, DECIMALS)
+    return bool(ok) if np.ndim(ok) == 0 else ok
 
 
 def welch_interval(expected: Sequence[float], observed: Sequence[float], level: float = 0.95
@@ -310,9 +312,38 @@ class Spread:
     df: float
 
 
-def _trigamma_inverse(y: float) -> float:
-    """x with trigamma(x) = y (y > 0): trigamma falls from +inf to 0 over (0, inf)."""
-    return math.exp(float(optimize.brentq(lambda lx: special.polygamma(1, math.exp(lx)) - y, -30.0, 30.0)))
+def _trigamma_inverse(y: np.ndarray) -> np.ndarray:
+    """x with trigamma(x) = y (y > 0), elementwise: limma's Newton iteration (trigammaInverse), which falls to the
+    root from 0.5 + 1/y (trigamma is convex and falls from +inf to 0 over (0, inf)), run to machine precision."""
+    x = 0.5 + 1 / y
+    for _ in range(100):
+        tri = special.polygamma(1, x)
+        step = tri * (1 - tri / y) / special.polygamma(2, x)
+        x = x + step
+        if np.all(np.abs(step) <= 1e-15 * x):
+            break
+    return x
+
+
+def moderated_variances(variances: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """moderated_spread's moderation over a batch of sets: `variances` [..., G] (G run IDs' sample variances per
+    set), each set moderated alone; the moderated variances [..., G] and their degrees of freedom [...]."""
+    raw = np.asarray(variances, float)
+    smallest = np.where(raw > 0, raw, np.inf).min(-1, keepdims=True)
+    v = np.where(raw > 0, raw, np.where(np.isfinite(smallest), smallest, 1e-12))
+    e = np.log(v) - special.digamma(d / 2) + math.log(d / 2)
+    g = v.shape[-1]
+    excess = np.var(e, axis=-1, ddof=1) - special.polygamma(1, d / 2) if g > 1 else np.zeros(v.shape[:-1])
+    pooled_df = g * d
+    moderated = np.repeat(np.exp(e.mean(-1))[..., None], g, -1)  # no excess: every run ID gets the pooled s0^2
+    df = np.full(excess.shape, float(pooled_df))
+    some = excess > 0
+    if some.any():
+        d0 = 2 * _trigamma_inverse(excess[some])[..., None]
+        s0 = np.exp(e[some].mean(-1, keepdims=True) + special.digamma(d0 / 2) - np.log(d0 / 2))
+        moderated[some] = (d0 * s0 + d * v[some]) / (d0 + d)
+        df[some] = np.minimum(d0[..., 0] + d, pooled_df)
+    return np.maximum(moderated, raw), df
 
 
 def moderated_spread(variances: dict[str, float], d: int) -> Spread:
@@ -323,21 +354,9 @@ def moderated_spread(variances: dict[str, float], d: int) -> Spread:
     every run ID gets s0^2, the pooled spread. Moderation may widen a run ID's spread, never narrow it below
     its own sample variance: a faithful run ID whose seeds truly spread more than the rest must not be judged
     by the rest's spread. A zero variance (values all equal) counts as the smallest positive one, so its log
-    is finite."""
+    is finite. Computed by moderated_variances, the batch form."""
     runs = list(variances)
-    v = np.array([variances[r] for r in runs], float)
-    v = np.where(v > 0, v, v[v > 0].min() if (v > 0).any() else 1e-12)
-    e = np.log(v) - special.digamma(d / 2) + math.log(d / 2)
-    excess = float(np.var(e, ddof=1)) - float(special.polygamma(1, d / 2)) if len(v) > 1 else 0.0
-    pooled_df = len(v) * d
-    if excess > 0:
-        d0 = 2 * _trigamma_inverse(excess)
-        s0 = math.exp(float(e.mean()) + float(special.digamma(d0 / 2)) - math.log(d0 / 2))
-        moderated = (d0 * s0 + d * v) / (d0 + d)
-        df = min(d0 + d, pooled_df)
-    else:
-        moderated, df = np.full_like(v, math.exp(float(e.mean()))), pooled_df
-    moderated = np.maximum(moderated, np.array([variances[r] for r in runs], float))
+    moderated, df = moderated_variances(np.array([variances[r] for r in runs], float), d)
     return Spread({r: float(math.sqrt(m)) for r, m in zip(runs, moderated, strict=True)}, float(df))
 
 
@@ -353,10 +372,16 @@ class Rule:
     tau: float
     alpha: float
 
-    def degrees_of_freedom(self, sd: float, df: float, n: int, k: int) -> float:
-        noise = sd**2 * (1 / n + 1 / k)
-        return math.inf if noise == 0 else df * (noise + self.tau**2) ** 2 / noise**2
+    def degrees_of_freedom(self, sd: float | np.ndarray, df: float | np.ndarray, n: int, k: int
+                           ) -> float | np.ndarray:  # fmt: skip
+        noise = np.square(sd) * (1 / n + 1 / k)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            nu = np.where(noise == 0, np.inf, df * np.square(noise + self.tau**2) / np.square(noise))
+        return float(nu) if np.ndim(nu) == 0 else nu
 
-    def tolerance(self, sd: float, df: float, n: int, k: int) -> float:
-        t = -float(special.stdtrit(self.degrees_of_freedom(sd, df, n, k), self.alpha / 2))  # stats.t.isf, as ufunc
-        return t * math.sqrt(sd**2 * (1 / n + 1 / k) + self.tau**2)
+    def tolerance(self, sd: float | np.ndarray, df: float | np.ndarray, n: int, k: int) -> float | np.ndarray:
+        """Elementwise over arrays of spreads and their df (uh oc derives a batch of sets at once); a float for
+        numbers."""
+        t = -special.stdtrit(self.degrees_of_freedom(sd, df, n, k), self.alpha / 2)  # stats.t.isf, as a ufunc
+        out = t * np.sqrt(np.square(sd) * (1 / n + 1 / k) + self.tau**2)
+        return float(out) if np.ndim(out) == 0 else out

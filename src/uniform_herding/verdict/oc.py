@@ -45,7 +45,7 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.procedure import replay
 from uniform_herding.verdict.words import VerdictKind
-from uniform_herding.verdict.worlds import CENTER, Model, World, models, pairs
+from uniform_herding.verdict.worlds import CENTER, Model, World, models, pairs, tolerances
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side's bound (its boundaries spend 2.45% / m of it)
@@ -165,13 +165,13 @@ def cell(expected: Expected, model: Model, n: int, seconds: dict[str, float], ma
 _progress: Progress | None = None  # run_calls' progress while it runs; the pool's forked processes inherit it
 
 
-def counted(n: int) -> Iterator[int]:
-    """range(n) for a simulation's n re-runs, each counted in run_calls' progress once done (it draws nothing: the
-    random streams are those of range(n))."""
-    for i in range(n):
+def counted(n: int, step: int = 1) -> Iterator[int]:
+    """range(0, n, step) for a simulation's n re-runs taken `step` at a time, each counted in run_calls' progress once
+    done (it draws nothing: the random streams are those of the caller)."""
+    for i in range(0, n, step):
         yield i
         if _progress is not None:
-            _progress.advance()
+            _progress.advance(min(step, n - i))
 
 
 @dataclass(frozen=True)
@@ -283,11 +283,11 @@ class GatingDraws:
 
     def pass_rate(self, shift: float) -> np.ndarray:
         """Per metric: how often decide.replicated passes it with its true mean moved by `shift` pp."""
-        return np.vectorize(replicated)(self.differences + shift, self.tolerances).mean(0)
+        return replicated(self.differences + shift, self.tolerances).mean(0)
 
     def fails(self) -> np.ndarray:
         """[worlds, metrics]: where a faithful re-run reads NOT REPLICATED."""
-        return ~np.vectorize(replicated)(self.differences, self.tolerances)
+        return ~replicated(self.differences, self.tolerances)
 
     def false_fails(self) -> np.ndarray:
         """Per metric: how often a faithful re-run reads NOT REPLICATED on it."""
@@ -305,19 +305,21 @@ class GatingDraws:
         return shifts
 
 
+GATING_CHUNK = 10_000  # worlds gating_draws draws at once: about 15 kB of standard draws each, 150 MB a chunk
+
+
 def gating_draws(expected: Expected, tau: float, n: int, rng: np.random.Generator) -> GatingDraws:
-    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's three seeds."""
+    """n worlds of (c) at the centre's rho and `tau`, each gating metric on the paper's seeds, GATING_CHUNK at once."""
     world, k = World.of(expected), len(expected.seeds)
     model = Model("faithful", rho=CENTER[0], tau=tau, kind="faithful")
     metrics = [(r, m) for m in expected.gate for r in dict.fromkeys(expected.per_seed["run_id"]) if r in PAPER_RUNS]
-    differences, tolerances = np.empty((n, len(metrics))), np.empty((n, len(metrics)))
-    for i in counted(n):
-        judged_by, values = model.draw(expected, world, rng)
-        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(METRICS)].mean()
-        for j, (run_id, metric) in enumerate(metrics):
-            differences[i, j] = values[world.index(run_id), :k, METRICS.index(metric)].mean() - paper.at[run_id, metric]
-            tolerances[i, j] = judged_by.tolerance_for(run_id, metric, k)
-    return GatingDraws(tau, metrics, differences, tolerances)
+    at = ([world.index(r) for r, _ in metrics], [METRICS.index(m) for _, m in metrics])
+    differences, tolerances_ = [], []
+    for start in counted(n, GATING_CHUNK):
+        paper, values = model.draws(expected, world, rng, min(GATING_CHUNK, n - start))
+        differences.append((values[:, :, :k].mean(-2) - paper.mean(-2))[:, at[0], at[1]])  # type: ignore[union-attr]
+        tolerances_.append(tolerances(expected, paper, k)[:, at[0], at[1]])  # type: ignore[arg-type]
+    return GatingDraws(tau, metrics, np.concatenate(differences), np.concatenate(tolerances_))
 
 
 def gating_lines(expected: Expected, draws: list[GatingDraws]) -> list[str]:
@@ -499,6 +501,8 @@ def derive_text(expected: Expected) -> list[str]:
               help="Simulated re-runs per faithful model at rho 0.5, tau 0.5.")  # fmt: skip
 @click.option("--grid-draws", type=click.IntRange(min=10), default=2000, show_default=True,
               help="Simulated re-runs per model elsewhere: the grid, the misses and the nulls.")  # fmt: skip
+@click.option("--gating-draws", "gating_draws_", type=click.IntRange(min=10), default=2_000_000, show_default=True,
+              help="Simulated re-runs per tau for the per-metric gating table: enough to order its worst metrics.")
 @click.option("--close-draws", type=click.IntRange(min=10), default=20000, show_default=True,
               help="Fresh draws for a cell whose interval holds its target.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The simulation's random seed.")
@@ -506,18 +510,18 @@ def derive_text(expected: Expected) -> list[str]:
               help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
 @click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
               help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
-@click.option("--only", type=click.Choice(["faithful", "misses", "claims"]),
-              help="Print one part only (claims: what checking one claim alone costs, uh check --claim).")
+@click.option("--only", type=click.Choice(["faithful", "misses", "gating", "claims"]),
+              help="Print one part only (misses: with the contradicts side and the gating table; gating: that "
+                   "table; claims: what one claim alone costs).")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=len(os.sched_getaffinity(0)), show_default="this "
               "machine's CPUs", help="Processes to simulate in; the figures do not depend on it.")
 @click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
               help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
-def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, close_draws: int, seed: int,
-               rhos: tuple[float, ...],
-               taus: tuple[float, ...], only: str | None, derive_csv: Path | None, jobs: int, runs_out: Path | None
-               ) -> None:  # fmt: skip
+def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_draws_: int, close_draws: int,
+               seed: int, rhos: tuple[float, ...], taus: tuple[float, ...], only: str | None, derive_csv: Path | None,
+               jobs: int, runs_out: Path | None) -> None:  # fmt: skip
     """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
     try:
         expected = load_expected(expected_dir or expected_dir_for("paper", find_expected_root(
@@ -547,9 +551,10 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, close_dra
                      for f, rho, tau in grid],
         "misses": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
         "contradicts": [simulation(contradicts, expected, c.claim_id, grid_draws) for c in PAPER_CLAIMS],
-        "gating": [simulation(gating_draws, expected, tau, draws) for tau in sweep],
+        "gating": [simulation(gating_draws, expected, tau, gating_draws_) for tau in sweep],
         "claims": [simulation(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
-    wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "claims": ["claims"]}
+    wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "gating": ["gating"],
+              "claims": ["claims"]}
     parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
     click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
     done = run_calls(parts, seed, jobs)
@@ -573,10 +578,12 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, close_dra
                    f"{CENTER[0]:g}, tau {CENTER[1]:g}), judged by its procedure alone")  # fmt: skip
         for claim, (against, wrongly, n) in zip(PAPER_CLAIMS, done["contradicts"], strict=True):
             click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}% ({n} draws)")
-        click.echo(f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds ({draws} "
-                   f"draws per tau): how often a faithful re-run fails it, beside the share of the family's alpha "
-                   f"the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the detectable miss, the "
-                   f"smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of the time")  # fmt: skip
+    if "gating" in done:
+        click.echo(f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds "
+                   f"({gating_draws_:,} draws per tau): how often a faithful re-run fails it, beside the share of "
+                   f"the family's alpha the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the "
+                   f"detectable miss, the smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of "
+                   "the time")  # fmt: skip
         click.echo("\n".join(gating_lines(expected, done["gating"])))
     if "claims" in done:
         click.echo(f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "

@@ -23,7 +23,7 @@ zero effect, judged by the claim's own procedure.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -31,6 +31,7 @@ import pandas as pd
 
 from uniform_herding.catalogue import PAPER_RUNS
 from uniform_herding.method.metrics import METRICS
+from uniform_herding.verdict import decide
 from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.expected import Expected
 
@@ -77,9 +78,28 @@ class World:
         """[R, n, M] draws of SD `scale` ([R, M], or one number) with the pooled metric correlation, one metric
         correlated exactly rho across run IDs per draw; each standard draw of the `law` LAWS names."""
         r, m = len(self.runs), self.factor.shape[0]
-        z = math.sqrt(rho) * LAWS[law](rng, (1, n, m)) + math.sqrt(1 - rho) * LAWS[law](rng, (r, n, m))
+        return self.correlated(LAWS[law](rng, (1, n, m)), LAWS[law](rng, (r, n, m)), scale, rho)
+
+    def correlated(self, common: np.ndarray, own: np.ndarray, scale: np.ndarray | float, rho: float) -> np.ndarray:
+        """shared's draws from its standard ones, over any leading axes: `common` [..., 1, n, M] to every run ID,
+        `own` [..., R, n, M] to each."""
+        z = math.sqrt(rho) * common + math.sqrt(1 - rho) * own
         scale = np.asarray(scale)
         return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
+
+
+def standard(rng: np.random.Generator, segments: list[tuple[str, tuple[int, ...]]], n: int) -> list[np.ndarray]:
+    """n worlds' standard draws, [n, *shape] per segment (law, shape), taken world by world and segment by segment
+    as n calls drawing one world each would take them: where every segment has one law, in one call."""
+    sizes = [math.prod(shape) for _, shape in segments]
+    laws = {law for law, _ in segments}
+    if len(laws) == 1:
+        flat = LAWS[laws.pop()](rng, (n, sum(sizes)))
+    else:
+        flat = np.stack([np.concatenate([LAWS[law](rng, shape).ravel() for law, shape in segments])
+                         for _ in range(n)])  # fmt: skip
+    parts = np.split(flat, np.cumsum(sizes)[:-1], axis=1)
+    return [part.reshape(n, *shape) for part, (_, shape) in zip(parts, segments, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -99,45 +119,70 @@ class Model:
     fixed: tuple[str, str, tuple[float, ...]] | None = None  # run ID, metric, values on the paper's seeds
     kind: str = "miss"  # "faithful" (should pass) or "miss" (should fail)
 
+    def segments(self, world: World, seeds: int | None) -> list[tuple[str, tuple[int, ...]]]:
+        """The standard draws one world takes, in order, each for every run ID's shared and own part ([1 + R, k, M]):
+        under (a) the paper's sampling error, the stack's offset, under (c) the redrawn paper table, then the re-run's
+        `seeds` (None: the truth's alone)."""
+        draws = [(self.law, 3)] * (self.faithful == "a") + [("normal", 1)]
+        if seeds:
+            draws += [(self.law, 3)] * (self.faithful == "c") + [(self.law, seeds)]
+        r, m = len(world.runs), world.factor.shape[0]
+        return [(law, (r + 1, k, m)) for law, k in draws]
+
+    def _shared(self, world: World, z: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+        return world.correlated(z[:, :1], z[:, 1:], scale, self.rho)
+
     def truth(self, world: World, rng: np.random.Generator) -> np.ndarray:
         """[R, M]: the true means of one simulated world."""
-        truth = world.mean.copy()
+        return self._truths(world, iter(standard(rng, self.segments(world, None), 1)))[0]
+
+    def _truths(self, world: World, draws: Iterator[np.ndarray]) -> np.ndarray:
+        """[n, R, M]: the true means of n worlds, from their standard draws in `segments`' order."""
+        truth = world.mean
         if self.faithful == "a":
-            truth -= world.shared(rng, world.sd, 3, self.rho, self.law).mean(1)
-        truth = truth + world.shared(rng, self.tau, 1, self.rho)[:, 0]
+            truth = truth - self._shared(world, next(draws), world.sd).mean(-2)
+        truth = truth + self._shared(world, next(draws), self.tau)[..., 0, :]
         if self.shift:
-            truth[world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
+            truth[:, world.index(self.shift[0]), METRICS.index(self.shift[1])] += self.shift[2]
         for run_id, other, metric in self.nulls:
-            truth[world.index(run_id), METRICS.index(metric)] = truth[world.index(other), METRICS.index(metric)]
+            truth[:, world.index(run_id), METRICS.index(metric)] = truth[:, world.index(other), METRICS.index(metric)]
         if self.null_c5:
             acc, b3 = METRICS.index("acc"), world.index("B3")
-            budget, retrieval = (np.array([truth[world.index(r), acc] for r in rs]) for rs in (("s1", "B3", "s2"),
-                                                                                                ("s3", "B3", "s4")))
-            scale = np.ptp(retrieval) / np.ptp(budget)
+            budget, retrieval = (truth[:, [world.index(r) for r in rs], acc] for rs in (("s1", "B3", "s2"),
+                                                                                         ("s3", "B3", "s4")))
+            scale = np.ptp(retrieval, -1) / np.ptp(budget, -1)
             for r in ("s1", "s2"):
-                truth[world.index(r), acc] = truth[b3, acc] + scale * (truth[world.index(r), acc] - truth[b3, acc])
+                i = world.index(r)
+                truth[:, i, acc] = truth[:, b3, acc] + scale * (truth[:, i, acc] - truth[:, b3, acc])
         return truth
+
+    def draws(self, expected: Expected, world: World, rng: np.random.Generator, n: int
+              ) -> tuple[np.ndarray | None, np.ndarray]:  # fmt: skip
+        """n simulated re-runs, drawn as n calls of `draw` would draw them: under (c) the redrawn paper tables
+        [n, R, 3, M], as printed (2 decimals), else None; and [n, R, registered seeds, M] values in the
+        procedure's order."""
+        draws = iter(standard(rng, self.segments(world, len(expected.registered)), n))
+        truth = self._truths(world, draws)
+        paper = (np.round(world.mean[:, None, :] + self._shared(world, next(draws), world.sd), 2)
+                 if self.faithful == "c" else None)  # fmt: skip
+        values = truth[..., None, :] + self.noise_scale * self._shared(world, next(draws), world.sd)
+        if self.fixed:
+            fixed = np.asarray(self.fixed[2])
+            values[:, world.index(self.fixed[0]), : len(fixed), METRICS.index(self.fixed[1])] = fixed
+        return paper, values
 
     def draw(self, expected: Expected, world: World, rng: np.random.Generator) -> tuple[Expected, np.ndarray]:
         """One simulated re-run: the expected set it is judged against (under (c), re-derived from a redrawn
         paper table) and [R, registered seeds, M] values in the procedure's order."""
-        truth = self.truth(world, rng)
-        if self.faithful == "c":
-            expected = redrawn(expected, world, world.mean[:, None, :] + world.shared(rng, world.sd, 3, self.rho,
-                                                                                              self.law))
-        n_seeds = len(expected.registered)
-        values = truth[:, None, :] + self.noise_scale * world.shared(rng, world.sd, n_seeds, self.rho, self.law)
-        if self.fixed:
-            fixed = np.asarray(self.fixed[2])
-            values[world.index(self.fixed[0]), : len(fixed), METRICS.index(self.fixed[1])] = fixed
-        return expected, values
+        paper, values = self.draws(expected, world, rng, 1)
+        return (expected if paper is None else redrawn(expected, world, paper[0])), values[0]
 
 
 def redrawn(expected: Expected, world: World, paper: np.ndarray) -> Expected:
-    """The expected set as if the paper's table had come out as `paper` ([R, 3, M], rounded to 2 decimals as
-    printed): same rule, procedure and hash, everything derived from the table derived anew."""
+    """The expected set as if the paper's table had come out as `paper` ([R, 3, M], as printed: Model.draws'):
+    same rule, procedure and hash, everything derived from the table derived anew."""
     seeds = expected.seeds
-    rows = [(r, s, *np.round(paper[i, j], 2)) for i, r in enumerate(world.runs) for j, s in enumerate(seeds)]
+    rows = [(r, s, *paper[i, j]) for i, r in enumerate(world.runs) for j, s in enumerate(seeds)]
     return replace(expected, per_seed=pd.DataFrame(rows, columns=["run_id", "seed", *METRICS]))
 
 
@@ -159,3 +204,15 @@ def models(expected: Expected) -> list[Model]:
                   tau=tau)
             for claim, run_id, other, metric, _ in pairs(expected)]  # fmt: skip
     return [*out, Model("null C5: budget sweep spread = retrieval's", null_c5=True, rho=rho, tau=tau)]
+
+
+def tolerances(expected: Expected, paper: np.ndarray, k: int) -> np.ndarray:
+    """[n, R, M]: the tolerance at k counted seeds that each of n redrawn paper tables ([n, R, seeds, M], as
+    printed) derives under the set's rule: world by world, redrawn(expected, world, paper[i]).tolerance_for(run,
+    metric, k), by decide's batch moderation and rule in one pass."""
+    if expected.rule is None:
+        raise ValueError(f"{expected.directory}: its tolerances are stated as numbers, not derived")
+    n = paper.shape[-2]
+    variances = np.moveaxis(np.var(paper, axis=-2, ddof=1), -1, -2)  # [n, M, R]: one set per world and metric
+    moderated, df = decide.moderated_variances(variances, n - 1)
+    return expected.rule.tolerance(np.moveaxis(np.sqrt(moderated), -1, -2), df[:, None, :], n, k)
