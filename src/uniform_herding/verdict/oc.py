@@ -590,10 +590,10 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_dr
                    f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
                    "claim SUPPORTED and its run IDs REPLICATED")  # fmt: skip
         click.echo("\n".join([CLAIM_HEADER, *done["claims"]]))
-    found = targets(done, grid, misses)
-    click.echo(f"\ntargets: where the first draws' interval held a target, its cell was simulated again on "
-               f"{close_draws:,} fresh draws; where that one holds it too, it is too close to call" if found else "")
-    click.echo("\n".join(t.line() for t in found))
+    if found := targets(done, grid, misses):
+        click.echo(f"\ntargets: where the first draws' interval held a target, its cell was simulated again on "
+                   f"{close_draws:,} fresh draws; where that one holds it too, it is too close to call")
+        click.echo("\n".join(t.line() for t in found))
     elapsed = time.monotonic() - started
     click.echo(f"\ntook {elapsed // 60:.0f} min {elapsed % 60:.0f} s in {jobs} process{'es' * (jobs > 1)} on this "
                f"machine's {os.cpu_count()} CPUs")
