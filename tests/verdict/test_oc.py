@@ -80,7 +80,8 @@ def test_a_shared_seed_correlates_every_metric_of_every_pair_of_run_ids_by_rho()
     """rho is what it says for each metric and pair of run IDs. (A factor per run ID, as before, mixed the
     metrics differently for each: B3 and a4's ACC came out correlated -0.41 at rho 0.5, B3 and B2's F -0.50.)"""
     world = oc.World.of(load_expected(EXPECTED))
-    values = world.shared(np.random.default_rng(2), world.sd, 20000, 0.5)
+    rng, shape = np.random.default_rng(2), (len(world.runs), 20000, world.factor.shape[0])
+    values = world.correlated(rng.standard_normal((1, *shape[1:])), rng.standard_normal(shape), world.sd, 0.5)
     for metric in range(2):
         corr = np.corrcoef(values[:, :, metric])  # over seeds of one world: the noise alone
         off_diagonal = corr[~np.eye(len(world.runs), dtype=bool)]

@@ -73,16 +73,10 @@ class World:
     def index(self, run_id: str) -> int:
         return self.runs.index(run_id)
 
-    def shared(self, rng: np.random.Generator, scale: np.ndarray | float, n: int, rho: float, law: str = "normal"
-               ) -> np.ndarray:  # fmt: skip
-        """[R, n, M] draws of SD `scale` ([R, M], or one number) with the pooled metric correlation, one metric
-        correlated exactly rho across run IDs per draw; each standard draw of the `law` LAWS names."""
-        r, m = len(self.runs), self.factor.shape[0]
-        return self.correlated(LAWS[law](rng, (1, n, m)), LAWS[law](rng, (r, n, m)), scale, rho)
-
     def correlated(self, common: np.ndarray, own: np.ndarray, scale: np.ndarray | float, rho: float) -> np.ndarray:
-        """shared's draws from its standard ones, over any leading axes: `common` [..., 1, n, M] to every run ID,
-        `own` [..., R, n, M] to each."""
+        """[..., R, n, M] draws of SD `scale` ([R, M], or one number) from standard ones, over any leading axes:
+        `common` [..., 1, n, M] to every run ID, `own` [..., R, n, M] to each; the pooled metric correlation, one
+        metric correlated exactly rho across run IDs per draw."""
         z = math.sqrt(rho) * common + math.sqrt(1 - rho) * own
         scale = np.asarray(scale)
         return (scale[:, None, :] if scale.ndim else scale) * (z @ self.factor.T)
