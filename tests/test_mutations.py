@@ -63,20 +63,20 @@ BUGS = {
     ),
     "REPLICATED only strictly inside the tolerance": Bug(
         "verdict/decide.py",
-        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
-        "round(abs(difference), DECIMALS) < round(tolerance, DECIMALS)",
+        "np.round(np.abs(difference), DECIMALS) <= np.round(tolerance, DECIMALS)",
+        "np.round(np.abs(difference), DECIMALS) < np.round(tolerance, DECIMALS)",
         ("tests/verdict/test_check.py::test_a_difference_of_exactly_the_tolerance_is_replicated",),
     ),
     "the tolerance compared with float noise (2.0000000000000018 > 2.0)": Bug(
         "verdict/decide.py",
-        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
-        "abs(difference) <= tolerance",
+        "np.round(np.abs(difference), DECIMALS) <= np.round(tolerance, DECIMALS)",
+        "np.abs(difference) <= tolerance",
         ("tests/verdict/test_decide.py::test_a_shift_of_exactly_the_tolerance_passes_whichever_its_sign",),
     ),
     "a derived tolerance's own decimals left unrounded": Bug(
         "verdict/decide.py",
-        "round(abs(difference), DECIMALS) <= round(tolerance, DECIMALS)",
-        "round(abs(difference), DECIMALS) <= tolerance",
+        "np.round(np.abs(difference), DECIMALS) <= np.round(tolerance, DECIMALS)",
+        "np.round(np.abs(difference), DECIMALS) <= tolerance",
         ("tests/verdict/test_check.py::test_a_shift_of_exactly_the_tolerance_passes_either_way",),
     ),
     "a metric's miss final at every look (the family's alpha spent once per look)": Bug(
