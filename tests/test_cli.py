@@ -52,16 +52,15 @@ def test_uh_list_sizes_its_columns_from_the_names():
     assert len(starts) == 1
 
 
-def test_uh_version_prints_the_version_and_this_checkouts_code_hashes_without_torch():
-    """Issue 51: `uh --version` says which code this is, by the hashes a result.json and a check_report.json record
-    (runs/provenance.py), and stays fast: no torch, no pandas."""
+def test_uh_version_prints_the_version_and_this_checkouts_code_hash_without_torch():
+    """Issue 51: `uh --version` says which code this is, by the hash a result.json and a check_report.json record
+    (runs/provenance.py: issue 59, one hash of the whole package), and stays fast: no torch, no pandas."""
     code = ("import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
             "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [
         f"uh {__version__}",
-        f"run code sha256:   {code_hash('run')} (result.json: provenance.code_sha256)",
-        f"check code sha256: {code_hash('check')} (check_report.json: check_code_sha256)",
+        f"code sha256: {code_hash()} (result.json: provenance.code_sha256; check_report.json: code_sha256)",
         "[]",
     ]
 

@@ -64,7 +64,7 @@ def test_the_verdict_now_gives_no_badge_to_results_of_other_code(tmp_path: Path)
     RESULTS REPLICATED; with one made from a modified tree, EXPECTED SET MATCHED (exit 6)."""
     paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
     table = next_look(next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
-    code = {"code_sha256": code_hash("run"), "tree_modified": None}
+    code = {"code_sha256": code_hash(), "tree_modified": None}
     write(tmp_path / "r", table, code=code)
     assert status(tmp_path / "r")[2] == "verdict now: RESULTS REPLICATED (exit 0)"
     write(tmp_path / "r", table[table["run_id"] == "a1"], code=code | {"tree_modified": True})

@@ -57,20 +57,22 @@ class LazyGroup(click.Group):
 
 
 def print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
-    """`uh --version`: the package's version and this checkout's code hashes, the ones a result.json
-    (provenance.code_sha256) and a check_report.json (check_code_sha256) record; computed only when asked."""
+    """`uh --version`: the package's version and this checkout's code hash, the one a result.json
+    (provenance.code_sha256) and a check_report.json (code_sha256) record; computed only when asked."""
     if not value or ctx.resilient_parsing:
         return
-    from uniform_herding.runs.provenance import code_hash  # stdlib only, but no other command needs it
+    from uniform_herding.runs.provenance import code_hash  # no other command needs it
 
-    click.echo(f"uh {__version__}\nrun code sha256:   {code_hash('run')} (result.json: provenance.code_sha256)\n"
-               f"check code sha256: {code_hash('check')} (check_report.json: check_code_sha256)")  # fmt: skip
+    click.echo(
+        f"uh {__version__}\ncode sha256: {code_hash()} (result.json: provenance.code_sha256; "
+        "check_report.json: code_sha256)"
+    )
     ctx.exit()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
-              help="The version and this checkout's code hashes (runs/provenance.py), then exit.")  # fmt: skip
+              help="The version and this checkout's code hash (runs/provenance.py), then exit.")  # fmt: skip
 def main() -> None:
     """Replicate 'Uniform Herding: Exemplar Replay with Representation Refresh' (an independent implementation)."""
 

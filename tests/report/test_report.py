@@ -745,7 +745,7 @@ def test_the_summarys_verdict_gives_no_badge_to_results_of_other_code(tmp_path: 
     for row in table.itertuples():
         body = fake_result(row.run_id, row.seed, "paper", 10, {"acc": row.acc, "forgetting": row.forgetting,
                                                                 "bwt": row.bwt})  # fmt: skip
-        write(tmp_path, body | {"provenance": {"code_sha256": code_hash("run"), "tree_modified": None}})
+        write(tmp_path, body | {"provenance": {"code_sha256": code_hash(), "tree_modified": None}})
     assert verdicts(load_runs(tmp_path)).overall == "RESULTS REPLICATED (ACM v1.1)"
     write(tmp_path, fake_result("B0", 1993, "paper", 10, table.iloc[0][["acc", "forgetting", "bwt"]].to_dict()))
     assert verdicts(load_runs(tmp_path)).overall == ("EXPECTED SET MATCHED (1 result not made by this checkout's "

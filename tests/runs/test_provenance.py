@@ -5,26 +5,34 @@ builds its own git repository: a copy of this checkout's package, committed."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from uniform_herding.cli import main
 from uniform_herding.runs.provenance import (
     DIFF_NAME,
+    EXCLUDED,
     MIXED,
     MODIFIED,
     NO_CODE,
+    UNHASHED,
     Made,
     code_files,
     code_hash,
     made_by,
     other_code,
     provenance,
+    unhashed_code,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,8 +61,9 @@ def package(checkout: Path) -> Path:
     return checkout / "src" / "uniform_herding"
 
 
-def code_of(checkout: Path, part: str = "run") -> tuple[dict, str | None]:
-    return provenance(part, package(checkout), checkout)
+def code_of(checkout: Path) -> tuple[dict, str | None]:
+    """The provenance of a copy's code, as a process that loaded none of its modules records it."""
+    return provenance(package(checkout), checkout, modules={})
 
 
 def append(path: Path, text: str) -> None:
@@ -73,12 +82,12 @@ def test_the_code_hash_is_the_same_here_in_a_clone_and_in_an_unpacked_archive(
     """A clone is its revision, unmodified; an archive has no .git, so git cannot compare it (tree_modified None) and
     its revision is the image's claim (UH_GIT_REVISION) or none: the code hash alone says what ran, and it is this
     checkout's."""
-    here, head = code_hash("run"), git(repo, "rev-parse", "HEAD").strip()
-    assert code_hash("run", package(repo), repo) == here
+    here, head = code_hash(), git(repo, "rev-parse", "HEAD").strip()
+    assert code_hash(package(repo), repo) == here
     git(tmp_path, "clone", "-q", str(repo), "clone")
     assert code_of(tmp_path / "clone") == ({
         "code_sha256": here, "code_files": len(code_files()), "git_revision": head, "git_revision_verified": True,
-        "tree_modified": False, "diff_sha256": None}, None)  # fmt: skip
+        "tree_modified": False, "diff_sha256": None, "unhashed_code": []}, None)  # fmt: skip
     archive = tmp_path / "archive"
     archive.mkdir()
     tar = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True, check=True).stdout
@@ -86,8 +95,7 @@ def test_the_code_hash_is_the_same_here_in_a_clone_and_in_an_unpacked_archive(
     assert not (archive / ".git").exists()
     assert code_of(archive) == ({
         "code_sha256": here, "code_files": len(code_files()), "git_revision": None, "git_revision_verified": False,
-        "tree_modified": None, "diff_sha256": None}, None)  # fmt: skip
-    assert code_hash("check", package(archive), archive) == code_hash("check")
+        "tree_modified": None, "diff_sha256": None, "unhashed_code": []}, None)  # fmt: skip
     monkeypatch.setenv("UH_GIT_REVISION", head)  # the image's build argument: claimed, never verified
     code, _ = code_of(archive)
     assert (code["git_revision"], code["git_revision_verified"], code["code_sha256"]) == (head, False, here)
@@ -112,7 +120,7 @@ def test_crlf_line_endings_and_build_output_change_nothing(tmp_path: Path, repo:
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
     for path in (package(copy) / "method").glob("*.py"):
         path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    assert code_hash("run", package(copy), copy) == clean["code_sha256"]
+    assert code_hash(package(copy), copy) == clean["code_sha256"]
 
 
 def test_a_comment_only_change_to_a_method_file_is_a_modified_tree_with_its_diff(repo: Path) -> None:
@@ -143,45 +151,173 @@ def test_an_untracked_module_under_method_counts(repo: Path) -> None:
     assert "notes.txt" not in diff
 
 
-def test_docs_change_no_hash_and_the_checker_changes_the_check_hash_only(repo: Path) -> None:
-    """The README, the docs and the report change no number: neither hash moves, and the tree is not modified for
-    either. An edit of verdict/ is the checker's: the check hash moves, the run hash does not."""
-    run, check = code_of(repo, "run"), code_of(repo, "check")
+def test_docs_change_no_hash_but_every_module_of_the_package_does(repo: Path) -> None:
+    """Issue 59: the hash covers all the code a process of uh can execute. The README and the docs change no number
+    and no hash; an edit of any module of the package (launch.py, which `uh run` imports, the checker, the report)
+    is other code, named in the diff."""
+    clean, _ = code_of(repo)
     append(repo / "README.md", "An edited sentence.\n")
     (repo / "docs").mkdir()
     (repo / "docs" / "notes.md").write_text("# notes\n")
-    append(package(repo) / "report" / "tables.py", "# a comment in the report\n")
-    assert (code_of(repo, "run"), code_of(repo, "check")) == (run, check)
-    append(package(repo) / "verdict" / "judge.py", "# a comment in the checker\n")
-    assert code_of(repo, "run") == run
-    code, diff = code_of(repo, "check")
-    assert code["tree_modified"] is True and code["code_sha256"] != check[0]["code_sha256"]
-    assert diff is not None and "src/uniform_herding/verdict/judge.py" in diff and "tables.py" not in diff
+    assert code_of(repo) == (clean, None)
+    hashes = {clean["code_sha256"]}
+    for name in ("launch.py", "cli.py", "chain.py", "verdict/judge.py", "report/tables.py"):
+        append(package(repo) / name, "# a comment\n")
+        code, diff = code_of(repo)
+        assert code["tree_modified"] is True and code["code_sha256"] not in hashes
+        assert diff is not None and f"src/uniform_herding/{name}" in diff
+        hashes.add(code["code_sha256"])
+
+
+def test_what_the_hash_leaves_out_is_listed_with_why() -> None:
+    """Issue 59: the exclusions, in one place, each with its reason; and what they say holds here: the package's
+    files are its *.py, all hashed, and their bytecode."""
+    assert list(EXCLUDED) == [
+        "__pycache__/ and *.pyc",
+        "files of the package other than *.py",
+        "everything outside src/uniform_herding/ but constraints.txt",
+    ]
+    assert all(len(why) > 40 for why in EXCLUDED.values())
+    pkg = ROOT / "src" / "uniform_herding"
+    files = [p for p in pkg.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(pkg).parts]
+    assert sorted(f"src/uniform_herding/{p.relative_to(pkg).as_posix()}" for p in files) == sorted(
+        set(code_files()) - {"constraints.txt"}
+    )
+
+
+def compile_pyc(source: Path, mode: py_compile.PycInvalidationMode) -> None:
+    py_compile.compile(
+        str(source), cfile=importlib.util.cache_from_source(str(source)), invalidation_mode=mode, doraise=True
+    )
+
+
+def loaded_code(checkout: Path, module: str) -> tuple[list[str], str]:
+    """What a process that imports `module` from the copy names as unhashed code, and what the module's PLANTED is."""
+    code = (
+        f"import json, {module} as m\nfrom uniform_herding.runs.provenance import unhashed_code\n"
+        "print(json.dumps([unhashed_code(), getattr(m, 'PLANTED', 'source')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=checkout,
+        env=os.environ | {"PYTHONPATH": str(checkout / "src")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    named, planted = json.loads(out)
+    return named, planted
+
+
+def test_bytecode_that_is_not_its_source_is_named_and_bytecode_python_ignores_is_not(repo: Path) -> None:
+    """Issue 59: a stale unchecked-hash .pyc (made from a changed source, the source restored) runs in place of its
+    source, and the hash of the files cannot see it: the process names the module. Bytecode Python would not run
+    (a stale timestamp or checked-hash pyc: it compiles the source) and bytecode of the source itself are not
+    named, nor is the tree modified: __pycache__ is git's to ignore."""
+    source = package(repo) / "method" / "memory.py"
+    original = source.read_text()
+    source.write_text(original + "PLANTED = 'bytecode'\n")
+    compile_pyc(source, py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    source.write_text(original)
+    named, planted = loaded_code(repo, "uniform_herding.method.memory")
+    pyc = importlib.util.cache_from_source(str(source))
+    assert (named, planted) == ([f"uniform_herding.method.memory: its bytecode {pyc} is not its source's"], "bytecode")
+    assert code_of(repo)[0]["tree_modified"] is False
+    for mode in (py_compile.PycInvalidationMode.TIMESTAMP, py_compile.PycInvalidationMode.CHECKED_HASH):
+        source.write_text(original + "PLANTED = 'bytecode'\n")
+        compile_pyc(source, mode)
+        source.write_text(original + "\n")  # the source moves on: Python compiles it, and ignores the pyc
+        assert loaded_code(repo, "uniform_herding.method.memory") == ([], "source")
+    compile_pyc(source, py_compile.PycInvalidationMode.UNCHECKED_HASH)  # the source's own bytecode
+    assert loaded_code(repo, "uniform_herding.method.memory") == ([], "source")
+
+
+def test_a_module_of_the_package_found_outside_it_is_named(tmp_path: Path) -> None:
+    """Issue 59: a module of the package whose file is not one of the hashed files (elsewhere, or bytecode without
+    its source) is named; modules of other packages are not the hash's, and are left alone."""
+    outside = types.ModuleType("uniform_herding.method.memory")
+    outside.__file__ = str(tmp_path / "memory.py")
+    sourceless = types.ModuleType("uniform_herding.method.task")
+    sourceless.__file__ = str(ROOT / "src" / "uniform_herding" / "method" / "task.pyc")
+    modules = {
+        "uniform_herding.method.memory": outside,
+        "uniform_herding.method.task": sourceless,
+        "uniform_herding.catalogue": sys.modules["uniform_herding.catalogue"],
+        "json": json,
+        "uniform_herdingx": types.ModuleType("uniform_herdingx"),
+    }
+    package = ROOT / "src" / "uniform_herding"
+    assert unhashed_code(modules) == [
+        f"uniform_herding.method.memory: loaded from {outside.__file__}, not from the hashed files under {package}",
+        f"uniform_herding.method.task: loaded from {sourceless.__file__}, not from the hashed files under {package}",
+    ]
+    assert unhashed_code({"uniform_herding.catalogue": sys.modules["uniform_herding.catalogue"]}) == []
 
 
 def test_made_by_names_each_result_under_each_why_and_counts_it_once() -> None:
-    """What uh check names: other code, a modified tree, tasks under other code (a task without a code hash, from
-    a checkpoint written before results recorded it, is other code), no code recorded; a result of this code from
-    a tree git could not compare (an archive, the image) is this code's."""
+    """What uh check names: other code, a modified tree, code loaded from elsewhere than the hashed files (issue 59:
+    the result's or a task's unhashed_code), tasks under other code (a task without a code hash, from a checkpoint
+    written before results recorded it, is other code), no code recorded; a result of this code from a tree git could
+    not compare (an archive, the image) is this code's."""
     this, other = "aa" * 32, "bb" * 32
     results = [
-        {"run_id": "B3", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False},
-         "tasks": [{"code_sha256": this}, {"code_sha256": this}]},
+        {"run_id": "B3", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
+         "tasks": [{"code_sha256": this, "unhashed_code": []}, {"code_sha256": this}]},
         {"run_id": "B3", "seed": 2023, "provenance": {"code_sha256": this, "tree_modified": None}},
         {"run_id": "B1", "seed": 42, "provenance": {"code_sha256": other, "tree_modified": True},
          "tasks": [{"code_sha256": other}]},
         {"run_id": "a1", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False},
          "tasks": [{"task": 0}, {"code_sha256": this}]},
         {"run_id": "B0", "seed": 1993},
+        {"run_id": "B2", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False,
+                                                      "unhashed_code": ["uniform_herding.launch: its bytecode ..."]}},
+        {"run_id": "B2", "seed": 42, "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
+         "tasks": [{"code_sha256": this, "unhashed_code": ["uniform_herding.launch: its bytecode ..."]}]},
     ]  # fmt: skip
     made = made_by(results, this)
-    assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),), MIXED: (("a1", 1993),),
+    assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),),
+                           UNHASHED: (("B2", 42), ("B2", 1993)), MIXED: (("a1", 1993),),
                            NO_CODE: (("B0", 1993),)}  # fmt: skip
-    assert made.count == 3 and made.withheld() == "3 results not made by this checkout's code"
+    assert made.count == 5 and made.withheld() == "5 results not made by this checkout's code"
     assert made_by(results[:2], this) == Made(this, read=2) and Made(this).withheld() is None
     assert made_by(results[:1], other).withheld() == "1 result not made by this checkout's code"
     assert Made(this, recorded=False).withheld() == "a per-seed CSV records no code"
-    assert made_by([]).this == code_hash("run")
+    assert made_by([]).this == code_hash()
+
+
+def test_settings_that_change_numbers_are_named_where_results_differ_or_leave_the_default() -> None:
+    """Issue 59: precision, compile mode, threads, device type and deterministic algorithms change numbers; where the
+    results differ in one, or all leave the profile's default, it is named with who has which value; where all have
+    the default, or a result records none, nothing is. Threads are a CPU run's only."""
+
+    def result(seed: int, run_id: str = "B3", profile: str = "smoke", **env: object) -> dict:
+        base = {
+            "device": "cpu: a CPU (AVX2)",
+            "cpu_threads": 1,
+            "precision": "32-true",
+            "compile": "off",
+            "deterministic": False,
+        }
+        return {"run_id": run_id, "seed": seed, "profile": profile, "environment": base | env}
+
+    assert made_by([result(1993), result(42, "B0")]).settings == {}
+    assert made_by([result(1993), {"run_id": "B0", "seed": 42, "profile": "smoke"}]).settings == {}
+    assert made_by([result(1993, precision="16-mixed"), result(2023)]).settings == {
+        "precision": ("32-true", {"16-mixed": (("B3", 1993),), "32-true": (("B3", 2023),)})
+    }
+    assert made_by([result(1993, cpu_threads=4, compile="default"), result(42, cpu_threads=4)]).settings == {
+        "compile": ("off", {"default": (("B3", 1993),), "off": (("B3", 42),)}),
+        "cpu_threads": ("1", {"4": (("B3", 42), ("B3", 1993))}),
+    }
+    gpu = {"device": "cuda: a GPU", "cpu_threads": 8, "precision": "16-mixed"}
+    assert made_by([result(1993, profile="paper", **gpu), result(42, profile="paper", **gpu)]).settings == {}
+    assert made_by([result(1993, profile="paper", **gpu), result(42, profile="paper")]).settings == {
+        "device": ("cuda", {"cuda": (("B3", 1993),), "cpu": (("B3", 42),)}),
+        "precision": ("16-mixed", {"16-mixed": (("B3", 1993),), "32-true": (("B3", 42),)}),
+    }
+    assert made_by([result(1993, deterministic=True)]).settings == {
+        "deterministic": ("false", {"true": (("B3", 1993),)})
+    }
 
 
 @pytest.mark.trains
@@ -204,11 +340,79 @@ def test_a_smoke_run_from_a_modified_tree_says_so_and_keeps_its_diff(tmp_path: P
     result, diff = uh_run()
     code = result["provenance"]
     assert code["tree_modified"] is True and code["git_revision"] == git(repo, "rev-parse", "HEAD").strip()
-    assert code["code_sha256"] == code_hash("run", package(repo), repo) != code_hash("run")
+    assert code["code_sha256"] == code_hash(package(repo), repo) != code_hash()
     assert hashlib.sha256(diff.read_bytes()).hexdigest() == code["diff_sha256"]
     assert "+# a comment-only change" in diff.read_text()
     assert {t["code_sha256"] for t in result["tasks"]} == {code["code_sha256"]}
     git(repo, "checkout", "--", ".")
     result, diff = uh_run("--force")
     assert (result["provenance"]["tree_modified"], result["provenance"]["diff_sha256"]) == (False, None)
-    assert result["provenance"]["code_sha256"] == code_hash("run") and not diff.exists()
+    assert result["provenance"]["code_sha256"] == code_hash() and not diff.exists()
+
+
+HALVED_LR = """
+# planted by tests/runs/test_provenance.py: SGD's learning rate halved, outside the method's files
+import uniform_herding.method.train as _train
+
+_sgd = _train.sgd
+_train.sgd = lambda cfg, params, fused: _sgd(dataclasses.replace(cfg, lr=cfg.lr / 2), params, fused)
+"""
+
+# `uh run` in a process that then lists the files of the package's modules it loaded.
+UH_RUN = """import json, sys
+from uniform_herding.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit as e:
+    code = e.code
+loaded = [m.__file__ for n, m in list(sys.modules.items()) if n.startswith("uniform_herding") and m.__file__]
+open(sys.argv[1], "w").write(json.dumps(loaded))
+sys.exit(code)
+"""
+
+
+@pytest.mark.trains
+def test_a_training_change_outside_method_or_only_in_bytecode_costs_the_badge(tmp_path: Path, repo: Path) -> None:
+    """Issue 59: B3 smoke from a copy whose launch.py halves SGD's learning rate records a code hash that is not this
+    checkout's, and `uh check --run-ids B3` names the result. The same change shipped only as a stale unchecked-hash
+    .pyc (the source restored, so the files hash as this checkout's and the tree is not modified) is named by the
+    run (provenance.unhashed_code, and each task's) and by uh check, and it ran: R is the first run's. Every module of
+    the package a `uh run` process loaded is a hashed file."""
+    launch = package(repo) / "launch.py"
+    original = launch.read_text()
+    append(launch, HALVED_LR)
+    results = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k not in ("UH_GIT_REVISION", "UH_RESULTS_DIR", "UH_DATA_DIR")}
+
+    def uh_run(*extra: str) -> tuple[dict, list[str]]:
+        loaded = tmp_path / "loaded.json"
+        args = ("B3", "--profile", "smoke", "--seed", "1993", "--data-dir", str(tmp_path / "data"))
+        command = [sys.executable, "-c", UH_RUN, str(loaded), "run", *args, "--results-dir", str(results), *extra]
+        subprocess.run(command, cwd=repo, env=env | {"PYTHONPATH": str(repo / "src")}, check=True, timeout=900)
+        return json.loads((results / "B3" / "seed-1993" / "result.json").read_text()), json.loads(loaded.read_text())
+
+    def named_by_check() -> str:
+        res = CliRunner().invoke(main, ["check", "--results-dir", str(results), "--run-ids", "B3", "--wide"])
+        assert res.exit_code != 2 and isinstance(res.exception, SystemExit | None), res.output
+        return res.output
+
+    edited, loaded = uh_run()
+    assert edited["provenance"]["code_sha256"] == code_hash(package(repo), repo) != code_hash()
+    assert edited["provenance"]["tree_modified"] is True and edited["provenance"]["unhashed_code"] == []
+    hashed = {str(repo / path) for path in code_files(package(repo), repo)}
+    assert {str(launch), str(package(repo) / "runs" / "run.py")} <= set(loaded) <= hashed
+    out = named_by_check()
+    assert f"made from other code ({edited['provenance']['code_sha256'][:12]}...): B3 seed 1993" in out
+    assert f"{MODIFIED}: B3 seed 1993" in out
+
+    compile_pyc(launch, py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    launch.write_text(original)
+    stale, _ = uh_run("--force")
+    code = stale["provenance"]
+    pyc = importlib.util.cache_from_source(str(launch))
+    assert (code["code_sha256"], code["tree_modified"]) == (code_hash(), False)
+    assert code["unhashed_code"] == [f"uniform_herding.launch: its bytecode {pyc} is not its source's"]
+    assert {tuple(t["unhashed_code"]) for t in stale["tasks"]} == {tuple(code["unhashed_code"])}
+    assert stale["R"] == edited["R"]
+    out = named_by_check()
+    assert f"{UNHASHED}: B3 seed 1993" in out and "made from other code" not in out

@@ -37,7 +37,7 @@ from uniform_herding.verdict.words import MetricKind
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 # What a result made by this checkout's code records where git cannot compare the tree (as from an unpacked archive):
 # independent of the state of the checkout the tests run in.
-THIS_CODE = {"code_sha256": code_hash("run"), "code_files": len(code_files()), "git_revision": None,
+THIS_CODE = {"code_sha256": code_hash(), "code_files": len(code_files()), "git_revision": None,
              "git_revision_verified": False, "tree_modified": None, "diff_sha256": None}  # fmt: skip
 
 
@@ -187,14 +187,14 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
     """Issue 51: results that would be RESULTS REPLICATED, five of them not made by this checkout's code, are named in
     one block before the verdict, grouped by why, in the JSON report too, and the badge is withheld (exit 6, saying
     why). On another profile they are named and the pipeline is checked as before. The report records this
-    checkout's two code hashes."""
+    checkout's code hash."""
     res, report = check(tmp_path, decided, results=True)
     assert res.exit_code == 0, res.output
     made_elsewhere(tmp_path / "results")
     res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results"), "--expected", str(EXPECTED)])
     report = json.loads((tmp_path / "results" / "check_report.json").read_text())
-    this = code_hash("run")
-    block = [f"results not made by this checkout's code (run code {this[:12]}...):",
+    this = code_hash()
+    block = [f"results not made by this checkout's code (code {this[:12]}...):",
              "  made from other code (abababababab...): B3 seeds 1993, 2023",
              "  made from a modified tree (code.diff beside it): a1 seed 42",
              "  tasks made under different code (a run resumed after an edit): s1 seed 1993",
@@ -207,7 +207,7 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
         "made from a modified tree (code.diff beside it)": [["a1", 42]],
         "tasks made under different code (a run resumed after an edit)": [["s1", 1993]],
         "no code recorded (made before results recorded it)": [["B0", 42]]}  # fmt: skip
-    assert (report["run_code_sha256"], report["check_code_sha256"]) == (this, code_hash("check"))
+    assert report["code_sha256"] == this
     assert report["expected_sha256"] == load_expected(EXPECTED).sha256
     smoke = copy_expected_set(tmp_path / "smoke", paper, gate=False, profile="smoke")
     write_results(tmp_path / "smoke-results", paper, "smoke", code=THIS_CODE)

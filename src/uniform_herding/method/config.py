@@ -83,6 +83,14 @@ DEVICES = ("auto", "cuda", "cpu")  # --device (devices.py); here, so that the CL
 TRAINING_ENVIRONMENT = ("UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
                         "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")  # fmt: skip
 
+# What a run on each device uses unless told otherwise, of the settings besides its config that change its numbers
+# (runs/run.py's numeric_settings): engine.precision and devices.cpu_threads take theirs from here, and uh check names
+# results that leave them (runs/provenance.py).
+NUMERIC_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cuda": {"precision": "16-mixed", "compile": "off", "deterministic": False},
+    "cpu": {"precision": "32-true", "compile": "off", "deterministic": False, "cpu_threads": 1},
+}
+
 
 # Every point the paper leaves open that every run settles alike, and how this artifact settles it
 # (docs/design.md). A component's own choices (the candidate pool, KD, NME, ...) are declared with it in

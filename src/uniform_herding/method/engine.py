@@ -28,6 +28,7 @@ from lightning.fabric import Fabric
 from lightning.fabric.plugins import MixedPrecision
 from torch import Tensor
 
+from uniform_herding.method.config import NUMERIC_DEFAULTS
 from uniform_herding.method.model import Learner
 
 PRECISIONS = ("16-mixed", "32-true")
@@ -41,7 +42,7 @@ def precision(device: torch.device, requested: str | None = None) -> str:
         if requested not in PRECISIONS:
             raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(PRECISIONS)}")
         return requested
-    return "16-mixed" if device.type == "cuda" else "32-true"
+    return NUMERIC_DEFAULTS["cuda" if device.type == "cuda" else "cpu"]["precision"]
 
 
 def fabric(device: torch.device, fp16: bool) -> Fabric:

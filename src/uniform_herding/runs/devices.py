@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from uniform_herding.catalogue import PROFILE_DEVICE
-from uniform_herding.method.config import DEVICES
+from uniform_herding.method.config import DEVICES, NUMERIC_DEFAULTS
 
 # The NVIDIA driver each CUDA major.minor needs on Linux (NVIDIA's CUDA release notes, table 3).
 MIN_DRIVER = {"12.8": "570.26", "13.0": "580.65.06"}
@@ -132,7 +132,7 @@ def cpu_threads() -> int:
     A CPU run's numbers depend on its thread count (reductions split differently), so the count is
     fixed rather than taken from the machine: the same seed gives the same result on any machine of one CPU kind.
     """
-    value = os.environ.get("UH_CPU_THREADS", "1")
+    value = os.environ.get("UH_CPU_THREADS", str(NUMERIC_DEFAULTS["cpu"]["cpu_threads"]))
     if not value.strip().isdigit() or int(value) < 1:
         raise ValueError(f"UH_CPU_THREADS={value!r} is not a thread count; set an integer >= 1 (default 1)")
     return int(value)

@@ -1,40 +1,58 @@
-"""What code made a result: a content hash of the files that compute it, and how they stand against git.
+"""What code made a result: a content hash of the package, how it stands against git, and whether the code that ran
+is the code that was hashed.
 
 A git revision alone does not say what ran: a modified tree records the commit before the edit, an archive
 without .git records nothing, and in the image the revision is a build argument anyone can set. The code hash
 is computed from the files themselves (`code_files`: sorted relative paths and each file's SHA-256, line
-endings normalised, `__pycache__` and build metadata never read), so a clone, an unpacked `git archive` and
-the image give the same hash for the same code. Where git is there, the tree is compared with its revision:
-a modified tree records the diff's SHA-256, and the diff itself is kept beside the result.
+endings normalised), so a clone, an unpacked `git archive` and the image give the same hash for the same code.
+Where git is there, the tree is compared with its revision: a modified tree records the diff's SHA-256, and the
+diff itself is kept beside the result.
 
-Two hashes, one per role (`PARTS`): "run", the code that trains and records a run (data/, method/,
-catalogue.py, runs/ and the installed constraints), which result.json records; "check", the checker's
-(verdict/ and everything it builds on), which check_report.json records. The report and the docs are in
-neither: they change no number.
+One hash for all the code a process of uh can execute: every `*.py` of the package (cli.py, launch.py, chain.py,
+method/, runs/, verdict/, report/ ...) and the installed constraints. result.json records it, check_report.json
+and `uh --version` print it. What it leaves out, and why, is `EXCLUDED`. A hash of the files proves nothing about
+what a process loaded: `unhashed_code` names each of the package's modules in this process that did not come from
+those files (found outside the package, or run from bytecode that is not its source's), and a run records them.
 
 Read back (`made_by`), the records say which results this checkout's code did not make: uh check names them, and
-on the paper profile they never get the badge.
+on the paper profile they never get the badge. Beside them, the settings besides the config that change a run's
+numbers (precision, compile mode, threads, device: `NUMERIC`) where the results differ in them or leave the
+profile's default: uh check names those too, and they cost nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
+import marshal
 import os
 import subprocess
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+from uniform_herding.catalogue import PROFILE_DEVICE
+from uniform_herding.method.config import NUMERIC_DEFAULTS
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/uniform_herding
 CHECKOUT = PACKAGE.parents[1]  # the repository root, /app in the image
 CONSTRAINTS = "constraints.txt"  # at the checkout's root: the pins every install uses
 DIFF_NAME = "code.diff"  # a modified tree's diff, kept beside the result it made
 
-# Each role's files, relative to the package (a folder: its *.py files, recursively), and whether the constraints
-# are part of it.
-_RUN = ("__init__.py", "catalogue.py", "data", "method", "runs")
-PARTS: dict[str, tuple[str, ...]] = {"run": _RUN, "check": (*_RUN, "verdict")}
+# What the code hash leaves out of the checkout, each for a stated reason (tests/runs/test_provenance.py lists it).
+EXCLUDED: dict[str, str] = {
+    "__pycache__/ and *.pyc": "bytecode, compiled from the hashed sources; bytecode that is not its source's is "
+    "named at run time (unhashed_code)",
+    "files of the package other than *.py": "Python imports only *.py (and their bytecode); the package has no "
+    "other file",
+    "everything outside src/uniform_herding/ but constraints.txt": "no process of uh imports it (tests, docs, "
+    "scripts, reproduce.sh, the Dockerfile); the settings they pass that change numbers (UH_PRECISION, UH_COMPILE, "
+    "UH_CPU_THREADS, ...) are recorded in result.json's environment, and uh check names them",
+}
 
 
 def _normalised(path: Path) -> bytes:
@@ -46,18 +64,15 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def code_files(part: str = "run", package: Path = PACKAGE, checkout: Path = CHECKOUT) -> dict[str, str]:
-    """The files of one role, as {path relative to the checkout: SHA-256 of its normalised bytes}, sorted.
+def code_files(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> dict[str, str]:
+    """The hashed files, as {path relative to the checkout: SHA-256 of its normalised bytes}, sorted.
 
-    Only `*.py` files under the role's folders (never `__pycache__`, `*.egg-info` or other build output), and the
-    constraints file where it is (a missing one is recorded as missing, so that it changes the hash)."""
-    files: dict[str, str] = {}
-    for name in PARTS[part]:
-        where = package / name
-        paths = sorted(where.rglob("*.py")) if where.is_dir() else [where]
-        for path in paths:
-            if "__pycache__" not in path.parts:
-                files[f"src/{package.name}/{path.relative_to(package).as_posix()}"] = _sha256(_normalised(path))
+    Every `*.py` file of the package (never `__pycache__`: EXCLUDED), and the constraints file where it is (a missing
+    one is recorded as missing, so that it changes the hash)."""
+    files = {}
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.relative_to(package).parts:
+            files[f"src/{package.name}/{path.relative_to(package).as_posix()}"] = _sha256(_normalised(path))
     constraints = checkout / CONSTRAINTS
     files[CONSTRAINTS] = _sha256(_normalised(constraints)) if constraints.is_file() else "missing"
     return dict(sorted(files.items()))
@@ -73,9 +88,9 @@ def manifest_hash(files: dict[str, str]) -> str:
     return _sha256(sha256sum(files).encode())
 
 
-def code_hash(part: str = "run", package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str:
-    """This checkout's (or installation's) code hash of one role."""
-    return manifest_hash(code_files(part, package, checkout))
+def code_hash(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str:
+    """This checkout's (or installation's) code hash."""
+    return manifest_hash(code_files(package, checkout))
 
 
 def _git(*args: str, checkout: Path = CHECKOUT) -> str | None:
@@ -89,14 +104,10 @@ def _git(*args: str, checkout: Path = CHECKOUT) -> str | None:
     return out.stdout.decode(errors="replace") if out.returncode == 0 else None
 
 
-def _paths(part: str, package: Path) -> list[str]:
-    return [f"src/{package.name}/{name}" for name in PARTS[part]] + [CONSTRAINTS]
-
-
-def tree_diff(part: str = "run", package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str | None:
-    """The role's files against the git revision: tracked changes, staged or not, and untracked files, as one
-    patch ("" for none); None without git. Only the role's files: an edited README changes no result."""
-    paths = _paths(part, package)
+def tree_diff(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str | None:
+    """The hashed files against the git revision: tracked changes, staged or not, and untracked files, as one
+    patch ("" for none); None without git. Only the package and the constraints: an edited README changes no result."""
+    paths = [f"src/{package.name}", CONSTRAINTS]
     diff = _git("diff", "--no-color", "--no-ext-diff", "--binary", "HEAD", "--", *paths, checkout=checkout)
     if diff is None:
         return None
@@ -119,15 +130,72 @@ def git_revision(checkout: Path = CHECKOUT) -> str | None:
     return os.environ.get("UH_GIT_REVISION") or None
 
 
-def provenance(part: str = "run", package: Path = PACKAGE, checkout: Path = CHECKOUT) -> tuple[dict, str | None]:
+def unhashed_code(modules: Mapping[str, ModuleType] | None = None, package: Path = PACKAGE) -> list[str]:
+    """The package's modules in `modules` (this process's sys.modules) that did not come from the hashed files, each
+    as "<module>: <why>", sorted; [] when every one did. The hash covers the files, not what ran: a module imported
+    from elsewhere, or run from bytecode in __pycache__ whose code is not its source's (a stale or planted .pyc,
+    which Python loads without reading the source when its header says it is current), is other code."""
+    modules = sys.modules if modules is None else modules
+    found = {}
+    for key, module in list(modules.items()):
+        name = getattr(getattr(module, "__spec__", None), "name", None) or key  # `python -m`: __main__'s is its own
+        ours = name == package.name or name.startswith(f"{package.name}.")
+        if ours and (why := _not_hashed(module, package)):
+            found[name] = f"{name}: {why}"
+    return [found[name] for name in sorted(found)]
+
+
+def _not_hashed(module: ModuleType, package: Path) -> str | None:
+    """Why a module of the package did not come from a hashed file, or None where it did."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return "loaded from no file"
+    path = Path(file)
+    inside = path.resolve().is_relative_to(package.resolve()) and "__pycache__" not in path.parts
+    if path.suffix != ".py" or not inside:
+        return f"loaded from {file}, not from the hashed files under {package}"
+    pyc = Path(importlib.util.cache_from_source(file))
+    return f"its bytecode {pyc} is not its source's" if _bytecode_differs(pyc, path) else None
+
+
+def _bytecode_differs(pyc: Path, source: Path) -> bool:
+    """Whether Python would run `pyc` in place of `source` (its header's rules, PEP 552: this Python's magic
+    number, and the source's mtime and size, or its hash where the pyc is checked; an unchecked-hash pyc always)
+    and its code is not what the source compiles to. Code objects compare without their file name."""
+    try:
+        data, code = pyc.read_bytes(), source.read_bytes()
+    except OSError:  # no bytecode: the source was compiled
+        return False
+    if len(data) < 16 or data[:4] != importlib.util.MAGIC_NUMBER:
+        return False  # another Python's: never loaded
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & 0b01 == 0:  # timestamp-based: stale where the source's mtime or size moved on
+        stat = source.stat()
+        header = [int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF]
+        if data[8:16] != b"".join(n.to_bytes(4, "little") for n in header):
+            return False
+    elif flags & 0b10 and data[8:16] != importlib.util.source_hash(code):  # checked hash, stale: recompiled
+        return False
+    try:
+        loaded = marshal.loads(data[16:])
+    except (EOFError, ValueError, TypeError):
+        return True
+    return loaded != compile(code, str(source), "exec", dont_inherit=True)
+
+
+def provenance(
+    package: Path = PACKAGE, checkout: Path = CHECKOUT, modules: Mapping[str, ModuleType] | None = None
+) -> tuple[dict, str | None]:
     """What a result records of the code that made it, and the diff to keep beside it (None when the tree is
     its revision or there is no git to compare with).
 
     `tree_modified` is True or False where git could compare the files with the revision, else None (an archive,
     the image): then the code hash alone says what ran, against the release's published hash; `git_revision`
-    there is the image's build argument, claimed and not verified (`git_revision_verified` false)."""
-    diff = tree_diff(part, package, checkout)
-    files = code_files(part, package, checkout)
+    there is the image's build argument, claimed and not verified (`git_revision_verified` false).
+    `unhashed_code`: the package's modules in `modules` (this process's) that did not come from the hashed files
+    (empty when none did)."""
+    diff = tree_diff(package, checkout)
+    files = code_files(package, checkout)
     return {
         "code_sha256": manifest_hash(files),
         "code_files": len(files),
@@ -135,6 +203,7 @@ def provenance(part: str = "run", package: Path = PACKAGE, checkout: Path = CHEC
         "git_revision_verified": diff is not None,
         "tree_modified": None if diff is None else bool(diff),
         "diff_sha256": _sha256(diff.encode()) if diff else None,
+        "unhashed_code": unhashed_code(modules, package),
     }, diff or None
 
 
@@ -143,6 +212,7 @@ def provenance(part: str = "run", package: Path = PACKAGE, checkout: Path = CHEC
 NO_CODE = "no code recorded (made before results recorded it)"
 MODIFIED = f"made from a modified tree ({DIFF_NAME} beside it)"
 MIXED = "tasks made under different code (a run resumed after an edit)"
+UNHASHED = "made by code that is not the hashed files (provenance.unhashed_code)"
 
 
 def other_code(digest: object) -> str:
@@ -152,15 +222,17 @@ def other_code(digest: object) -> str:
 
 @dataclass(frozen=True)
 class Made:
-    """Which results of an input this checkout's run code (`this`) did not make, grouped by why, each why as uh check
+    """Which results of an input this checkout's code (`this`) did not make, grouped by why, each why as uh check
     prints it (a result may have more than one); `recorded` False for an input that records no code at all (a
     per-seed CSV). On the paper profile either keeps the badge from the input (verdict/judge.py). `read`: how many
-    results the input held."""
+    results the input held. `settings`: the settings that change numbers (NUMERIC) where the results differ in them
+    or leave the profile's default, as {setting: (the profile's default, {value: results})}; named, never withheld."""
 
     this: str
     others: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     recorded: bool = True
     read: int = 0
+    settings: dict[str, tuple[str, dict[str, tuple[tuple[str, int], ...]]]] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -176,12 +248,13 @@ class Made:
 
 
 def made_by(results: Iterable[dict[str, Any]], this: str | None = None) -> Made:
-    """The results (load_results') not made by the run code `this` (this checkout's by default): made from other
-    code, from a modified tree, with tasks made under different code (resumed after an edit; a task without a
-    code hash, from before results recorded it, counts as other), or with no code recorded at all (results
-    written before `provenance`). A tree that git could not compare (an archive, the image) is judged by its
-    code hash alone."""
-    this = code_hash("run") if this is None else this
+    """The results (load_results') not made by the code `this` (this checkout's by default): made from other
+    code, from a modified tree, by loaded code that was not the hashed files (`unhashed_code`, of the result or of
+    any task), with tasks made under different code (resumed after an edit; a task without a code hash, from before
+    results recorded it, counts as other), or with no code recorded at all (results written before `provenance`). A
+    tree that git could not compare (an archive, the image) is judged by its code hash alone. And the settings that
+    change numbers where the results differ in them or leave their profile's default (`numeric_settings`)."""
+    this = code_hash() if this is None else this
     results = list(results)
     others: dict[str, list[tuple[str, int]]] = {}
     for result in results:
@@ -189,11 +262,53 @@ def made_by(results: Iterable[dict[str, Any]], this: str | None = None) -> Made:
         if not isinstance(code, dict):
             others.setdefault(NO_CODE, []).append(pair)
             continue
+        tasks = [t for t in result.get("tasks") or [] if isinstance(t, dict)]
         whys = [other_code(code["code_sha256"])] if code["code_sha256"] != this else []
         whys += [MODIFIED] if code.get("tree_modified") else []
-        tasks = {t.get("code_sha256") for t in result.get("tasks") or [] if isinstance(t, dict)}
-        whys += [MIXED] if tasks - {code["code_sha256"]} else []
+        whys += [UNHASHED] if code.get("unhashed_code") or any(t.get("unhashed_code") for t in tasks) else []
+        whys += [MIXED] if {t.get("code_sha256") for t in tasks} - {code["code_sha256"]} else []
         for why in whys:
             others.setdefault(why, []).append(pair)
-    order = sorted(others, key=lambda why: (why == NO_CODE, why == MIXED, why == MODIFIED, why))
-    return Made(this, {why: tuple(sorted(others[why])) for why in order}, read=len(results))
+    rank = (MODIFIED, UNHASHED, MIXED, NO_CODE)
+    order = sorted(others, key=lambda why: (rank.index(why) + 1 if why in rank else 0, why))
+    whys = {why: tuple(sorted(others[why])) for why in order}
+    return Made(this, whys, read=len(results), settings=numeric_settings(results))
+
+
+# What besides its config and seed changes a run's numbers (runs/run.py's numeric_settings), as result.json's
+# environment records it: the device's type (the part of `device` before ":"), the thread count (a CPU run's only).
+NUMERIC = ("device", "precision", "compile", "cpu_threads", "deterministic")
+
+
+def numeric_setting(result: dict[str, Any], name: str) -> str | None:
+    """One of a result's NUMERIC settings as text (JSON's), None where it records none or it does not apply."""
+    env = result.get("environment") if isinstance(result.get("environment"), dict) else {}
+    device = str(env.get("device") or "").partition(":")[0] or None
+    value = device if name == "device" else None if name == "cpu_threads" and device != "cpu" else env.get(name)
+    return None if value is None else _text(value)
+
+
+def _text(value: object) -> str:
+    """A setting's value as uh check prints it: a string as it is, anything else as JSON (1, false)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def numeric_settings(results: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, tuple[tuple[str, int], ...]]]]:
+    """Each NUMERIC setting in which the results differ, or leave their profile's default (a run there on its own
+    device, as `uh run` does without options: method/config.py's NUMERIC_DEFAULTS), as {setting: (the default,
+    {value: results})}, in NUMERIC's order; results that do not record it are left out."""
+    profile = next((r.get("profile") for r in results if r.get("profile") in PROFILE_DEVICE), None)
+    if profile is None:
+        return {}
+    device = PROFILE_DEVICE[profile]
+    defaults = {**NUMERIC_DEFAULTS["cpu"], **NUMERIC_DEFAULTS[device], "device": device}  # threads: a CPU run's
+    named = {}
+    for name in NUMERIC:
+        values: dict[str, list[tuple[str, int]]] = {}
+        for result in results:
+            if (value := numeric_setting(result, name)) is not None:
+                values.setdefault(value, []).append((result["run_id"], result["seed"]))
+        default = _text(defaults[name])
+        if len(values) > 1 or (values and set(values) != {default}):
+            named[name] = (default, {value: tuple(sorted(pairs)) for value, pairs in values.items()})
+    return named

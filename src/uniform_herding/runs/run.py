@@ -46,7 +46,7 @@ from uniform_herding.runs.devices import (
 )
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.runs.final import FINAL_NAME, save_final
-from uniform_herding.runs.provenance import DIFF_NAME, code_hash, provenance
+from uniform_herding.runs.provenance import DIFF_NAME, code_hash, provenance, unhashed_code
 from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path, write_text_atomic
 
 
@@ -265,10 +265,11 @@ def keep_diff(out: Path, diff: str | None) -> None:
 
 def task_record(t: int, device: str, seconds: float, memory: Memory, stats: TaskStats) -> dict:
     """result.json's record of task t: where it ran and with which code (a resumed run may go on elsewhere, or
-    after an edit: each task says so), its seconds, the memory's sizes after the refresh, and its training record
-    (TaskStats)."""
-    return {"task": t, "device": device, "code_sha256": code_hash(), "wall_s": round(seconds, 3),
-            "active_size": sum(len(a) for a in memory.active.values()), "pool_size": memory.pool_size(),
+    after an edit, or in a process that loaded other code: each task says so), its seconds, the memory's sizes after
+    the refresh, and its training record (TaskStats)."""
+    return {"task": t, "device": device, "code_sha256": code_hash(), "unhashed_code": unhashed_code(),
+            "wall_s": round(seconds, 3), "active_size": sum(len(a) for a in memory.active.values()),
+            "pool_size": memory.pool_size(),
             **stats.record()}  # fmt: skip
 
 

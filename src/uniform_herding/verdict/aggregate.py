@@ -154,7 +154,7 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
         raise click.UsageError("give --results-dir or --per-seed, not both")
     try:
         if per_seed is not None:
-            return read_per_seed_csv(per_seed), None, Made(code_hash("run"), recorded=False)
+            return read_per_seed_csv(per_seed), None, Made(code_hash(), recorded=False)
         results = load_results(results_dir or Path("results"))
         return per_seed_table(results), results_profile(results), made_by(results)
     except ResultError as e:

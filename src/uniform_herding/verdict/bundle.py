@@ -115,6 +115,8 @@ def _code(crate: ROCrate, provenance: dict[str, Any]) -> ContextEntity:
     identifier = f"#code-{code or 'unrecorded'}" + (f"@{revision}" if revision else "")
     if provenance.get("tree_modified"):
         identifier += "+modified"
+    if provenance.get("unhashed_code"):
+        identifier += "+unhashed"
     if identifier not in crate:
         facts = [_value(crate, "code", k, provenance.get(k))
                  for k in ("code_files", "git_revision_verified", "tree_modified", "diff_sha256")]  # fmt: skip
@@ -414,7 +416,7 @@ def opened(path: Path) -> Iterator[OpenedBundle]:
 
 def provenance_lines(results: list[dict]) -> list[str]:
     """Who made the bundle's results with what: each code hash against this checkout's, each stack."""
-    here, lines = code_hash("run"), []
+    here, lines = code_hash(), []
     for code in dict.fromkeys((r.get("provenance") or {}).get("code_sha256") for r in results):
         runs = [r for r in results if (r.get("provenance") or {}).get("code_sha256") == code]
         p = runs[0].get("provenance") or {}

@@ -33,7 +33,7 @@ import click
 
 from uniform_herding.catalogue import PROFILES, RUNS, sort_key
 from uniform_herding.method.config import SEEDS
-from uniform_herding.runs.provenance import Made, code_hash
+from uniform_herding.runs.provenance import Made
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.verdict import decide
@@ -138,19 +138,33 @@ def format_claims(checks: list[ClaimCheck], width: int | None = None) -> list[st
 
 
 def format_made(made: Made, width: int | None = None) -> list[str]:
-    """The results this checkout's code did not make, one line per why: each run ID's seeds together, in the order
-    the paper lists them, or "all N results"."""
-    lines = [f"results not made by this checkout's code (run code {made.this[:12]}...):"] if made.others else []
+    """The results this checkout's code did not make, one line per why, then the settings that change numbers where
+    the results differ in them or leave the profile's default, one line per setting: each run ID's seeds together,
+    in the order the paper lists them, or "all N results"."""
+    lines = [f"results not made by this checkout's code (code {made.this[:12]}...):"] if made.others else []
+    lines += [f"  {why}: {_pairs_text(pairs, made.read)}" for why, pairs in made.others.items()]
+    if made.settings:
+        lines.append("settings that change numbers, where the results differ in them or leave the profile's default:")
+    for name, (default, values) in made.settings.items():
+        held = "; ".join(f"{value} for {_pairs_text(pairs, made.read)}" for value, pairs in values.items())
+        lines.append(f"  {name}: {held} (the profile's default: {default})")
+    return fit_lines(lines, width)
+
+
+def _pairs_text(pairs: Iterable[tuple[str, int]], read: int) -> str:
+    """Results as uh check names them: each run ID's seeds together, in the order the paper lists them, or "all N
+    results" where they are all `read` of the input's."""
+
     def order(pair: tuple[str, int]) -> tuple[Any, ...]:
         return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
 
-    for why, pairs in made.others.items():
-        seeds: dict[str, list[int]] = {}
-        for run_id, seed in sorted(pairs, key=order):
-            seeds.setdefault(run_id, []).append(seed)
-        runs = "; ".join(f"{r} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for r, s in seeds.items())
-        lines.append(f"  {why}: {f'all {made.read} results' if len(pairs) == made.read > 1 else runs}")
-    return fit_lines(lines, width)
+    pairs = sorted(pairs, key=order)
+    if len(pairs) == read > 1:
+        return f"all {read} results"
+    seeds: dict[str, list[int]] = {}
+    for run_id, seed in pairs:
+        seeds.setdefault(run_id, []).append(seed)
+    return "; ".join(f"{r} seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for r, s in seeds.items())
 
 
 def tally(kinds: Iterable[MetricKind | ClaimKind]) -> str:
@@ -292,7 +306,7 @@ def check_command(
         + (f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
            f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
-    if made.others:
+    if made.others or made.settings:
         click.echo("\n".join(format_made(made, width)))
     echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
@@ -301,11 +315,15 @@ def check_command(
         "profile": expected.profile,
         "expected_dir": str(expected_dir),
         "expected_sha256": expected.sha256,
-        "check_code_sha256": code_hash("check"),
-        "run_code_sha256": made.this,
+        "code_sha256": made.this,  # this checkout's: the checker's own, and the one its results are held to
         # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
         "not_made_by_this_code": (
             {why: list(map(list, pairs)) for why, pairs in made.others.items()} if made.recorded else None),
+        # the settings that change numbers where the results differ in them or leave the profile's default
+        "settings_named": {
+            name: {"default": default, "values": {v: list(map(list, p)) for v, p in values.items()}}
+            for name, (default, values) in made.settings.items()
+        },
         "shipped_paper_set": expected.shipped,
         "tolerance": expected.tolerance if expected.rule is None else {"derive": asdict(expected.rule)},
         "gate": list(expected.gate),
