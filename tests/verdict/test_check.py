@@ -223,6 +223,42 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
         block[0], "  no code recorded (made before results recorded it): all 36 results"], res.output
 
 
+def test_a_setting_that_changes_numbers_is_named_beside_the_provenance(
+    tmp_path: Path, decided: pd.DataFrame, paper: pd.DataFrame
+) -> None:
+    """Issue 59: a result that records another precision than the profile's default (UH_PRECISION=16-mixed on a CPU
+    smoke run) is named in uh check's provenance block, one line for the setting, and in the JSON report; so is a
+    setting in which the results differ. Results that all keep the defaults name none. It costs no badge."""
+    cpu = {
+        "device": "cpu: a CPU (AVX2)",
+        "cpu_threads": 1,
+        "precision": "32-true",
+        "compile": "off",
+        "deterministic": False,
+    }
+    smoke = copy_expected_set(tmp_path / "smoke", paper, gate=False, profile="smoke")
+    results = tmp_path / "smoke-results"
+    write_results(results, paper, "smoke", code=THIS_CODE)
+    for path in results.glob("*/seed-*/result.json"):
+        write_json_atomic(path, json.loads(path.read_text()) | {"environment": cpu})
+    args = ["check", "--results-dir", str(results), "--expected", str(smoke)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "settings that change numbers" not in res.output, res.output
+    for seed, env in ((1993, {"precision": "16-mixed"}), (2023, {"compile": "default"})):
+        path = results / "B3" / f"seed-{seed}" / "result.json"
+        write_json_atomic(path, json.loads(path.read_text()) | {"environment": cpu | env})
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and res.output.splitlines()[-5:-2] == [
+        "settings that change numbers, where the results differ in them or leave the profile's default:",
+        "  precision: 16-mixed for B3 seed 1993; 32-true for the other 35 (the profile's default: 32-true)",
+        "  compile: default for B3 seed 2023; off for the other 35 (the profile's default: off)",
+    ], res.output
+    report = json.loads((results / "check_report.json").read_text())
+    assert report["settings_named"]["precision"]["values"]["16-mixed"] == [["B3", 1993]]
+    res, report = check(tmp_path, decided, results=True)
+    assert res.exit_code == 0 and report["settings_named"] == {}, res.output
+
+
 def test_the_shipped_paper_sets_digest_is_the_one_in_the_code() -> None:
     """A change to the paper's expected set is a change to expected.PAPER_SET_SHA256, in review."""
     assert load_expected(EXPECTED).shipped

@@ -146,8 +146,10 @@ def format_made(made: Made, width: int | None = None) -> list[str]:
     if made.settings:
         lines.append("settings that change numbers, where the results differ in them or leave the profile's default:")
     for name, (default, values) in made.settings.items():
-        held = "; ".join(f"{value} for {_pairs_text(pairs, made.read)}" for value, pairs in values.items())
-        lines.append(f"  {name}: {held} (the profile's default: {default})")
+        *fewer, (most, pairs) = sorted(values.items(), key=lambda item: len(item[1]))
+        held = [f"{value} for {_pairs_text(p, made.read)}" for value, p in fewer]
+        held.append(f"{most} for the other {len(pairs)}" if fewer else f"{most} for {_pairs_text(pairs, made.read)}")
+        lines.append(f"  {name}: {'; '.join(held)} (the profile's default: {default})")
     return fit_lines(lines, width)
 
 
