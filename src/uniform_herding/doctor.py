@@ -42,8 +42,10 @@ PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": 
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
 CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
 HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a step is timed: under 10 s of silence
-TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's steps beyond the one-step fit it is compared with: on a
-# GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
+TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's fewest steps beyond the one-step fit it is compared with:
+# on a GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
+MIN_TIMED_S, MAX_TIMING_STEPS = 2.0, 30  # more steps where the fewest take under 2 s: a smoke step on a shared CPU
+# read 66 ms, then 156 ms a minute later (benchmarks/RESULTS.md, "The rest of a run"); 3 steps sampled one moment
 STEP_ONLY_TIMEOUT_S = 900  # a timing process's start, warm-up or timing, at most
 
 
@@ -156,17 +158,18 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
 def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None,
                  ready: Callable[[], None] | None = None) -> tuple[float, float]:  # fmt: skip
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
-    1 + `steps` steps minus a fit of 1 step (after a warm-up fit of 1: 4 + `steps` steps in all, each counted in
-    `progress` where given); and the seconds of a fit beyond its steps (its set-up: Fabric, the optimiser; and the
-    read of its record, which every task pays once). `ready`, called after the warm-up, returns when the timing
-    may start (jobs_speedup's processes start it together)."""
+    1 + n steps minus a fit of 1 step, after a warm-up fit of 1 (3 + n steps in all, each counted in `progress`
+    where given, its total set once n is known): n is `steps`, or more (up to MAX_TIMING_STEPS) where the warm-up,
+    an upper bound of a step, says that `steps` would take under MIN_TIMED_S. Also the seconds of a fit beyond its
+    steps (its set-up: Fabric, the optimiser; and the read of its record, which every task pays once). `ready`,
+    called after the warm-up, returns when the timing may start (jobs_speedup's processes start it together)."""
     import torch
 
     from uniform_herding.method.train import Watch, fit_task
     from uniform_herding.runs.selftest import task_one
 
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
-    stream, learner, teacher = task_one(one_epoch, steps + 1, device)
+    stream, learner, teacher = task_one(one_epoch, max(steps, MAX_TIMING_STEPS) + 1, device)
     gen = torch.Generator(device=device).manual_seed(0)
     watch = Watch(after_step=lambda scaler: progress.advance()) if progress is not None else None
 
@@ -176,7 +179,10 @@ def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Prog
         fit_task(one_epoch, learner, teacher, stream, stream.train_items(0), items, gen, precision, watch=watch)
         return time.perf_counter() - tic  # fit_task read its stats: the device is synchronised
 
-    fit(1)  # warm-up: kernels, allocator
+    warm = fit(1)  # warm-up: kernels, allocator
+    steps = max(steps, min(MAX_TIMING_STEPS, math.ceil(MIN_TIMED_S / warm)))
+    if progress is not None:
+        progress.total = 3 + steps
     if ready is not None:
         ready()
     one = fit(1)
@@ -329,7 +335,7 @@ def measure(device, precision: str, cfg: Config, data_dir: Path) -> dict[str, fl
     to read)."""
     size = f"{cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, {precision}"
     timed = TIMING_STEPS[device.type]
-    what = f"timing: a B3 training step ({size}), fits of 1, 1 and {1 + timed} steps"
+    what = f"timing: a B3 training step ({size}), fits of 1, 1 and {1 + timed} or more steps"
     with Progress(what, total=3 + timed, every=HEARTBEAT_S) as progress:
         step_s, startup_s = step_seconds(device, precision, cfg, timed, progress)
     what = f"timing: the features of {2 * cfg.eval_batch_size} images, herding's selection, writing a checkpoint"
