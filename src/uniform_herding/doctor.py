@@ -45,7 +45,7 @@ HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a st
 TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's fewest steps beyond the one-step fit it is compared with:
 # on a GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
 MIN_TIMED_S, MAX_TIMING_STEPS = 2.0, 30  # more steps where the fewest take under 2 s: a smoke step on a shared CPU
-# read 66 ms, then 156 ms a minute later (benchmarks/RESULTS.md, "The rest of a run"); 3 steps sampled one moment
+# read 66 ms, then 156 ms minutes later (benchmarks/RESULTS.md, "The rest of a run"); 3 steps sampled one moment
 STEP_ONLY_TIMEOUT_S = 900  # a timing process's start, warm-up or timing, at most
 
 
