@@ -11,17 +11,9 @@ from click.testing import CliRunner
 
 from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
 from uniform_herding.cli import main
-from uniform_herding.doctor import (
-    estimates,
-    feature_images,
-    price,
-    procedure_seconds,
-    run_seconds,
-    run_steps,
-    trains_on,
-)
+from uniform_herding.doctor import trains_on
+from uniform_herding.estimate import procedure_seconds
 from uniform_herding.runs.terminal import duration
-from uniform_herding.verdict.decide import Procedure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,28 +78,6 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
     assert not report["passed"] and report["selftest"]["max_weight_diff"] is None  # NaN: null in JSON
 
 
-def test_estimate_arithmetic_on_the_paper_profile():
-    """B3: 36 steps x 70 epochs per task; task 0 has 128 images and no teacher (3 units per image), tasks
-    1-9 have 128 + 64 and a teacher (4 units). At 1 s per B3 step: 2520 * (128*3/768) + 9 * 2520 s of training.
-    Per task besides: the fit's start-up, the features of every image outside training, a checkpoint; with
-    --jobs, per run the start of its job process."""
-    assert run_steps(resolve("B3"))[:2] == [(2520, 128, False), (2520, 192, True)]
-    timing = {"step_s": 1.0, "startup_s": 2.0, "feature_image_s": 1e-4, "checkpoint_s": 0.5, "launch_s": 5.0}
-    # task 0 of B3: 1,000 seen test images, 4,500 new training images, 2,000 exemplars (NME), 6,000 pool items
-    assert feature_images(resolve("B3"), 0) == 1000 + 4500 + 2000 + 3 * 2000
-    assert feature_images(resolve("B0"), 9) == 10 * 1000 + 4500  # no memory, head readout: test + imprint
-    b3 = run_seconds("B3", "paper", timing)
-    assert b3["train_s"] == pytest.approx(2520 * 0.5 + 9 * 2520)
-    assert b3["other_s"] == pytest.approx(sum(2.0 + 0.5 + 1e-4 * (1000 * (t + 1) + 12500) for t in range(10)))
-    assert run_seconds("B0", "paper", timing)["train_s"] == pytest.approx(10 * 2520 * 0.5)  # 128 images, no teacher
-    est = estimates(timing, "paper", jobs=3, speedup=1.4)
-    assert est["all_s"] == pytest.approx(3 * sum(est["per_run_s"][r]["total_s"] for r in PAPER_RUNS))
-    # the measured speed-up, never 3; each of the 36 runs a job process that starts in 5 s
-    assert est["all_s_with_jobs"] == pytest.approx((est["all_s"] + 36 * 5.0) / 1.4)
-    assert estimates(timing, "paper", jobs=1, speedup=1.0)["all_s_with_jobs"] == est["all_s"]  # in-process
-    assert estimates(timing, "paper", jobs=3, speedup=None)["all_s_with_jobs"] is None
-
-
 def test_the_speedup_of_jobs_needs_timings_that_overlap_and_no_step_faster_in_company():
     """On an H200 the three timing processes each timed a few milliseconds of steps seconds apart (each alone):
     4.26x for 3 jobs. Windows that do not all overlap, or a step faster together than alone, measure nothing."""
@@ -133,69 +103,6 @@ def test_the_jobs_timing_processes_start_their_timing_together(tmp_path):
 
     speedup, said = jobs_speedup(select("cpu", "smoke"), "32-true", resolve("B3", "smoke"), 2, 1e-6)
     assert speedup is not None, said
-
-
-def test_the_whole_procedure_is_priced_pattern_by_pattern_with_its_share():
-    """36 runs, plus each pattern of extra runs at its share: 70% none, 20% B3 +3 seeds, 10% B3 +17 seeds; the
-    90th percentile is the least total with at least 90% of the shares at or below it."""
-    per_run = {r: {"total_s": 100.0} for r in PAPER_RUNS} | {"B3": {"total_s": 200.0}}
-    extra = pd.DataFrame([{"share": 0.7, **dict.fromkeys(PAPER_RUNS, 0)},
-                          {"share": 0.2, **dict.fromkeys(PAPER_RUNS, 0), "B3": 3},
-                          {"share": 0.1, **dict.fromkeys(PAPER_RUNS, 0), "B3": 17}])  # fmt: skip
-    base = 3 * (11 * 100.0 + 200.0)
-    got = procedure_seconds(per_run, extra)
-    assert got["mean_s"] == pytest.approx(base + 0.2 * 600 + 0.1 * 3400)
-    assert got["p90_s"] == pytest.approx(base + 600)
-
-
-def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
-    """The extra runs uh oc writes, priced by uh doctor at the paper's T4 seconds: the same mean and 90th
-    percentile as uh oc prints (one definition of the percentile, the least with 90% at or below it)."""
-    import numpy as np
-
-    from uniform_herding.verdict.expected import load_expected
-    from uniform_herding.verdict.oc import CENTER, Model, paper_seconds, simulate, write_extra_runs
-
-    expected = load_expected(Path(__file__).resolve().parents[1] / "expected_results")
-    seconds = paper_seconds(expected)
-    s = simulate(expected, Model("a", faithful="a", rho=CENTER[0], tau=CENTER[1], kind="faithful"), 40, seconds,
-                 np.random.default_rng(9))  # fmt: skip
-    write_extra_runs(tmp_path / "runs.csv", s)
-    # these draws' p90 is 80.27 h (36 of 40 at or below it); interpolated between neighbours (numpy's default),
-    # 80.99; and the shares' float sum missing 0.9 by 1e-16 once moved uh doctor's to the next total, 87.50
-    assert s.hours[1] < 80.5
-    got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS}, pd.read_csv(tmp_path / "runs.csv"))
-    assert got["mean_s"] / 3600 == pytest.approx(s.hours[0], rel=1e-4)
-    assert got["p90_s"] / 3600 == pytest.approx(s.hours[1], rel=1e-9)
-
-
-def test_the_docs_state_the_whole_procedures_cost_that_the_shipped_procedure_runs_give():
-    """README, ARTIFACT.md and docs/reproducing.md quote the whole procedure's T4 hours: uh doctor's price of
-    expected_results/procedure_runs.csv (uh oc --runs-out) at the paper's T4 seconds, to one decimal."""
-    from uniform_herding.verdict.expected import load_expected
-    from uniform_herding.verdict.oc import RUNS_CSV, paper_seconds
-
-    root = Path(__file__).resolve().parents[1]
-    seconds = paper_seconds(load_expected(root / "expected_results"))
-    got = procedure_seconds({r: {"total_s": seconds[r]} for r in PAPER_RUNS},
-                            pd.read_csv(root / "expected_results" / RUNS_CSV))  # fmt: skip
-    mean, p90 = f"{got['mean_s'] / 3600:.1f}", f"{got['p90_s'] / 3600:.1f}"
-    for doc in ("README.md", "ARTIFACT.md", "docs/reproducing.md"):
-        text = " ".join((root / doc).read_text().split())
-        assert mean in text and p90 in text, (doc, mean, p90)
-
-
-def test_the_price_of_all_is_its_36_runs_then_the_procedures_mean_p90_and_most():
-    """The runs `all` asks for at hand-set seconds: the 36; the whole procedure as procedure_seconds prices it; at
-    most every look run, claims C1-C5's run IDs (B1 B2 B3 a1 a2 a4 s1-s4) on the last look's 6 seeds and the
-    others (B0 a3) on the paper's 3. Without a procedure (or on seeds of one's own), the paper's runs alone."""
-    per_run = {r: 100.0 for r in PAPER_RUNS} | {"B0": 1000.0}
-    extra = pd.DataFrame([{"share": 0.5, **dict.fromkeys(PAPER_RUNS, 0)},
-                          {"share": 0.5, **dict.fromkeys(PAPER_RUNS, 0), "B3": 3}])  # fmt: skip
-    got = price(per_run, 3, Procedure(tuple(range(6)), (3, 6), (0.01, 0.04)), extra)
-    base = 3 * (11 * 100 + 1000)
-    assert got == {"paper": base, "most": 10 * 6 * 100 + 3 * 1000 + 3 * 100, "mean": base + 150, "p90": base + 300}
-    assert price(per_run, 1, None, extra) == {"paper": 11 * 100 + 1000}
 
 
 def expected_root(tmp_path: Path, procedure: str) -> Path:
@@ -310,7 +217,9 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
     monkeypatch.setattr(selftest, "compare", lambda *a, progress=None, **k: slow(
         selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress))  # fmt: skip
     monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
-    monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow({"feature_image_s": 1e-4, "checkpoint_s": 0.1}))
+    overhead = {"feature_image_s": 1e-4, "herd_step_s": 1e-4, "checkpoint_s": 0.1}
+    monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow(overhead))
+    monkeypatch.setattr(doctor, "run_startup_seconds", lambda *a: slow(0.5))
     monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))
     monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow((1.5, "measured speed-up 1.50x")))
     res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--device", "cpu", "--jobs", "2", "--data-dir",
@@ -318,9 +227,10 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
     assert res.exit_code == 0, res.output
     steps = ["environment: Python, torch, Lightning, the GPU, the archive, the disk",
              "self-test: 8 fp16 steps through our path, then Lightning's, at width 8",
-             "timing: a B3 training step (32+16 images, width 8, 32-true), fits of 1, 1 and 4 steps",
-             "timing: the features of 512 images and the writing of a checkpoint",
-             "timing: the start of a job (a fresh process importing a run)",
+             "timing: a B3 training step (32+16 images, width 8, 32-true), fits of 1, 1 and 4 or more steps",
+             "timing: the features of 512 images, herding's selection, writing a checkpoint",
+             "timing: a run's start-up (its archive read and put on the device)",
+             "timing: the start of a process (a fresh one importing a run)",
              "timing: 2 processes each timing a step at once (the speed-up of --jobs 2)"]  # fmt: skip
     err = res.stderr.splitlines()
     starts = [err.index(f"{step} ...") for step in steps]

@@ -5,8 +5,9 @@ Three parts, each printed as PASS / WARN / FAIL lines and written to a JSON repo
                the archive (md5), free disk, writable data and results directories;
   self-test    selftest.compare: the fp16 GPU path against Lightning's stock "16-mixed" path, step by
                step, overflows forced (paper size on a GPU; width 8 on a CPU, said so);
-  timing       the measured time of a training step at the profile's size and the run's precision, and
-               from it an estimate for every run ID and for `all`, with and without --jobs; on the paper
+  timing       the measured time of a training step at the profile's size and the run's precision, and of
+               what a run does besides (start-ups, feature passes, herding, checkpoints); from them the model
+               of estimate.py gives every run ID's time and `all`'s, with and without --jobs; on the paper
                profile also for the whole procedure `all` follows (the 36 runs, then the claims' looks
                next_step asks for), mean and 90th percentile over uh oc's simulated faithful re-runs.
 Exit status 0 when nothing FAILs (WARNs allowed), 1 otherwise.
@@ -28,25 +29,23 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 import pandas as pd
 
-from uniform_herding.catalogue import PAPER_RUNS, PROFILES, RUNS, images_per_class, resolve
+from uniform_herding.catalogue import PAPER_RUNS, PROFILES, resolve
+from uniform_herding.estimate import estimates, price, procedure_seconds
 from uniform_herding.method.config import DEVICES, SEEDS, TRAINING_ENVIRONMENT, Config
 from uniform_herding.runs.terminal import Progress, duration
-
-if TYPE_CHECKING:
-    from uniform_herding.verdict.decide import Procedure
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
 CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
 HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a step is timed: under 10 s of silence
-TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's steps beyond the one-step fit it is compared with: on a
-# GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
+TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's fewest steps beyond the one-step fit it is compared with:
+# on a GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
+MIN_TIMED_S, MAX_TIMING_STEPS = 2.0, 30  # more steps where the fewest take under 2 s: a smoke step on a shared CPU
+# read 66 ms, then 156 ms minutes later (benchmarks/RESULTS.md, "The rest of a run"); 3 steps sampled one moment
 STEP_ONLY_TIMEOUT_S = 900  # a timing process's start, warm-up or timing, at most
 
 
@@ -159,17 +158,18 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
 def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None,
                  ready: Callable[[], None] | None = None) -> tuple[float, float]:  # fmt: skip
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
-    1 + `steps` steps minus a fit of 1 step (after a warm-up fit of 1: 4 + `steps` steps in all, each counted in
-    `progress` where given); and the seconds of a fit beyond its steps (its set-up: Fabric, the optimiser; and the
-    read of its record, which every task pays once). `ready`, called after the warm-up, returns when the timing
-    may start (jobs_speedup's processes start it together)."""
+    1 + n steps minus a fit of 1 step, after a warm-up fit of 1 (3 + n steps in all, each counted in `progress`
+    where given, its total set once n is known): n is `steps`, or more (up to MAX_TIMING_STEPS) where the warm-up,
+    an upper bound of a step, says that `steps` would take under MIN_TIMED_S. Also the seconds of a fit beyond its
+    steps (its set-up: Fabric, the optimiser; and the read of its record, which every task pays once). `ready`,
+    called after the warm-up, returns when the timing may start (jobs_speedup's processes start it together)."""
     import torch
 
     from uniform_herding.method.train import Watch, fit_task
     from uniform_herding.runs.selftest import task_one
 
     one_epoch = dataclasses.replace(cfg, epochs=1, train_per_class=None)
-    stream, learner, teacher = task_one(one_epoch, steps + 1, device)
+    stream, learner, teacher = task_one(one_epoch, max(steps, MAX_TIMING_STEPS) + 1, device)
     gen = torch.Generator(device=device).manual_seed(0)
     watch = Watch(after_step=lambda scaler: progress.advance()) if progress is not None else None
 
@@ -179,7 +179,10 @@ def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Prog
         fit_task(one_epoch, learner, teacher, stream, stream.train_items(0), items, gen, precision, watch=watch)
         return time.perf_counter() - tic  # fit_task read its stats: the device is synchronised
 
-    fit(1)  # warm-up: kernels, allocator
+    warm = fit(1)  # warm-up: kernels, allocator
+    steps = max(steps, min(MAX_TIMING_STEPS, math.ceil(MIN_TIMED_S / warm)))
+    if progress is not None:
+        progress.total = 3 + steps
     if ready is not None:
         ready()
     one = fit(1)
@@ -188,102 +191,55 @@ def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Prog
 
 
 def overhead_seconds(device, cfg: Config) -> dict[str, float]:
-    """What a run does besides training steps, measured at cfg's size: the features of one image in
-    evaluation batches (evaluation, prototypes, herding and refresh all embed images this way) and the
+    """What a task does besides training steps, measured at cfg's size: the features of one image in
+    evaluation batches (evaluation, prototypes, imprinting and refresh all embed images this way), one step of
+    herding's selection loop (herding a new class's features down to task 0's quota, per exemplar chosen) and the
     writing of one checkpoint (the learner and as much again for the optimizer's momentum)."""
     import torch
 
+    from uniform_herding.catalogue import images_per_class
     from uniform_herding.method.evaluate import features
+    from uniform_herding.method.memory import herd, quotas
     from uniform_herding.runs.selftest import task_one
 
     stream, learner, _ = task_one(dataclasses.replace(cfg, epochs=1, train_per_class=None), 1, device)
     images = stream.train_x[: 2 * cfg.eval_batch_size]
     features(learner, stream, images, cfg.eval_batch_size)  # warm-up
     tic = time.perf_counter()
-    features(learner, stream, images, cfg.eval_batch_size).sum().item()  # .item(): the device has finished
+    feats = features(learner, stream, images, cfg.eval_batch_size)
+    feats.sum().item()  # .item(): the device has finished
     feature_s = (time.perf_counter() - tic) / len(images)
+    per_class = images_per_class(cfg)[0]
+    pool = torch.randn(per_class, feats.shape[1], device=device, generator=torch.Generator(device).manual_seed(0))
+    k = min(quotas(cfg.budget, cfg.classes_per_task)[0], per_class)
+    herd(pool, 2).cpu()  # warm-up
+    tic = time.perf_counter()
+    herd(pool, k).cpu()  # .cpu(): the device has finished
+    herd_step_s = (time.perf_counter() - tic) / k
     state = {"learner": learner.state_dict(), "momentum": [p.detach().clone() for p in learner.parameters()]}
     with tempfile.TemporaryDirectory() as tmp:
         tic = time.perf_counter()
         torch.save(state, Path(tmp) / "checkpoint.pt")
         checkpoint_s = time.perf_counter() - tic
-    return {"feature_image_s": feature_s, "checkpoint_s": checkpoint_s}
+    return {"feature_image_s": feature_s, "herd_step_s": herd_step_s, "checkpoint_s": checkpoint_s}
 
 
-def run_steps(cfg: Config) -> list[tuple[int, int, bool]]:
-    """(steps, images per step, teacher?) of each task of a run."""
-    per_class = images_per_class(cfg)[0]
-    per_task = math.ceil(per_class * cfg.classes_per_task / cfg.batch_size) * cfg.epochs
-    teacher = cfg.loss == "icarl_bce" or cfg.kd_lambda > 0
-    return [(per_task, cfg.batch_size + (cfg.retrieval if t else 0), teacher and t > 0) for t in range(cfg.n_tasks)]
+def run_startup_seconds(device, cfg: Config, data_dir: Path) -> float | None:
+    """What a run does once before its first task: read and verify its archive in `data_dir` and put its tensors on
+    the device (run_seed's load_data and TaskStream; the smoke profile's synthetic archive is written first, as by
+    its first run). None where the archive is not there to read (`uh run` would download it)."""
+    from uniform_herding.data.archive import DataError
+    from uniform_herding.method.stream import TaskStream
+    from uniform_herding.runs.run import load_data, prepare_archive
 
-
-def feature_images(cfg: Config, t: int) -> int:
-    """Images a run passes through the backbone outside training after task t: every seen test image; the
-    new classes' training images (imprinting, herding on arrival); the active exemplars' prototypes (NME);
-    the candidate pools re-embedded by refresh (Uniform Herding, at most rho*M)."""
-    per_class, test_per_class = images_per_class(cfg)
-    n = (t + 1) * cfg.classes_per_task * test_per_class
-    n += cfg.classes_per_task * per_class if cfg.imprint or cfg.memory != "none" else 0
-    n += cfg.budget if cfg.readout == "nme" else 0
-    return n + (cfg.rho * cfg.budget if cfg.memory == "uniform_herding" else 0)
-
-
-def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str, float]:
-    """One seed of `run_id`, in seconds: training (from B3's measured step, a step costing in proportion to its
-    images, a teacher adding a forward: 1 of a forward + backward's 4 units) and per task the fit's start-up,
-    the features of feature_images and a checkpoint."""
-    cfg, b3 = resolve(run_id, profile), resolve("B3", profile)
-    unit = timing["step_s"] / ((b3.batch_size + b3.retrieval) * 4)  # seconds per image-unit of a B3 step
-    train = sum(n * images * (4 if teacher else 3) * unit for n, images, teacher in run_steps(cfg))
-    rest = sum(timing["startup_s"] + feature_images(cfg, t) * timing["feature_image_s"] + timing["checkpoint_s"]
-               for t in range(cfg.n_tasks))  # fmt: skip
-    return {"train_s": train, "other_s": rest, "total_s": train + rest}
-
-
-def estimates(timing: dict[str, float], profile: str, jobs: int, speedup: float | None) -> dict:
-    """Seconds per run ID (one seed) and for `all` (the paper's run IDs x seeds), one at a time and, where a
-    speed-up of `jobs` runs at once was measured on this machine, with --jobs: each run then is a job process
-    of its own, which pays the job's start-up (timing's launch_s) before its run (not so with --jobs 1)."""
-    per_run = {run_id: run_seconds(run_id, profile, timing) for run_id in RUNS}
-    runs = len(PAPER_RUNS) * len(SEEDS)  # `all`: the paper's twelve run IDs x seeds
-    total = sum(per_run[run_id]["total_s"] for run_id in PAPER_RUNS) * len(SEEDS)
-    launch = timing["launch_s"] if jobs > 1 else 0.0  # --jobs 1 runs in `uh run`'s own process
-    with_jobs = None if speedup is None else (total + runs * launch) / speedup
-    return {"per_run_s": per_run, "all_s": total, "jobs": jobs, "jobs_speedup": speedup, "all_s_with_jobs": with_jobs}
-
-
-def procedure_seconds(per_run: dict[str, dict[str, float]], extra_runs: pd.DataFrame) -> dict[str, float]:
-    """The whole procedure on this machine, one run at a time: the paper's run IDs x seeds, plus each set of extra
-    runs uh oc's faithful re-runs asked for (a row of expected_results/procedure_runs.csv: its share, and per run
-    ID the seeds beyond the paper's), priced with this machine's per-run estimates. Mean and 90th percentile."""
-    base = sum(per_run[r]["total_s"] for r in PAPER_RUNS) * len(SEEDS)
-    totals = base + sum(extra_runs[r].to_numpy(float) * per_run[r]["total_s"] for r in PAPER_RUNS)
-    order = np.argsort(totals)
-    shares = np.cumsum(extra_runs["share"].to_numpy(float)[order])
-    # the least total with 90% of the shares at or below it (uh oc's inverted_cdf); the shares are given to 5
-    # decimals, so their sum may miss 0.9 by float noise, which must not move the percentile to the next total
-    p90 = float(totals[order][np.searchsorted(shares, 0.9 * shares[-1] - 1e-9)])
-    return {"mean_s": float(np.average(totals, weights=extra_runs["share"])), "p90_s": p90}
-
-
-def price(per_run_s: dict[str, float], n_seeds: int, procedure: Procedure | None,
-          extra_runs: pd.DataFrame | None) -> dict[str, float]:
-    """What `./reproduce.sh all` runs, at `per_run_s` per run (one seed of each run ID; 1 each counts the runs):
-    "paper", the paper's run IDs on `n_seeds` seeds; with a procedure, "most", every run its looks can ask
-    for (the claims' run IDs on the last look's seeds, the others' on the paper's), and, where uh oc's
-    faithful re-runs are given (`extra_runs`, procedure_seconds), the whole procedure's "mean" and "p90"."""
-    from uniform_herding.verdict.claims import CLAIMS
-
-    out = {"paper": sum(per_run_s[r] for r in PAPER_RUNS) * n_seeds}
-    if procedure is None:
-        return out
-    claims = {r for claim in CLAIMS if not claim.finding for r in claim.runs}
-    out["most"] = sum(per_run_s[r] * (procedure.looks[-1] if r in claims else len(SEEDS)) for r in PAPER_RUNS)
-    if extra_runs is not None:
-        whole = procedure_seconds({r: {"total_s": s} for r, s in per_run_s.items()}, extra_runs)
-        out |= {"mean": whole["mean_s"], "p90": whole["p90_s"]}
-    return out
+    try:
+        prepare_archive(cfg, data_dir, None, download=False)
+        tic = time.perf_counter()
+        stream = TaskStream(load_data(cfg, data_dir, None, download=False), cfg, device)
+        stream.train_x[:1].sum().item()  # .item(): the copy to the device has finished
+    except DataError:
+        return None
+    return time.perf_counter() - tic
 
 
 def launch_seconds() -> float:
@@ -374,6 +330,59 @@ def trains_on(device) -> tuple[str, str]:
     return f"this machine's {kind} ({f'{model}, {detail}' if model else name})", f"this {kind}'s"
 
 
+def measure(device, precision: str, cfg: Config, data_dir: Path) -> dict[str, float | None]:
+    """Every timing estimate.py's model reads, at cfg's size, each said as it starts (run_startup_s None: no archive
+    to read)."""
+    size = f"{cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, {precision}"
+    timed = TIMING_STEPS[device.type]
+    what = f"timing: a B3 training step ({size}), fits of 1, 1 and {1 + timed} or more steps"
+    with Progress(what, total=3 + timed, every=HEARTBEAT_S) as progress:
+        step_s, startup_s = step_seconds(device, precision, cfg, timed, progress)
+    what = f"timing: the features of {2 * cfg.eval_batch_size} images, herding's selection, writing a checkpoint"
+    with Progress(what, every=HEARTBEAT_S):
+        timing = {"step_s": step_s, "startup_s": startup_s, **overhead_seconds(device, cfg)}
+    with Progress("timing: a run's start-up (its archive read and put on the device)", every=HEARTBEAT_S):
+        timing["run_startup_s"] = run_startup_seconds(device, cfg, data_dir)
+    with Progress("timing: the start of a process (a fresh one importing a run)", every=HEARTBEAT_S):
+        timing["launch_s"] = launch_seconds()
+    return timing
+
+
+def timing_detail(timing: dict[str, float | None], cfg: Config, precision: str) -> str:
+    """The timing line: what was measured, per step, per task, per run and per process."""
+    size = f"{cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, {precision}"
+    run = timing["run_startup_s"]
+    startup = "not timed (no archive to read)" if run is None else f"{run:.1f} s (its archive read onto the device)"
+    return (
+        f"{1000 * timing['step_s']:.1f} ms per B3 step ({size}); per task {timing['startup_s']:.2f} s of fit "
+        f"start-up, {1e6 * timing['feature_image_s']:.0f} us per image's features, "
+        f"{1e6 * timing['herd_step_s']:.0f} us per herding step, {timing['checkpoint_s']:.2f} s per checkpoint; "
+        f"a run's start-up {startup}; {timing['launch_s']:.1f} s to start a process"
+    )
+
+
+def print_estimates(est: dict, profile: str, launch_s: float, n_jobs: int, measured: str) -> None:
+    """Each run ID's estimate of one seed, then `all`'s, one at a time and with --jobs."""
+    click.echo(
+        f"      estimate, one seed ({profile} profile): training, and the rest (the run's start-up; per task the "
+        "fit's start-up, the features for evaluation, prototypes, imprinting and refresh, herding, the checkpoint); "
+        f"a lone `uh run` starts its process first ({duration(launch_s)}):"
+    )
+    for run_id, parts in est["per_run_s"].items():
+        click.echo(
+            f"      {run_id:3} {duration(parts['total_s']):>9} (training {duration(parts['train_s'])}, "
+            f"the rest {duration(parts['other_s'])})"
+        )
+    if est["all_s_with_jobs"] is None:
+        with_jobs = f"no speed-up measured: {measured}"
+    else:
+        with_jobs = f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} ({measured})"
+    click.echo(
+        f"      all {duration(est['all_s'])} for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a time; "
+        f"{with_jobs}"
+    )
+
+
 def cfg_profile(cfg: Config) -> str:
     return next(name for name in PROFILES if resolve("B3", name) == cfg)
 
@@ -452,16 +461,7 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     print_line(selftest_line)
     lines.append(selftest_line)
 
-    size = f"{cfg.batch_size}+{cfg.retrieval} images, width {cfg.width}, {precision}"
-    timed = TIMING_STEPS[device.type]
-    with Progress(f"timing: a B3 training step ({size}), fits of 1, 1 and {1 + timed} steps",
-                  total=3 + timed, every=HEARTBEAT_S) as progress:  # fmt: skip
-        step_s, startup_s = step_seconds(device, precision, cfg, timed, progress)
-    with Progress(f"timing: the features of {2 * cfg.eval_batch_size} images and the writing of a checkpoint",
-                  every=HEARTBEAT_S):  # fmt: skip
-        timing = {"step_s": step_s, "startup_s": startup_s, **overhead_seconds(device, cfg)}
-    with Progress("timing: the start of a job (a fresh process importing a run)", every=HEARTBEAT_S):
-        timing["launch_s"] = launch_seconds()
+    timing = measure(device, precision, cfg, data_dir)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n_jobs = jobs or (min(cores, 3) if device.type == "cpu" else 3)
     speedup: float | None = 1.0
@@ -469,23 +469,13 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     if n_jobs > 1:
         with Progress(f"timing: {n_jobs} processes each timing a step at once (the speed-up of --jobs {n_jobs})",
                       every=HEARTBEAT_S):  # fmt: skip
-            speedup, measured = jobs_speedup(device, precision, cfg, n_jobs, step_s)
+            speedup, measured = jobs_speedup(device, precision, cfg, n_jobs, timing["step_s"])
     est = estimates(timing, profile, n_jobs, speedup)
     peak = peak_gpu_memory_gb(device)
-    lines.append(Line("PASS", "timing", f"{1000 * step_s:.1f} ms per B3 step ({size}); per task {startup_s:.1f} s of "
-                      "fit start-up, "
-                      f"{1e6 * timing['feature_image_s']:.0f} us per image's features, {timing['checkpoint_s']:.2f} s "
-                      f"per checkpoint; {timing['launch_s']:.1f} s to start a job"
-                      + ("" if peak is None else f"; peak GPU memory {peak:.2f} GB")))  # fmt: skip
+    memory = "" if peak is None else f"; peak GPU memory {peak:.2f} GB"
+    lines.append(Line("PASS", "timing", timing_detail(timing, cfg, precision) + memory))
     print_line(lines[-1])
-    click.echo(f"      estimate, one seed ({profile} profile: training, plus per task the fit's start-up, "
-               "evaluation, herding/refresh features and the checkpoint):")
-    for run_id, parts in est["per_run_s"].items():
-        click.echo(f"      {run_id:3} {duration(parts['total_s']):>9} (training {duration(parts['train_s'])})")
-    with_jobs = (f"no speed-up measured: {measured}" if est["all_s_with_jobs"] is None else
-                 f"{duration(est['all_s_with_jobs'])} with --jobs {n_jobs} ({measured})")
-    click.echo(f"      all {duration(est['all_s'])} for {len(PAPER_RUNS)} run IDs x {len(SEEDS)} seeds one at a "
-               f"time; {with_jobs}")  # fmt: skip
+    print_estimates(est, profile, timing["launch_s"], n_jobs, measured)
     runs_csv = _procedure_runs_csv() if profile == "paper" else None
     if runs_csv is not None:
         est["procedure_s"] = procedure_seconds(est["per_run_s"], pd.read_csv(runs_csv))
@@ -501,7 +491,7 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
         "profile": profile,
         "lines": [asdict(line) for line in lines],
         "selftest": selftest_report,
-        "step_seconds": step_s,
+        "step_seconds": timing["step_s"],
         "timing": timing,
         "estimates": est,
         "peak_gpu_memory_gb": peak,
