@@ -129,15 +129,21 @@ def test_results_load_with_and_without_their_code(tmp_path: Path, code: dict | N
     assert loaded.get("provenance") == code
 
 
-@pytest.mark.parametrize("code", ["ab" * 32, {"code_sha256": 7, "tree_modified": False},
-                                  PROVENANCE | {"tree_modified": "yes"}, {"tree_modified": False}])  # fmt: skip
-def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path, code: object) -> None:
+@pytest.mark.parametrize(
+    ("code", "problem"),
+    [
+        ("c0ffee", "$.provenance is 'c0ffee', not an object"),
+        ({"code_sha256": 7, "tree_modified": False}, "$.provenance.code_sha256 is 7, not a string"),
+        (PROVENANCE | {"tree_modified": "yes"}, "$.provenance.tree_modified is 'yes', not true or false or null"),
+        ({"tree_modified": False}, "$.provenance lacks key(s) code_sha256"),
+        (PROVENANCE | {"code_files": 2.5}, "$.provenance.code_files is 2.5, not an integer"),
+    ],
+)
+def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path, code: object, problem: str) -> None:
     path = write_result(tmp_path, result(provenance=code))
     with pytest.raises(ResultError) as e:
         load_results(tmp_path)
-    assert str(e.value) == (f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified "
-                            "(true, false or null), as uh run writes it; restore the result.json that uh run wrote, "
-                            "or re-run it (uh run --force)")
+    assert str(e.value) == f"{path}: {problem}; restore the result.json that uh run wrote, or re-run it (uh run --force)"
 
 
 @pytest.mark.parametrize(
@@ -145,13 +151,17 @@ def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path,
     [
         (result(metrics={"acc": 50.0, "forgetting": 10.0}), "metrics lack bwt"),
         (result(metrics={"acc": "high", "forgetting": 1.0, "bwt": -1.0}), "acc not a finite number"),
-        ({k: v for k, v in result().items() if k != "R"}, "missing key(s) R"),
+        ({k: v for k, v in result().items() if k != "R"}, "$ lacks key(s) R"),
         (result(run_id="B9"), "unknown run ID 'B9'"),
-        (result(profile="huge"), "unknown profile 'huge'"),
-        (result(seed="1993"), "seed must be an integer"),
-        (result(seed=-1), "seed must be an integer >= 0"),
+        (result(profile="huge"), "$.profile is 'huge', not one of paper, "),
+        (result(seed="1993"), "$.seed is '1993', not an integer"),
+        (result(seed=-1), "$.seed is -1, less than 0"),
+        (result(seed=1993.0), "$.seed is 1993.0, not an integer"),
+        (result(seed=2**32), "$.seed is 4294967296, more than 4294967295"),
         (result(config=resolve("B3", "paper").to_dict()), "config differs from B3's under profile smoke"),
-        ({k: v for k, v in result().items() if k != "config"}, "missing key(s) config"),
+        (result(config=None), "$.config is None, not an object"),
+        (result(metrics=[50.0]), "$.metrics is [50.0], not an object"),
+        ({k: v for k, v in result().items() if k != "config"}, "$ lacks key(s) config"),
         (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(run_id="B3+M=500", config=resolve("s1", "smoke").to_dict()), "not a canonical ID: the same run is"),
@@ -161,7 +171,8 @@ def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path,
         (result(run_id="B3+rho=5", config=resolve("B3+rho=4", "smoke").to_dict(),
                 variant={"base": "B3", "changes": {"rho": 5}}), "config differs from B3+rho=5's under profile smoke"),
         (result(run_id="B3+M=100"), "readout=nme needs one per class"),
-        (result(run_id=7), "run_id must be a string"),
+        (result(run_id=7), "$.run_id is 7, not a string"),
+        ([result()], "$ is [{'R': [...], 'config': {...}, 'config_version': 1, 'metrics': {...}, ...}], not an object"),
     ],
 )
 def test_load_result_names_file_and_problem(tmp_path: Path, body: dict, message: str) -> None:

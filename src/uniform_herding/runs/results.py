@@ -10,6 +10,8 @@ import io
 import json
 import math
 import os
+import re
+import reprlib
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -19,9 +21,10 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-from uniform_herding.catalogue import PROFILES, RUNS, ConfigError, check_id, is_variant, record, resolve
+from uniform_herding.catalogue import RUNS, ConfigError, check_id, is_variant, record, resolve
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
+from uniform_herding.runs import schemas
 
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
 # How far below -forgetting a per-seed bwt may lie: each of the two rounded to 2 decimals, 0.005 apart at most.
@@ -42,6 +45,145 @@ class ResultError(ValueError):
 
 class StaleResult(ResultError):
     """A result of this very run (run ID, seed, profile) that is no longer valid: --force may replace it."""
+
+
+# --- reading JSON: bounded first, then checked against its schema (schemas.py) -------------------------------------
+
+MAX_JSON_BYTES = 16 << 20  # a paper run's result.json is tens of kB, a bundle's crate metadata a few MB
+MAX_DEPTH = 32  # levels of nesting; result.json has 4 (tasks, a task, its epoch_loss), the crate metadata 5
+MAX_NUMBER_CHARS = 40  # a float's shortest repr has at most 24 characters; no count uh writes has more
+RERUN = "restore the result.json that uh run wrote, or re-run it (uh run --force)"
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)  # a JSON string: what it holds is no structure
+OPENING, CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class UnreadableJSON(ResultError):
+    """A file that is not JSON uh could have written: unreadable, not UTF-8, malformed, over MAX_JSON_BYTES, nested
+    deeper than MAX_DEPTH, or holding a number longer than MAX_NUMBER_CHARS or not finite; `why` says which."""
+
+    def __init__(self, path: Path, why: str, remedy: str) -> None:
+        super().__init__(f"{path}: cannot read JSON ({why}); {remedy}")
+        self.why = why
+
+
+class _Number(str):
+    """A number literal longer than MAX_NUMBER_CHARS or not finite (NaN, Infinity, 1e999), kept as its text while
+    parsing, so that parse_json can name its field; it never leaves parse_json."""
+
+
+def _int(text: str) -> int | _Number:
+    return _Number(text) if len(text) > MAX_NUMBER_CHARS else int(text)  # never near Python's int-str limit
+
+
+def _float(text: str) -> float | _Number:
+    value = float(text)
+    return value if len(text) <= MAX_NUMBER_CHARS and math.isfinite(value) else _Number(text)
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in `text`, counted without parsing (its strings blanked): bounded
+    before the parser recurses into it."""
+    structure = np.frombuffer(_STRING.sub('""', text).encode("utf-8"), np.uint8)
+    steps = np.isin(structure, OPENING).astype(np.int32) - np.isin(structure, CLOSING)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def json_path(parent: str, key: str | int) -> str:
+    """`key` of `parent` as a JSON path names it, as jsonschema does: $.tasks[0].code_sha256, $['@graph']."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if _IDENTIFIER.fullmatch(key) else f"{parent}[{key!r}]"
+
+
+def _odd_number(value: Any, where: str = "$") -> tuple[str, str] | None:
+    """The first number _int or _float kept as text, with its JSON path; None if there is none."""
+    if isinstance(value, _Number):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next(filter(None, (_odd_number(item, json_path(where, key)) for key, item in items)), None)
+
+
+def parse_json(path: Path, remedy: str) -> Any:
+    """The JSON value in `path`, once its size, nesting and numbers are within what uh writes (MAX_JSON_BYTES,
+    MAX_DEPTH, MAX_NUMBER_CHARS, finite): no hostile file reaches the parser's recursion or Python's int-str limit.
+    UnreadableJSON (one line: the file, why, `remedy`) otherwise."""
+    try:
+        if (size := path.stat().st_size) > MAX_JSON_BYTES:
+            raise UnreadableJSON(path, f"{size} bytes, more than {MAX_JSON_BYTES}", remedy)
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UnreadableJSON(path, one_line(str(e)), remedy) from None
+    if (depth := _depth(text)) > MAX_DEPTH:
+        raise UnreadableJSON(path, f"nested {depth} levels deep, more than {MAX_DEPTH}", remedy)
+    try:
+        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_Number)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        raise UnreadableJSON(path, one_line(str(e)), remedy) from None
+    if odd := _odd_number(value):
+        where, number = odd
+        shown = number if len(number) <= MAX_NUMBER_CHARS else f"{number[:12]}...{number[-4:]}"
+        why = f"{where} is {shown} ({len(number)} characters): uh writes finite numbers of {MAX_NUMBER_CHARS} at most"
+        raise UnreadableJSON(path, why, remedy)
+    return value
+
+
+def _validator_class() -> Any:
+    """Draft 2020-12 with JSON's integers only: 1.0 and true are no seed."""
+    from jsonschema import Draft202012Validator, validators  # where a file is read: uh run starts without it
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _, x: type(x) is int)
+    return validators.extend(Draft202012Validator, type_checker=checker)
+
+
+TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _shown(value: Any) -> str:
+    """`value` as an error line shows it: its repr, two levels deep, each string and number cut at 40 characters."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother = 2, 40, 40
+    return short.repr(value)
+
+
+def _explain(error: Any) -> str:
+    """What is wrong at the error's field, in words, with the value shortened (_shown)."""
+    value, wanted = _shown(error.instance), error.validator_value
+    if error.validator == "required":
+        return f"lacks key(s) {', '.join(k for k in wanted if k not in error.instance)}"
+    if error.validator == "type":
+        types = [wanted] if isinstance(wanted, str) else wanted
+        return f"is {value}, not {' or '.join(TYPE_NAMES[t] for t in types)}"
+    if error.validator == "enum":
+        return f"is {value}, not one of {', '.join(map(str, wanted))}"
+    if error.validator in ("minimum", "maximum"):
+        return f"is {value}, {'less' if error.validator == 'minimum' else 'more'} than {wanted}"
+    return f"is {value}, not {error.schema.get('description', 'what uh writes')}"
+
+
+def check_schema(value: Any, schema: dict[str, Any], path: Path, remedy: str) -> None:
+    """Refuse `value` (parse_json's) where it breaks `schema`, in one line naming the file and the field: the
+    shallowest error, a missing key or a wrong type first."""
+    errors = list(_validator_class()(schema).iter_errors(value))
+    if errors:
+        first = min(errors, key=lambda e: (len(e.absolute_path), e.validator not in ("required", "type")))
+        raise ResultError(f"{path}: {first.json_path} {_explain(first)}; {remedy}")
+
+
+def read_json(path: Path, schema: dict[str, Any], remedy: str) -> Any:
+    """`path`'s JSON value, bounded (parse_json) and checked against `schema` (schemas.py): what every reader of a
+    JSON file uh wrote reads it with."""
+    value = parse_json(path, remedy)
+    check_schema(value, schema, path, remedy)
+    return value
 
 
 def current_umask() -> int:
@@ -116,28 +258,18 @@ def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
 def validate_result(result: Any, path: Path) -> dict[str, Any]:
     """The one definition of a valid result, shared by run (is it done?), aggregate, check and report.
 
-    A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
-    profile, was written by this config version with exactly the config that ID has under that
-    profile, and holds R in the form uh run writes (check_R) and finite metrics, each in its declared
-    range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader takes the metrics
-    from R (per_seed_table), never these stored copies. Its code (`provenance`) is optional: results written
-    before it was recorded still load (check_provenance).
+    A valid result has the types its schema gives (schemas.RESULT: every key the code reads), names a known run ID
+    (or canonical variant ID, with its variant record), seed and profile, was written by this config version with
+    exactly the config that ID has under that profile, and holds R in the form uh run writes (check_R) and finite
+    metrics, each in its declared range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader
+    takes the metrics from R (per_seed_table), never these stored copies. Its code (`provenance`) is optional:
+    results written before it was recorded still load (uh check names them: provenance.made_by).
     """
-    if not isinstance(result, dict):
-        raise ResultError(f"{path}: expected a JSON object")
-    missing = [k for k in ("run_id", "seed", "profile", "config_version", "config", "metrics", "R") if k not in result]
-    if missing:
-        raise ResultError(f"{path}: missing key(s) {', '.join(missing)}")
-    if not isinstance(result["run_id"], str):
-        raise ResultError(f"{path}: run_id must be a string, got {result['run_id']!r}")
+    check_schema(result, schemas.RESULT, path, RERUN)
     try:
         check_id(result["run_id"])  # a run ID or a canonical variant ID
     except ConfigError as e:
         raise ResultError(f"{path}: {e}") from None
-    if not isinstance(result["seed"], int) or isinstance(result["seed"], bool) or result["seed"] < 0:
-        raise ResultError(f"{path}: seed must be an integer >= 0, got {result['seed']!r}")
-    if result["profile"] not in PROFILES:
-        raise ResultError(f"{path}: unknown profile {result['profile']!r}; known: {', '.join(PROFILES)}")
     if result["config_version"] != CONFIG_VERSION:
         raise ResultError(
             f"{path}: config_version {result['config_version']!r}, this code is {CONFIG_VERSION}; re-run it"
@@ -147,8 +279,8 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     except ConfigError as e:  # a variant whose settings do not work together under this profile
         raise ResultError(f"{path}: {e}") from None
     config = result["config"]
-    if not isinstance(config, dict) or config != expected:
-        differs = sorted(k for k in expected if not isinstance(config, dict) or config.get(k) != expected[k])
+    if config != expected:
+        differs = sorted(k for k in expected if config.get(k) != expected[k])
         raise ResultError(
             f"{path}: config differs from {result['run_id']}'s under profile {result['profile']} "
             f"(in {', '.join(differs) or 'extra keys'}); re-run it"
@@ -158,11 +290,8 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
-    check_provenance(result, path)
     check_R(result["R"], config["n_tasks"], path)
     metrics = result["metrics"]
-    if not isinstance(metrics, dict):
-        raise ResultError(f"{path}: metrics must be an object")
     absent = [m for m in METRICS if m not in metrics]
     if absent:
         raise ResultError(f"{path}: metrics lack {', '.join(absent)}")
@@ -177,21 +306,6 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
     check_metrics_of_R(result, path)
     return result
-
-
-def check_provenance(result: dict[str, Any], path: Path) -> None:
-    """Refuse a `provenance` that is not what uh run writes (runs/provenance.py): an object with the code's hash and
-    whether the tree was modified. A result without one (written before it was recorded) is valid: uh check names
-    it (provenance.made_by), and on the paper profile it never gets the badge."""
-    if "provenance" not in result:
-        return
-    code = result["provenance"]
-    if not (isinstance(code, dict) and isinstance(code.get("code_sha256"), str)
-            and any(code.get("tree_modified") is v for v in (True, False, None))):  # fmt: skip
-        raise ResultError(
-            f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified (true, false or "
-            "null), as uh run writes it; restore the result.json that uh run wrote, or re-run it (uh run --force)"
-        )
 
 
 def _R_problem(R: Any, n_tasks: int) -> str | None:
@@ -253,11 +367,7 @@ def check_metrics_of_R(result: dict[str, Any], path: Path) -> None:
 def load_result(path: Path | str) -> dict[str, Any]:
     """Read one result.json and validate it (validate_result)."""
     path = Path(path)
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultError(f"{path}: cannot read JSON ({e})") from None
-    return validate_result(result, path)
+    return validate_result(parse_json(path, RERUN), path)
 
 
 def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
@@ -270,9 +380,9 @@ def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
     if not out.exists():
         return False
     try:
-        found = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultError(f"{out} is unreadable ({type(e).__name__}); move it away and run again") from None
+        found = parse_json(out, RERUN)
+    except UnreadableJSON as e:
+        raise ResultError(f"{out} is unreadable ({e.why}); move it away and run again") from None
     same_run = isinstance(found, dict) and (found.get("run_id"), found.get("seed"), found.get("profile")) == (
         run_id, seed, profile,
     )  # fmt: skip
@@ -313,26 +423,24 @@ PROFILE_FILE = "profile.json"
 def dir_profile(results_dir: Path) -> str | None:
     """The profile recorded in `results_dir/profile.json`; None when there is none (a new or old dir)."""
     marker = results_dir / PROFILE_FILE
-    try:
-        profile = json.loads(marker.read_text(encoding="utf-8"))["profile"]
-    except FileNotFoundError:
+    if not marker.exists():
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise ResultError(f"{marker}: cannot read the results dir's profile ({type(e).__name__}); restore it") from None
-    if profile not in PROFILES:
-        raise ResultError(f"{marker}: unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-    return profile
+    remedy = 'write {"profile": NAME} in it, or remove it: uh run records the profile again'
+    return read_json(marker, schemas.PROFILE, remedy)["profile"]
 
 
 def _profiles_found(results_dir: Path) -> dict[str, list[Path]]:
-    """result.json files under `results_dir` by the profile they name (unreadable ones left out)."""
+    """result.json files under `results_dir` by the profile they name (those that name none left out: load_result
+    names what is wrong with them)."""
     found: dict[str, list[Path]] = {}
     for path in sorted(results_dir.glob("*/seed-*/result.json")):
         try:
-            profile = json.loads(path.read_text(encoding="utf-8"))["profile"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            result = parse_json(path, RERUN)
+        except ResultError:
             continue
-        found.setdefault(str(profile), []).append(path)
+        profile = result.get("profile") if isinstance(result, dict) else None
+        if isinstance(profile, str):
+            found.setdefault(profile, []).append(path)
     return found
 
 
