@@ -123,8 +123,8 @@ def parse_json(path: Path, remedy: str) -> Any:
     if odd := _odd_number(value):
         where, number = odd
         shown = number if len(number) <= MAX_NUMBER_CHARS else f"{number[:12]}...{number[-4:]}"
-        why = f"{where} is {shown} ({len(number)} characters): uh writes finite numbers of {MAX_NUMBER_CHARS} at most"
-        raise UnreadableJSON(path, why, remedy)
+        limit = f"uh writes finite numbers of at most {MAX_NUMBER_CHARS} characters"
+        raise UnreadableJSON(path, f"{where} is {shown} ({len(number)} characters): {limit}", remedy)
     return value
 
 

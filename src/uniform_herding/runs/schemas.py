@@ -78,7 +78,10 @@ PROFILE: dict[str, Any] = {  # results.claim_dir
 _REFERENCE: dict[str, Any] = {
     "anyOf": [{"type": "string"}, {"type": "object", "required": ["@id"], "properties": {"@id": {"type": "string"}}}]
 }
-_REFERENCES: dict[str, Any] = {"anyOf": [_REFERENCE, {"type": "array", "items": _REFERENCE}]}
+_REFERENCES: dict[str, Any] = {
+    "anyOf": [_REFERENCE, {"type": "array", "items": _REFERENCE}],
+    "description": "an @id or a list of them",
+}
 
 CRATE: dict[str, Any] = {  # verdict/bundle.crate_of; what verdict/bundle.verify_crate reads of it
     "type": "object",
@@ -91,7 +94,10 @@ CRATE: dict[str, Any] = {  # verdict/bundle.crate_of; what verdict/bundle.verify
                 "required": ["@id"],
                 "properties": {
                     "@id": {"type": "string"},
-                    "@type": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+                    "@type": {
+                        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                        "description": "a type or a list of them",
+                    },
                     "conformsTo": _REFERENCES,
                     "result": _REFERENCES,
                     "sha256": {"type": "string"},
