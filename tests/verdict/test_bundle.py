@@ -418,3 +418,54 @@ def test_recompute_refuses_a_bundle_whose_run_lacks_its_final_state_unless_run_i
     res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(data), "--run-ids", "a2")
     assert f"B3 seed {SEED}: not recomputed (--run-ids leaves it out)" in res.output
     assert res.exit_code == 2 and f"a2 seed {SEED} read an archive of md5 None" in error_line(res)  # a2 recomputed
+
+
+@pytest.mark.trains
+def test_a_forged_row_whose_final_state_was_left_out_is_refused_not_passed(zipped, tmp_path) -> None:
+    """Issue 59.5's case: B3's last row forged by -20 points, its final.pt left out of the bundle, every hash made to
+    agree: uh check --bundle --recompute exited 0, one line saying B3 was not recomputed. Now it is exit 2 naming it;
+    --run-ids r2 leaves B3 out and recomputes r2 alone."""
+    name = f"results/B3/seed-{SEED}/result.json"
+
+    def forge(files: dict[str, bytes]) -> None:
+        result = json.loads(files[name])
+        result["R"][-1] = [max(0.0, x - 20) for x in result["R"][-1]]
+        result["metrics"] = {n: m.of(result["R"]) for n, m in {**PAPER, **REPORTED}.items()}
+        files[name] = json.dumps(result, indent=2).encode()
+        without(f"results/B3/seed-{SEED}/final.pt")(files)
+
+    forged = rezip(zipped, tmp_path / "forged.zip", forge, rehash=True)
+    args = ["check", "--bundle", str(forged), "--recompute", "--data-dir", str(tmp_path / "data")]
+    res = uh(*args, "--json-out", str(tmp_path / "a.json"))
+    assert res.exit_code == 2 and f"Error: B3 seed {SEED}: no final state (final.pt) in the bundle" in error_line(res)
+    res = uh(*args, "--run-ids", "r2", "--json-out", str(tmp_path / "b.json"))
+    assert f"B3 seed {SEED}: not recomputed (--run-ids leaves it out)" in res.output
+    assert f"r2 seed {SEED}: last row recomputed on the CPU equals the recorded one" in res.output
+    assert "B3+rho=5 seed" in res.output and res.exit_code != 2, res.output
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("exemplars", ["out of range", "floats"])
+def test_recompute_refuses_exemplar_indices_out_of_range_or_floats_in_one_line(exemplars, zipped, tmp_path) -> None:
+    """Issue 59.4: a final.pt whose active exemplars of class 0 index past the stream or are floats, sealed and hashed
+    again, ended uh check --bundle --recompute in an IndexError's traceback; load_final checks them first."""
+    import io
+
+    import torch
+
+    from uniform_herding.runs.durability import seal, unseal
+
+    name = f"results/B3/seed-{SEED}/final.pt"
+
+    def forge(files: dict[str, bytes]) -> None:
+        state = torch.load(io.BytesIO(unseal(files[name])), weights_only=True)
+        active = state["active"][0]
+        state["active"][0] = active + 10**6 if exemplars == "out of range" else active.double()
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        files[name] = seal(buffer.getvalue())
+
+    forged = rezip(zipped, tmp_path / "forged.zip", forge, rehash=True)
+    res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(tmp_path / "data"))
+    problem = "hold positions outside [0, " if exemplars == "out of range" else "are of torch.float64, not integers"
+    assert res.exit_code == 2 and f"{name}: the active exemplars of class 0 {problem}" in error_line(res), res.output
