@@ -12,7 +12,8 @@ import click
 from uniform_herding import chain
 from uniform_herding.report.load import doctor_estimates
 from uniform_herding.runs import schemas
-from uniform_herding.runs.results import RERUN, ResultError, read_json
+from uniform_herding.runs.jsonfiles import ResultError, read_json
+from uniform_herding.runs.results import RERUN
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
 from uniform_herding.runs.terminal import columns, fit_line
 from uniform_herding.verdict.expected import Expected

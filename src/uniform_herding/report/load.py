@@ -15,8 +15,9 @@ import pandas as pd
 
 from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, ConfigError, is_variant, pin
 from uniform_herding.method.config import SEEDS
+from uniform_herding.runs.jsonfiles import parse_json
 from uniform_herding.runs.provenance import Made, made_by
-from uniform_herding.runs.results import ResultError, load_results, parse_json, per_seed_table, results_profile
+from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
 
 
 @dataclass(frozen=True)

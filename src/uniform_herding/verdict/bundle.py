@@ -41,12 +41,12 @@ from uniform_herding import __version__
 from uniform_herding.data.archive import DATASETS
 from uniform_herding.runs import schemas
 from uniform_herding.runs.final import FINAL_NAME
+from uniform_herding.runs.jsonfiles import read_json
 from uniform_herding.runs.provenance import DIFF_NAME, code_hash, sha256sum
 from uniform_herding.runs.results import (
     PROFILE_FILE,
     ResultError,
     load_results,
-    read_json,
     result_path,
     results_profile,
     stack_labels,
