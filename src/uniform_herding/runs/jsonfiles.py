@@ -7,6 +7,7 @@ exits 2 on it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -97,7 +98,7 @@ def parse_json(path: Path, remedy: str) -> Any:
         raise UnreadableJSON(path, f"nested {depth} levels deep, more than {MAX_DEPTH}", remedy)
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_Number)
-    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+    except ValueError as e:  # JSONDecodeError; no RecursionError: _depth bounded the nesting
         raise UnreadableJSON(path, one_line(str(e)), remedy) from None
     if odd := _odd_number(value):
         where, number = odd
@@ -107,6 +108,7 @@ def parse_json(path: Path, remedy: str) -> Any:
     return value
 
 
+@functools.cache
 def _validator_class() -> Any:
     """Draft 2020-12 with JSON's integers only: 1.0 and true are no seed."""
     from jsonschema import Draft202012Validator, validators  # where a file is read: uh run starts without it
