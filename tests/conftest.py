@@ -325,5 +325,9 @@ MALFORMED_RESULTS: dict[str, tuple[Callable[[dict], str], str]] = {
         "$.tasks[0].code_sha256 is ['ab'], not a string",
     ),
     "environment a string": (lambda r: json.dumps(r | {"environment": "abc"}), "$.environment is 'abc', not an object"),
+    "epoch losses ragged": (  # uh report stacks them: ValueError
+        lambda r: json.dumps(r | {"tasks": [{"epoch_loss": [1.0]}, {"epoch_loss": [1.0, 2.0]}]}),
+        "$.tasks[0].epoch_loss has 1 entries, not one for each of the config's 6 epochs",
+    ),
 }
 PROFILE_A_LIST = ('{"profile": ["smoke"]}', "profile.json: $.profile is ['smoke'], not a string")

@@ -140,6 +140,7 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
     check_R(result["R"], config["n_tasks"], path)
+    check_epoch_losses(result.get("tasks", []), config["epochs"], path)
     metrics = result["metrics"]
     absent = [m for m in METRICS if m not in metrics]
     if absent:
@@ -155,6 +156,17 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
     check_metrics_of_R(result, path)
     return result
+
+
+def check_epoch_losses(tasks: list[dict[str, Any]], epochs: int, path: Path) -> None:
+    """Refuse a task whose epoch_loss, where recorded, has not one entry per epoch, as train.fit_task records them:
+    uh report stacks them into one array (tasks x epochs)."""
+    for i, task in enumerate(tasks):
+        if len(task.get("epoch_loss", [None] * epochs)) != epochs:
+            raise ResultError(
+                f"{path}: $.tasks[{i}].epoch_loss has {len(task['epoch_loss'])} entries, not one for each of the "
+                f"config's {epochs} epochs; {RERUN}"
+            )
 
 
 def _R_problem(R: Any, n_tasks: int) -> str | None:
