@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -303,3 +305,29 @@ def fake_slurm_clients(folder: Path, monkeypatch: pytest.MonkeyPatch, script: st
         (folder / client).write_text(f"#!/bin/sh\n{script}\n")
         (folder / client).chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def _deep(result: dict) -> str:
+    return json.dumps(result | {"manifest": "DEEP"}).replace('"DEEP"', "[" * 100_000 + "]" * 100_000)
+
+
+# Issue 59.4: result.json as an adversary wrote it (every hash made consistent), each once ending in a traceback and
+# exit 1, the code of a failed replication; each is refused in one line naming the file and what (the field) is wrong.
+MALFORMED_RESULTS: dict[str, tuple[Callable[[dict], str], str]] = {
+    "nested 100,000 deep": (_deep, "cannot read JSON (nested 100001 levels deep, more than 32)"),
+    "a seed of 5,000 digits": (
+        lambda r: json.dumps(r).replace(f'"seed": {r["seed"]}', '"seed": ' + "1" * 5000),
+        "cannot read JSON ($.seed is 111111111111...1111 (5000 characters): uh writes finite numbers of at most 40",
+    ),
+    "tasks a number": (lambda r: json.dumps(r | {"tasks": 5}), "$.tasks is 5, not an array"),
+    "a task's code hash a list": (
+        lambda r: json.dumps(r | {"tasks": [{"task": 0, "code_sha256": ["ab"]}]}),
+        "$.tasks[0].code_sha256 is ['ab'], not a string",
+    ),
+    "environment a string": (lambda r: json.dumps(r | {"environment": "abc"}), "$.environment is 'abc', not an object"),
+    "epoch losses ragged": (  # uh report stacks them: ValueError
+        lambda r: json.dumps(r | {"tasks": [{"epoch_loss": [1.0]}, {"epoch_loss": [1.0, 2.0]}]}),
+        "$.tasks[0].epoch_loss has 1 entries, not one for each of the config's 6 epochs",
+    ),
+}
+PROFILE_A_LIST = ('{"profile": ["smoke"]}', "profile.json: $.profile is ['smoke'], not a string")

@@ -447,7 +447,7 @@ def finished(**changes: object) -> dict:
     [
         (json.dumps(finished(config_version=0)), f"config_version 0, this code is {CONFIG_VERSION}"),
         (json.dumps(finished(config=CFG.to_dict() | {"epochs": 1})), "config differs from B3's under profile smoke"),
-        (json.dumps({k: v for k, v in finished().items() if k != "metrics"}), "missing key(s) metrics"),
+        (json.dumps({k: v for k, v in finished().items() if k != "metrics"}), "$ lacks key(s) metrics"),
     ],
 )
 def test_a_stale_copy_of_the_run_is_refused_not_skipped(text, message, data, tmp_path) -> None:

@@ -4,7 +4,6 @@ as uh check would decide it now, the Slurm chain's step, the run time left), the
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -12,6 +11,9 @@ import click
 
 from uniform_herding import chain
 from uniform_herding.report.load import doctor_estimates
+from uniform_herding.runs import schemas
+from uniform_herding.runs.jsonfiles import ResultError, read_json
+from uniform_herding.runs.results import RERUN
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
 from uniform_herding.runs.terminal import columns, fit_line
 from uniform_herding.verdict.expected import Expected
@@ -41,8 +43,8 @@ def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float
     own: dict[str, list[float]] = {}
     for path in results_dir.glob("*/seed-*/result.json"):
         try:
-            wall_s = float(json.loads(path.read_text())["wall_s"])
-        except (OSError, ValueError, KeyError, TypeError):
+            wall_s = read_json(path, schemas.RESULT, RERUN)["wall_s"]
+        except (ResultError, KeyError):  # unreadable, or written before it recorded its time
             continue
         own.setdefault(path.parent.parent.name, []).append(wall_s)
     seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}

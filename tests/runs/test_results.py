@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import matrix_with
+from conftest import MALFORMED_RESULTS, PROFILE_A_LIST, matrix_with
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from uniform_herding.catalogue import PROFILES, RUNS, resolve
 from uniform_herding.cli import main
@@ -18,6 +21,7 @@ from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import PAPER, REPORTED, Metric
 from uniform_herding.runs.results import (
     PER_SEED_COLUMNS,
+    RERUN,
     ResultError,
     is_finished,
     load_result,
@@ -129,15 +133,21 @@ def test_results_load_with_and_without_their_code(tmp_path: Path, code: dict | N
     assert loaded.get("provenance") == code
 
 
-@pytest.mark.parametrize("code", ["ab" * 32, {"code_sha256": 7, "tree_modified": False},
-                                  PROVENANCE | {"tree_modified": "yes"}, {"tree_modified": False}])  # fmt: skip
-def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path, code: object) -> None:
+@pytest.mark.parametrize(
+    ("code", "problem"),
+    [
+        ("c0ffee", "$.provenance is 'c0ffee', not an object"),
+        ({"code_sha256": 7, "tree_modified": False}, "$.provenance.code_sha256 is 7, not a string"),
+        (PROVENANCE | {"tree_modified": "yes"}, "$.provenance.tree_modified is 'yes', not true or false or null"),
+        ({"tree_modified": False}, "$.provenance lacks key(s) code_sha256"),
+        (PROVENANCE | {"code_files": 2.5}, "$.provenance.code_files is 2.5, not an integer"),
+    ],
+)
+def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path, code: object, problem: str) -> None:
     path = write_result(tmp_path, result(provenance=code))
     with pytest.raises(ResultError) as e:
         load_results(tmp_path)
-    assert str(e.value) == (f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified "
-                            "(true, false or null), as uh run writes it; restore the result.json that uh run wrote, "
-                            "or re-run it (uh run --force)")
+    assert str(e.value) == f"{path}: {problem}; {RERUN}"
 
 
 @pytest.mark.parametrize(
@@ -145,13 +155,17 @@ def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path,
     [
         (result(metrics={"acc": 50.0, "forgetting": 10.0}), "metrics lack bwt"),
         (result(metrics={"acc": "high", "forgetting": 1.0, "bwt": -1.0}), "acc not a finite number"),
-        ({k: v for k, v in result().items() if k != "R"}, "missing key(s) R"),
+        ({k: v for k, v in result().items() if k != "R"}, "$ lacks key(s) R"),
         (result(run_id="B9"), "unknown run ID 'B9'"),
-        (result(profile="huge"), "unknown profile 'huge'"),
-        (result(seed="1993"), "seed must be an integer"),
-        (result(seed=-1), "seed must be an integer >= 0"),
+        (result(profile="huge"), "$.profile is 'huge', not one of paper, "),
+        (result(seed="1993"), "$.seed is '1993', not an integer"),
+        (result(seed=-1), "$.seed is -1, less than 0"),
+        (result(seed=1993.0), "$.seed is 1993.0, not an integer"),
+        (result(seed=2**32), "$.seed is 4294967296, more than 4294967295"),
         (result(config=resolve("B3", "paper").to_dict()), "config differs from B3's under profile smoke"),
-        ({k: v for k, v in result().items() if k != "config"}, "missing key(s) config"),
+        (result(config=None), "$.config is None, not an object"),
+        (result(metrics=[50.0]), "$.metrics is [50.0], not an object"),
+        ({k: v for k, v in result().items() if k != "config"}, "$ lacks key(s) config"),
         (result(metrics={"acc": 150.0, "forgetting": 1.0, "bwt": -1.0}), "out of range: acc 150.0"),
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(run_id="B3+M=500", config=resolve("s1", "smoke").to_dict()), "not a canonical ID: the same run is"),
@@ -161,7 +175,8 @@ def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path,
         (result(run_id="B3+rho=5", config=resolve("B3+rho=4", "smoke").to_dict(),
                 variant={"base": "B3", "changes": {"rho": 5}}), "config differs from B3+rho=5's under profile smoke"),
         (result(run_id="B3+M=100"), "readout=nme needs one per class"),
-        (result(run_id=7), "run_id must be a string"),
+        (result(run_id=7), "$.run_id is 7, not a string"),
+        ([result()], "$ is [{'R': [...], 'config': {...}, 'config_version': 1, 'metrics': {...}, ...}], not an object"),
     ],
 )
 def test_load_result_names_file_and_problem(tmp_path: Path, body: dict, message: str) -> None:
@@ -475,3 +490,127 @@ def test_a_variant_result_and_csv_row_are_read_like_a_run_ids(tmp_path: Path) ->
     csv = tmp_path / "per_seed.csv"
     csv.write_text("run_id,seed,acc,forgetting,bwt\nB3+M=1000+rho=5,1993,1,2,-2\n")
     assert read_per_seed_csv(csv)["run_id"].tolist() == ["B3+M=1000+rho=5"]
+
+
+# --- input that is no file uh wrote (issue 59.4) -------------------------------------------------------------------
+
+
+def readers(results: Path, tmp_path: Path) -> dict[str, list[str]]:
+    """Every command that reads a results dir, as uh's arguments."""
+    other = tmp_path / "other"
+    if not other.exists():
+        write_result(other, result("B3", 42))
+    return {
+        "check": ["check", "--results-dir", str(results), "--json-out", str(tmp_path / "report.json")],
+        "bundle": ["bundle", "--results-dir", str(results), "-o", str(tmp_path / "b.zip")],
+        "stacks": ["stacks", str(results), str(other)],
+        "report": ["report", "--results-dir", str(results), "--out", str(tmp_path / "report")],
+        "aggregate": ["aggregate", "--results-dir", str(results)],
+    }
+
+
+def assert_one_line(res, *words: str) -> None:
+    """Exit 2 (bad input, never 1: a failed replication) in one `Error:` line holding `words`, no traceback."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), res.output
+    assert all(w in lines[0] for w in words), (words, lines[0])
+
+
+@pytest.mark.parametrize("kind", [*MALFORMED_RESULTS, "profile.json a list"])
+def test_a_malformed_result_or_profile_is_one_line_and_exit_2_from_every_reader(kind: str, tmp_path: Path) -> None:
+    """Issue 59.4: result.json nested 100,000 deep (RecursionError), a seed of 5,000 digits (ValueError), tasks a
+    number, a task's code hash a list, environment a string, profile.json's profile a list: each ended uh check, uh
+    bundle, uh stacks (and uh report) in a traceback and exit 1, the code of a failed replication. Each is read
+    through one bounded loader and its schema (runs/schemas.py): one line naming the file and the field, exit 2. uh
+    status reports it as the verdict it cannot reach, on its line."""
+    results = tmp_path / "results"
+    path = write_result(results, result("B3", 1993))
+    write_result(results, result("a2", 1993))
+    if kind in MALFORMED_RESULTS:
+        edit, words = MALFORMED_RESULTS[kind]
+        path.write_text(edit(result("B3", 1993)))
+    else:
+        text, words = PROFILE_A_LIST
+        path = results / "profile.json"
+        path.write_text(text)
+    for command, args in readers(results, tmp_path).items():
+        res = CliRunner().invoke(main, args)
+        assert_one_line(res, str(path), words), command
+    res = CliRunner().invoke(main, ["status", "--results-dir", str(results)])
+    assert res.exception is None and f"verdict now: cannot check: {path}: " in res.output and words in res.output
+
+
+# The fuzz test's valid result.json: every key the schema types, so that each can be broken.
+ENVIRONMENT = ("python", "torch", "device", "precision", "compile", "data_md5", "data_source")
+FUZZED = result("B3", 1993) | {
+    "provenance": PROVENANCE,
+    "environment": {key: "x" for key in ENVIRONMENT},
+    "tasks": [{"task": t, "device": "x", "code_sha256": "ab", "wall_s": 1, "epoch_loss": [2, None]} for t in range(5)],
+    "wall_s": 5.0,
+    "started": "2026-01-01T00:00:00",
+    "finished": "2026-01-01T00:01:00",
+    "command": "uh run B3",
+}
+HUGE, DEEP, DELETE = "<huge>", "<deep>", "<delete>"  # placeholders: a 5,000-digit number, 100,000 levels, no key
+
+
+def json_paths(value: object, where: tuple = ()) -> list[tuple]:
+    """Every path into `value` (keys and indices), itself included."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return [where, *(p for key, item in items for p in json_paths(item, (*where, key)))]
+
+
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.sampled_from([HUGE, DEEP, DELETE]),
+)
+
+
+def holds(container: object, key: str | int) -> bool:
+    return (isinstance(container, dict) and key in container) or (
+        isinstance(container, list) and isinstance(key, int) and key < len(container)
+    )
+
+
+def mutated(body: dict, edits: list[tuple[tuple, object]]) -> str:
+    """`body` with each edit's path set to its value (or its key deleted), as text: NaN and Infinity as Python's json
+    writes them, the placeholders as what they stand for. An edit below an earlier one's new value is skipped."""
+    body = json.loads(json.dumps(body))
+    for path, value in edits:
+        parent = body if path else None
+        for key in path[:-1]:
+            parent = parent[key] if holds(parent, key) else None
+        if not path:
+            body = value
+        elif value == DELETE and isinstance(parent, dict):
+            parent.pop(path[-1], None)
+        elif holds(parent, path[-1]) or isinstance(parent, dict):
+            parent[path[-1]] = value
+    return json.dumps(body).replace(f'"{HUGE}"', "9" * 5000).replace(f'"{DEEP}"', "[" * 100_000 + "]" * 100_000)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    result_edits=st.lists(st.tuples(st.sampled_from(json_paths(FUZZED)), ODD), max_size=3),
+    profile_edits=st.lists(st.tuples(st.sampled_from([(), ("profile",)]), ODD), max_size=1),
+    raw=st.one_of(st.none(), st.binary(max_size=64)),
+)
+def test_no_result_or_profile_json_gets_a_traceback_from_uh_check(result_edits, profile_edits, raw) -> None:
+    """Issue 59.4: valid files with keys of other types, deleted, nested deep or holding huge numbers, and raw bytes:
+    uh check exits with one of its codes (0-6), never an exception's traceback."""
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp)
+        path = write_result(results, FUZZED)
+        path.write_bytes(raw if raw is not None else mutated(FUZZED, result_edits).encode())
+        if profile_edits:
+            (results / "profile.json").write_text(mutated({"profile": "smoke"}, profile_edits))
+        res = CliRunner().invoke(main, ["check", "--results-dir", tmp, "--json-out", str(results / "c.json")])
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert res.exit_code in range(7) and "Traceback" not in res.output, res.output

@@ -307,6 +307,7 @@ def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_fi
     the same command again finishes the run from that checkpoint, final state first."""
     import errno
 
+    from uniform_herding.method.stream import TaskStream
     from uniform_herding.runs import run
     from uniform_herding.runs.final import load_final
 
@@ -330,6 +331,7 @@ def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_fi
     monkeypatch.setattr(run, "save_final", before_the_result)
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0 and "resuming after task 5/5" in res.output, res.output
-    result = json.loads(out.read_text())
-    load_final(out.with_name("final.pt"), result, resolve("B3", "smoke"))  # the result's own final state
+    result, cfg = json.loads(out.read_text()), resolve("B3", "smoke")
+    items = len(TaskStream(run.load_data(cfg, data_dir, None, download=False), cfg, torch.device("cpu")).train_x)
+    load_final(out.with_name("final.pt"), result, cfg, items)  # the result's own final state
     assert not out.with_name("checkpoint.pt").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import MALFORMED_RESULTS, PROFILE_A_LIST
 from rocrate.rocrate import ROCrate
 
 from uniform_herding.cli import main
@@ -319,3 +320,152 @@ def test_the_limits_the_docs_state_are_the_codes() -> None:
     assert f"{bundle.MAX_MEMBERS:,} files" in text and f"{bundle.MAX_RATIO}:1" in text
     assert f"{bundle.MAX_MEMBER_BYTES >> 30} GiB per file" in text and f"{bundle.MAX_TOTAL_BYTES >> 30} GiB" in text
 
+
+# --- input that is no file uh wrote, its hashes made to agree (issue 59.4, 59.5) ---------------------------------
+
+
+def weighed(results: Path, out: Path, runs: dict[str, bytes]) -> Path:
+    """`runs` ({run ID: final.pt's bytes}, seed SEED) as results with a final state each, bundled with weights."""
+    from uniform_herding.runs.results import result_path
+
+    for run_id, final in runs.items():
+        path = result_path(results, run_id, SEED)
+        path.with_name("final.pt").write_bytes(final)
+    res = uh("bundle", "--results-dir", str(results), "-o", str(out), "--with-weights")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def without(name: str) -> Callable[[dict[str, bytes]], None]:
+    """A change for rezip: the bundle without file `name`, in its crate too (its entity and every reference)."""
+
+    def drop(files: dict[str, bytes]) -> None:
+        del files[name]
+        metadata = json.loads(files[bundle.METADATA])
+        metadata["@graph"] = [e for e in metadata["@graph"] if e["@id"] != name]
+        for entity in metadata["@graph"]:
+            for key, value in entity.items():
+                if isinstance(value, list):
+                    entity[key] = [v for v in value if v != {"@id": name}]
+        files[bundle.METADATA] = json.dumps(metadata).encode()
+
+    return drop
+
+
+@pytest.mark.parametrize("kind", [*MALFORMED_RESULTS, "profile.json a list"])
+def test_a_malformed_result_whose_hashes_agree_is_one_line_and_exit_2(kind, finished_result, tmp_path) -> None:
+    """Issue 59.4: a bundle whose result.json or profile.json was made malformed, every hash made to agree, ended uh
+    check --bundle and uh stacks in a traceback and exit 1; each now names the file and the field, exit 2."""
+    finished_result(tmp_path / "r", "B3", SEED)
+    finished_result(tmp_path / "r", "a2", SEED)
+    finished_result(tmp_path / "other", "B3", 42)
+    (tmp_path / "r" / "profile.json").write_text('{"profile": "smoke"}')
+    uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+    if kind in MALFORMED_RESULTS:
+        name, (malformed, words) = f"results/B3/seed-{SEED}/result.json", MALFORMED_RESULTS[kind]
+    else:
+        name, words = "results/profile.json", PROFILE_A_LIST[1]
+
+    def edit(files: dict[str, bytes]) -> None:
+        files[name] = (malformed(json.loads(files[name])) if kind in MALFORMED_RESULTS else PROFILE_A_LIST[0]).encode()
+
+    forged = rezip(tmp_path / "b.zip", tmp_path / "forged.zip", edit, rehash=True)
+    for args in (["check", "--bundle", str(forged)], ["stacks", str(forged), str(tmp_path / "other")]):
+        res = uh(*args)
+        assert res.exit_code == 2 and name.removeprefix("results/") in error_line(res), res.output
+        assert words.removeprefix("profile.json") in error_line(res), res.output
+
+
+@pytest.mark.parametrize(("entity", "key", "value"), [("#run-B3-seed-1993", "result", 5), ("./", "conformsTo", [7])])
+def test_a_crate_whose_references_are_not_ids_is_one_line_and_exit_2(
+    entity, key, value, finished_result, tmp_path
+) -> None:
+    """Issue 59.4: a CreateAction whose result is a number, or a root whose conformsTo is, with the manifest made to
+    agree, ended uh check --bundle in an AttributeError's traceback; the crate's metadata is read by the schema too."""
+    finished_result(tmp_path / "r", "B3", SEED)
+    uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+    at = []
+
+    def edit(files: dict[str, bytes]) -> None:
+        metadata = json.loads(files[bundle.METADATA])
+        at.append(next(i for i, e in enumerate(metadata["@graph"]) if e["@id"] == entity))
+        metadata["@graph"][at[0]][key] = value
+        files[bundle.METADATA] = json.dumps(metadata).encode()
+        remanifest(files)
+
+    res = uh("check", "--bundle", str(rezip(tmp_path / "b.zip", tmp_path / "forged.zip", edit)))
+    words = f"ro-crate-metadata.json: $['@graph'][{at[0]}].{key} is {value!r}, not an @id or a list of them"
+    assert res.exit_code == 2 and f"{words}; not a bundle uh bundle wrote" in error_line(res), res.output
+
+
+def test_recompute_refuses_a_bundle_whose_run_lacks_its_final_state_unless_run_ids_leaves_it_out(
+    finished_result, tmp_path
+) -> None:
+    """Issue 59.5: a run whose final.pt was left out of the bundle, the crate and the manifest made to agree, was
+    named on a line and not recomputed, and uh check --bundle --recompute went on to pass it. A run --recompute
+    cannot check is an error naming it, exit 2, before anything is recomputed; unless --run-ids leaves it out."""
+    finished_result(tmp_path / "r", "B3", SEED)
+    finished_result(tmp_path / "r", "a2", SEED)
+    weights = weighed(tmp_path / "r", tmp_path / "b.zip", {"B3": b"not a final state", "a2": b"not one either"})
+    forged = rezip(weights, tmp_path / "forged.zip", without(f"results/B3/seed-{SEED}/final.pt"), rehash=True)
+    data = tmp_path / "data"
+    res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(data))
+    assert res.exit_code == 2 and "last row recomputed" not in res.output
+    assert error_line(res) == (
+        f"Error: B3 seed {SEED}: no final state (final.pt) in the bundle, so --recompute cannot check its last row: "
+        "bundle the runs with uh bundle --with-weights, or leave their run IDs out with --run-ids"
+    )
+    res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(data), "--run-ids", "a2")
+    assert f"B3 seed {SEED}: not recomputed (--run-ids leaves it out)" in res.output
+    assert res.exit_code == 2 and f"a2 seed {SEED} read an archive of md5 None" in error_line(res)  # a2 recomputed
+
+
+@pytest.mark.trains
+def test_a_forged_row_whose_final_state_was_left_out_is_refused_not_passed(zipped, tmp_path) -> None:
+    """Issue 59.5's case: B3's last row forged by -20 points, its final.pt left out of the bundle, every hash made to
+    agree: uh check --bundle --recompute exited 0, one line saying B3 was not recomputed. Now it is exit 2 naming it;
+    --run-ids r2 leaves B3 out and recomputes r2 alone."""
+    name = f"results/B3/seed-{SEED}/result.json"
+
+    def forge(files: dict[str, bytes]) -> None:
+        result = json.loads(files[name])
+        result["R"][-1] = [max(0.0, x - 20) for x in result["R"][-1]]
+        result["metrics"] = {n: m.of(result["R"]) for n, m in {**PAPER, **REPORTED}.items()}
+        files[name] = json.dumps(result, indent=2).encode()
+        without(f"results/B3/seed-{SEED}/final.pt")(files)
+
+    forged = rezip(zipped, tmp_path / "forged.zip", forge, rehash=True)
+    args = ["check", "--bundle", str(forged), "--recompute", "--data-dir", str(tmp_path / "data")]
+    res = uh(*args, "--json-out", str(tmp_path / "a.json"))
+    assert res.exit_code == 2 and f"Error: B3 seed {SEED}: no final state (final.pt) in the bundle" in error_line(res)
+    res = uh(*args, "--run-ids", "r2", "--json-out", str(tmp_path / "b.json"))
+    assert f"B3 seed {SEED}: not recomputed (--run-ids leaves it out)" in res.output
+    assert f"r2 seed {SEED}: last row recomputed on the CPU equals the recorded one" in res.output
+    assert "B3+rho=5 seed" in res.output and res.exit_code != 2, res.output
+
+
+@pytest.mark.trains
+@pytest.mark.parametrize("exemplars", ["out of range", "floats"])
+def test_recompute_refuses_exemplar_indices_out_of_range_or_floats_in_one_line(exemplars, zipped, tmp_path) -> None:
+    """Issue 59.4: a final.pt whose active exemplars of class 0 index past the stream or are floats, sealed and hashed
+    again, ended uh check --bundle --recompute in an IndexError's traceback; load_final checks them first."""
+    import io
+
+    import torch
+
+    from uniform_herding.runs.durability import seal, unseal
+
+    name = f"results/B3/seed-{SEED}/final.pt"
+
+    def forge(files: dict[str, bytes]) -> None:
+        state = torch.load(io.BytesIO(unseal(files[name])), weights_only=True)
+        active = state["active"][0]
+        state["active"][0] = active + 10**6 if exemplars == "out of range" else active.double()
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        files[name] = seal(buffer.getvalue())
+
+    forged = rezip(zipped, tmp_path / "forged.zip", forge, rehash=True)
+    res = uh("check", "--bundle", str(forged), "--recompute", "--data-dir", str(tmp_path / "data"))
+    problem = "hold positions outside [0, " if exemplars == "out of range" else "are of torch.float64, not integers"
+    assert res.exit_code == 2 and f"{name}: the active exemplars of class 0 {problem}" in error_line(res), res.output

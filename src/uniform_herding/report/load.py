@@ -7,7 +7,6 @@ Every table and figure is drawn from one `Runs`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pandas as pd
 
 from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, ConfigError, is_variant, pin
 from uniform_herding.method.config import SEEDS
+from uniform_herding.runs.jsonfiles import parse_json
 from uniform_herding.runs.provenance import Made, made_by
 from uniform_herding.runs.results import ResultError, load_results, per_seed_table, results_profile
 
@@ -96,11 +96,11 @@ def doctor_estimates(path: Path, profile: str, device: str | None = None) -> dic
     doctor writes RESULTS_DIR/doctor.json) and, where `device` is given ('cpu', 'cuda'), timed on a device of that
     type: the compute table sets each run's measured time beside it, uh price prices the device that will train."""
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = parse_json(path, "uh doctor writes it again")
         if report.get("profile") != profile or device not in (None, str(report.get("device")).split(":")[0]):
             return {}
         return {run_id: float(parts["total_s"]) for run_id, parts in report["estimates"]["per_run_s"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # ResultError (parse_json's) is a ValueError
         return {}  # no report, or one of another version: no estimate column
 
 

@@ -52,9 +52,10 @@ def save_final(path: Path, result: dict[str, Any], learner: Learner, memory: Mem
     write_bytes_atomic(path, seal(buffer.getvalue()))
 
 
-def load_final(path: Path, result: dict[str, Any], cfg: Config) -> tuple[Learner, dict[int, torch.Tensor]]:
+def load_final(path: Path, result: dict[str, Any], cfg: Config, items: int) -> tuple[Learner, dict[int, torch.Tensor]]:
     """The learner after the last task, on the CPU, and the memory's active sets, from `path`; FinalError when the
-    file is damaged, does not load into this code's learner, or belongs to another run than `result`."""
+    file is damaged, does not load into this code's learner, belongs to another run than `result`, or holds active
+    sets that are not positions among the stream's `items` training items (active_problem)."""
     import torch
 
     from uniform_herding.method.model import Learner
@@ -66,15 +67,38 @@ def load_final(path: Path, result: dict[str, Any], cfg: Config) -> tuple[Learner
     try:
         state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
         found = {k: state[k] for k in key(result)}
-    except Exception as e:  # a foreign payload: zip, pickle, EOF or key errors
+        same = found == key(result)
+    except Exception as e:  # a foreign payload: zip, pickle, EOF or key errors, or tensors where the key has values
         raise FinalError(f"{path} cannot be read ({type(e).__name__})") from None
-    if found != key(result):
+    if not same:
         differs = ", ".join(k for k in found if found[k] != key(result)[k])
         raise FinalError(f"{path} is the final state of another run than its result.json (they differ in {differs})")
+    if problem := active_problem(state.get("active"), items):
+        raise FinalError(f"{path}: {problem}, not what uh run writes; restore the final.pt that uh run wrote")
     learner = Learner(cfg.width, cfg.head, cfg.cos_scale)
     learner.head.grow(cfg.n_classes)
     try:
         learner.load_state_dict(state["learner"])
-    except (KeyError, RuntimeError) as e:
+    except (KeyError, RuntimeError, TypeError, AttributeError) as e:  # no, or no dict of, or other tensors
         raise FinalError(f"{path} does not fit this code's learner ({type(e).__name__})") from None
     return learner, dict(state["active"])
+
+
+def active_problem(active: Any, items: int) -> str | None:
+    """What keeps `active` from the memory's active sets as save_final writes them (class -> 1-D integer tensor of
+    positions in the stream's `items` training items), or None: the readout indexes the stream with them."""
+    import torch
+
+    if not isinstance(active, dict):
+        return "its active exemplars are not a mapping of class to exemplars"
+    for c, exemplars in active.items():
+        where = f"the active exemplars of class {c!r}"
+        if type(c) is not int:
+            return f"{where}: the class is not an integer"
+        if not isinstance(exemplars, torch.Tensor) or exemplars.dim() != 1:
+            return f"{where} are not a 1-D tensor"
+        if exemplars.dtype.is_floating_point or exemplars.dtype.is_complex or exemplars.dtype == torch.bool:
+            return f"{where} are of {exemplars.dtype}, not integers"
+        if len(exemplars) and (int(exemplars.min()) < 0 or int(exemplars.max()) >= items):
+            return f"{where} hold positions outside [0, {items})"
+    return None

@@ -19,25 +19,16 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-from uniform_herding.catalogue import PROFILES, RUNS, ConfigError, check_id, is_variant, record, resolve
+from uniform_herding.catalogue import RUNS, ConfigError, check_id, is_variant, record, resolve
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
+from uniform_herding.runs import schemas
+from uniform_herding.runs.jsonfiles import ResultError, UnreadableJSON, check_schema, parse_json, read_json
 
 PER_SEED_COLUMNS: tuple[str, ...] = ("run_id", "seed", *METRICS)
+RERUN = "restore the result.json that uh run wrote, or re-run it (uh run --force)"
 # How far below -forgetting a per-seed bwt may lie: each of the two rounded to 2 decimals, 0.005 apart at most.
 BOUND_ROUNDING = 0.01 + 1e-9  # 1e-9: the float error of the sum
-
-
-def one_line(text: str) -> str:
-    """`text` with its control characters escaped (a newline in a folder's name as \\n): an error stays one line."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
-class ResultError(ValueError):
-    """A result file or per-seed table that cannot be used; the message names the file, on one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(one_line(message))
 
 
 class StaleResult(ResultError):
@@ -116,28 +107,18 @@ def result_path(results_dir: Path, run_id: str, seed: int) -> Path:
 def validate_result(result: Any, path: Path) -> dict[str, Any]:
     """The one definition of a valid result, shared by run (is it done?), aggregate, check and report.
 
-    A valid result names a known run ID (or canonical variant ID, with its variant record), seed and
-    profile, was written by this config version with exactly the config that ID has under that
-    profile, and holds R in the form uh run writes (check_R) and finite metrics, each in its declared
-    range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader takes the metrics
-    from R (per_seed_table), never these stored copies. Its code (`provenance`) is optional: results written
-    before it was recorded still load (check_provenance).
+    A valid result has the types its schema gives (schemas.RESULT: every key the code reads), names a known run ID
+    (or canonical variant ID, with its variant record), seed and profile, was written by this config version with
+    exactly the config that ID has under that profile, and holds R in the form uh run writes (check_R) and finite
+    metrics, each in its declared range (metrics.py) and equal to what R gives (check_metrics_of_R); every reader
+    takes the metrics from R (per_seed_table), never these stored copies. Its code (`provenance`) is optional:
+    results written before it was recorded still load (uh check names them: provenance.made_by).
     """
-    if not isinstance(result, dict):
-        raise ResultError(f"{path}: expected a JSON object")
-    missing = [k for k in ("run_id", "seed", "profile", "config_version", "config", "metrics", "R") if k not in result]
-    if missing:
-        raise ResultError(f"{path}: missing key(s) {', '.join(missing)}")
-    if not isinstance(result["run_id"], str):
-        raise ResultError(f"{path}: run_id must be a string, got {result['run_id']!r}")
+    check_schema(result, schemas.RESULT, path, RERUN)
     try:
         check_id(result["run_id"])  # a run ID or a canonical variant ID
     except ConfigError as e:
         raise ResultError(f"{path}: {e}") from None
-    if not isinstance(result["seed"], int) or isinstance(result["seed"], bool) or result["seed"] < 0:
-        raise ResultError(f"{path}: seed must be an integer >= 0, got {result['seed']!r}")
-    if result["profile"] not in PROFILES:
-        raise ResultError(f"{path}: unknown profile {result['profile']!r}; known: {', '.join(PROFILES)}")
     if result["config_version"] != CONFIG_VERSION:
         raise ResultError(
             f"{path}: config_version {result['config_version']!r}, this code is {CONFIG_VERSION}; re-run it"
@@ -147,8 +128,8 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     except ConfigError as e:  # a variant whose settings do not work together under this profile
         raise ResultError(f"{path}: {e}") from None
     config = result["config"]
-    if not isinstance(config, dict) or config != expected:
-        differs = sorted(k for k in expected if not isinstance(config, dict) or config.get(k) != expected[k])
+    if config != expected:
+        differs = sorted(k for k in expected if config.get(k) != expected[k])
         raise ResultError(
             f"{path}: config differs from {result['run_id']}'s under profile {result['profile']} "
             f"(in {', '.join(differs) or 'extra keys'}); re-run it"
@@ -158,11 +139,9 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
-    check_provenance(result, path)
     check_R(result["R"], config["n_tasks"], path)
+    check_epoch_losses(result.get("tasks", []), config["epochs"], path)
     metrics = result["metrics"]
-    if not isinstance(metrics, dict):
-        raise ResultError(f"{path}: metrics must be an object")
     absent = [m for m in METRICS if m not in metrics]
     if absent:
         raise ResultError(f"{path}: metrics lack {', '.join(absent)}")
@@ -179,19 +158,15 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     return result
 
 
-def check_provenance(result: dict[str, Any], path: Path) -> None:
-    """Refuse a `provenance` that is not what uh run writes (runs/provenance.py): an object with the code's hash and
-    whether the tree was modified. A result without one (written before it was recorded) is valid: uh check names
-    it (provenance.made_by), and on the paper profile it never gets the badge."""
-    if "provenance" not in result:
-        return
-    code = result["provenance"]
-    if not (isinstance(code, dict) and isinstance(code.get("code_sha256"), str)
-            and any(code.get("tree_modified") is v for v in (True, False, None))):  # fmt: skip
-        raise ResultError(
-            f"{path}: provenance must be an object with code_sha256 (a string) and tree_modified (true, false or "
-            "null), as uh run writes it; restore the result.json that uh run wrote, or re-run it (uh run --force)"
-        )
+def check_epoch_losses(tasks: list[dict[str, Any]], epochs: int, path: Path) -> None:
+    """Refuse a task whose epoch_loss, where recorded, has not one entry per epoch, as train.fit_task records them:
+    uh report stacks them into one array (tasks x epochs)."""
+    for i, task in enumerate(tasks):
+        if len(task.get("epoch_loss", [None] * epochs)) != epochs:
+            raise ResultError(
+                f"{path}: $.tasks[{i}].epoch_loss has {len(task['epoch_loss'])} entries, not one for each of the "
+                f"config's {epochs} epochs; {RERUN}"
+            )
 
 
 def _R_problem(R: Any, n_tasks: int) -> str | None:
@@ -253,11 +228,7 @@ def check_metrics_of_R(result: dict[str, Any], path: Path) -> None:
 def load_result(path: Path | str) -> dict[str, Any]:
     """Read one result.json and validate it (validate_result)."""
     path = Path(path)
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultError(f"{path}: cannot read JSON ({e})") from None
-    return validate_result(result, path)
+    return validate_result(parse_json(path, RERUN), path)
 
 
 def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
@@ -270,9 +241,9 @@ def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
     if not out.exists():
         return False
     try:
-        found = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultError(f"{out} is unreadable ({type(e).__name__}); move it away and run again") from None
+        found = parse_json(out, RERUN)
+    except UnreadableJSON as e:
+        raise ResultError(f"{out} is unreadable ({e.why}); move it away and run again") from None
     same_run = isinstance(found, dict) and (found.get("run_id"), found.get("seed"), found.get("profile")) == (
         run_id, seed, profile,
     )  # fmt: skip
@@ -313,26 +284,24 @@ PROFILE_FILE = "profile.json"
 def dir_profile(results_dir: Path) -> str | None:
     """The profile recorded in `results_dir/profile.json`; None when there is none (a new or old dir)."""
     marker = results_dir / PROFILE_FILE
-    try:
-        profile = json.loads(marker.read_text(encoding="utf-8"))["profile"]
-    except FileNotFoundError:
+    if not marker.exists():
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise ResultError(f"{marker}: cannot read the results dir's profile ({type(e).__name__}); restore it") from None
-    if profile not in PROFILES:
-        raise ResultError(f"{marker}: unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-    return profile
+    remedy = 'write {"profile": NAME} in it, or remove it: uh run records the profile again'
+    return read_json(marker, schemas.PROFILE, remedy)["profile"]
 
 
 def _profiles_found(results_dir: Path) -> dict[str, list[Path]]:
-    """result.json files under `results_dir` by the profile they name (unreadable ones left out)."""
+    """result.json files under `results_dir` by the profile they name (those that name none left out: load_result
+    names what is wrong with them)."""
     found: dict[str, list[Path]] = {}
     for path in sorted(results_dir.glob("*/seed-*/result.json")):
         try:
-            profile = json.loads(path.read_text(encoding="utf-8"))["profile"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            result = parse_json(path, RERUN)
+        except ResultError:
             continue
-        found.setdefault(str(profile), []).append(path)
+        profile = result.get("profile") if isinstance(result, dict) else None
+        if isinstance(profile, str):
+            found.setdefault(profile, []).append(path)
     return found
 
 

@@ -39,7 +39,9 @@ from rocrate.rocrate import ROCrate
 
 from uniform_herding import __version__
 from uniform_herding.data.archive import DATASETS
+from uniform_herding.runs import schemas
 from uniform_herding.runs.final import FINAL_NAME
+from uniform_herding.runs.jsonfiles import read_json
 from uniform_herding.runs.provenance import DIFF_NAME, code_hash, sha256sum
 from uniform_herding.runs.results import (
     PROFILE_FILE,
@@ -372,7 +374,12 @@ def _ids(value: Any) -> list[str]:
 
 def verify_crate(into: Path, hashes: dict[str, str], path: Path) -> ROCrate:
     """The crate lists exactly the files there are, each with its SHA-256, conforms to the Process Run Crate profile,
-    and holds one CreateAction per result.json."""
+    and holds one CreateAction per result.json. Its metadata is read as every JSON file uh reads back (read_json:
+    bounded, then checked against schemas.CRATE), before rocrate parses it."""
+    try:
+        read_json(into / METADATA, schemas.CRATE, "not a bundle uh bundle wrote")
+    except ResultError as e:
+        raise BundleError(f"{path}: {e}") from None
     try:
         crate = ROCrate(into)  # a folder: rocrate extracts nothing itself
     except Exception as e:  # rocrate raises what its parsing meets: KeyError, ValueError, JSON errors, ...
@@ -429,10 +436,11 @@ def provenance_lines(results: list[dict]) -> list[str]:
     return lines + [f"stack: {label}; {n} run(s)" for label, n in stack_labels(results).items()]
 
 
-def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path,
+def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path, run_ids: tuple[str, ...],
                  check: Callable[[Path], None]) -> None:  # fmt: skip
-    """`uh check --bundle`: verify, print the provenance, recompute R's last rows where asked, then `check` the
-    bundled results (uh check --results-dir's own command), never the bundled report."""
+    """`uh check --bundle`: verify, print the provenance, recompute R's last rows where asked (of `run_ids` alone
+    where given: uh check --run-ids), then `check` the bundled results (uh check --results-dir's own command), never
+    the bundled report."""
     if path is None:
         raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
     given = [f"--{k.replace('_', '-')}" for k in ("results_dir", "per_seed")
@@ -452,7 +460,7 @@ def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_di
         if recompute:
             from uniform_herding.verdict.recompute import recompute_last_rows
 
-            if differ := recompute_last_rows(bundle.results_dir, data_dir, click.echo):
+            if differ := recompute_last_rows(bundle.results_dir, data_dir, run_ids, click.echo):
                 raise BundleError(f"{path}: the recorded last row of R is not what the run's final state gives for "
                                   f"{', '.join(differ)}: those results are not the runs'")  # fmt: skip
         check(bundle.results_dir)

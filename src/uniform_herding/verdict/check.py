@@ -175,8 +175,8 @@ def tally(kinds: Iterable[MetricKind | ClaimKind]) -> str:
     return ", ".join(f"{n} {word}" for word, n in counts.items()) or "none"
 
 
-def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
-    """--run-ids as run IDs of the expected set, in RUNS order (() without it); InputError for one it does not hold."""
+def named_run_ids(option: str | None) -> tuple[str, ...]:
+    """--run-ids as known run IDs, in RUNS order (() without it); InputError for none or an unknown one."""
     if option is None:
         return ()
     named = [r.strip() for r in option.split(",") if r.strip()]
@@ -185,11 +185,17 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     unknown = [r for r in named if r not in RUNS]
     if unknown:
         raise InputError(f"--run-ids: unknown run ID {unknown[0]!r}; known: {', '.join(RUNS)} (see `uh list`)")
+    return tuple(r for r in RUNS if r in named)
+
+
+def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
+    """--run-ids as run IDs of the expected set (named_run_ids); InputError for one it does not hold."""
+    named = named_run_ids(option)
     outside = [r for r in named if r not in set(expected.per_seed["run_id"])]
     if outside:
         raise InputError(f"--run-ids: {', '.join(outside)} not in the expected set {expected.directory}, which holds "
                          f"{run_ids_text(dict.fromkeys(expected.per_seed['run_id']))}")  # fmt: skip
-    return tuple(r for r in RUNS if r in named)
+    return named
 
 
 @click.command("check", epilog=EXIT_POLICY)
@@ -249,7 +255,8 @@ def check_command(
 
         ctx = click.get_current_context()
         ctx.meta[BUNDLE_SOURCE] = f"--bundle {bundle}"  # the source the check names, not the temporary directory
-        check_bundle(ctx, bundle, recompute, data_dir, lambda results: ctx.invoke(
+        recomputed = named_run_ids(run_ids_option) if recompute else ()
+        check_bundle(ctx, bundle, recompute, data_dir, recomputed, lambda results: ctx.invoke(
             check_command, results_dir=results, expected_dir=expected_dir, profile=profile,
             json_out=json_out or Path("check_report.json"), claim_id=claim_id,
             run_ids_option=run_ids_option, wide=wide))  # fmt: skip

@@ -20,7 +20,8 @@ import pandas as pd
 
 from uniform_herding.catalogue import PROFILES, RUNS
 from uniform_herding.method.metrics import METRICS
-from uniform_herding.runs.results import one_line, read_per_seed_csv
+from uniform_herding.runs.jsonfiles import one_line
+from uniform_herding.runs.results import read_per_seed_csv
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.boundaries import Design
 from uniform_herding.verdict.claims import PAPER_CLAIMS

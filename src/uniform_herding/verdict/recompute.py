@@ -47,24 +47,32 @@ def differences(recorded: list[float], recomputed: list[float], test_images: lis
             if abs(a - b) > max(TOLERANCE, 100 / n) + 1e-9]  # fmt: skip
 
 
-def recompute_last_rows(results_dir: Path, data_dir: Path, echo: Callable[[str], None]) -> list[str]:
+def recompute_last_rows(
+    results_dir: Path, data_dir: Path, run_ids: tuple[str, ...], echo: Callable[[str], None]
+) -> list[str]:
     """Each run's last row evaluated again from its final.pt, on the CPU; the runs whose row differs beyond the
-    tolerance, each "RUN seed S (task j: recorded x, recomputed y; ...)". Runs without a final state are named and
-    skipped; RecomputeError where none has one, or where the dataset is missing or not the one a run read."""
+    tolerance, each "RUN seed S (task j: recorded x, recomputed y; ...)". Only the runs of `run_ids` where given (uh
+    check --run-ids): every one of them must have its final state, or none is recomputed and RecomputeError names
+    those without (a run left unrecomputed would pass unchecked); likewise where the dataset is missing or not the
+    one a run read."""
     try:
         results = load_results(results_dir)
     except ResultError as e:
         raise RecomputeError(str(e)) from None
-    with_state = [r for r in results if final_path(results_dir, r).is_file()]
-    if not with_state:
-        raise RecomputeError("no run of the bundle has a final state (final.pt): --recompute needs a bundle made "
-                             "with uh bundle --with-weights")  # fmt: skip
+    asked = [r for r in results if not run_ids or r["run_id"] in run_ids]
+    if lacking := [f"{r['run_id']} seed {r['seed']}" for r in asked if not final_path(results_dir, r).is_file()]:
+        named = ", ".join(lacking[:4]) + (f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
+        raise RecomputeError(
+            f"{named}: no final state (final.pt) in the bundle, so --recompute cannot check "
+            f"{'its' if len(lacking) == 1 else 'their'} last row: bundle the runs with uh bundle --with-weights, or "
+            "leave their run IDs out with --run-ids"
+        )
     for r in results:
-        if r not in with_state:
-            echo(f"{r['run_id']} seed {r['seed']}: no final state in the bundle, not recomputed")
+        if r not in asked:
+            echo(f"{r['run_id']} seed {r['seed']}: not recomputed (--run-ids leaves it out)")
     archives: dict[tuple, RawData] = {}
     differ = []
-    for result in with_state:
+    for result in asked:
         row, test_images = last_row(result, final_path(results_dir, result), data_dir, archives)
         name = f"{result['run_id']} seed {result['seed']}"
         if wrong := differences(result["R"][-1], row, test_images):
@@ -97,11 +105,11 @@ def last_row(result: dict[str, Any], path: Path, data_dir: Path, archives: dict[
     if raw.md5 != recorded:
         raise RecomputeError(f"{result['run_id']} seed {result['seed']} read an archive of md5 {recorded}, but "
                              f"--data-dir {data_dir} holds md5 {raw.md5}; give the --data-dir of the archive it read")
+    stream = TaskStream(raw, cfg, device)
     try:
-        learner, active = load_final(path, result, cfg)
+        learner, active = load_final(path, result, cfg, len(stream.train_x))
     except FinalError as e:
         raise RecomputeError(str(e)) from None
-    stream = TaskStream(raw, cfg, device)
     t = cfg.n_tasks - 1
     try:
         row = accuracy_row(learner, stream, t, cfg.readout, active, cfg.eval_batch_size)
