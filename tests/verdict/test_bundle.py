@@ -286,13 +286,15 @@ def zeros_zip(path: Path, members: int, size: int, declared: int | None = None, 
     body, directory = b"", b""
     for i in range(members):
         name = f"results/{i}".encode()
-        directory += struct.pack(zipfile.structCentralDir, zipfile.stringCentralDir, 20, 3, 20, 0, 0,
-                                 zipfile.ZIP_DEFLATED, 0, 0x21, crc, packed, size, len(name), 0, 0, 0, 0,
-                                 (stat.S_IFREG | 0o644) << 16, len(body)) + name  # fmt: skip
-        body += struct.pack(zipfile.structFileHeader, zipfile.stringFileHeader, 20, 0, 0, zipfile.ZIP_DEFLATED, 0,
-                            0x21, crc, packed, size, len(name), 0) + name + stream + os.urandom(junk)  # fmt: skip
-    end = struct.pack(zipfile.structEndArchive, zipfile.stringEndArchive, 0, 0, members, members, len(directory),
-                      len(body), 0)  # fmt: skip
+        fields = (zipfile.ZIP_DEFLATED, 0, 0x21, crc, packed, size, len(name))  # method, time, date, CRC, sizes, name
+        mode = (stat.S_IFREG | 0o644) << 16
+        central = (zipfile.stringCentralDir, 20, 3, 20, 0, 0, *fields, 0, 0, 0, 0, mode, len(body))
+        directory += struct.pack(zipfile.structCentralDir, *central) + name
+        local = struct.pack(zipfile.structFileHeader, zipfile.stringFileHeader, 20, 0, 0, *fields, 0)
+        body += local + name + stream + os.urandom(junk)
+    end = struct.pack(
+        zipfile.structEndArchive, zipfile.stringEndArchive, 0, 0, members, members, len(directory), len(body), 0
+    )
     path.write_bytes(body + directory + end)
     return len(stream)
 
@@ -316,7 +318,8 @@ def written(monkeypatch) -> list[int]:
 
 
 def test_a_zip_whose_directory_declares_larger_compressed_sizes_than_it_holds_is_refused_before_writing(
-        tmp_path, monkeypatch, written) -> None:  # fmt: skip
+    tmp_path, monkeypatch, written
+) -> None:
     """The tester's bomb, at 1/8 of its size: four files of zeros whose directory declares 80:1 (6.7 MB each for 512
     MiB), the zip a few hundred kB: 2.15 GB were written before something else refused it."""
     size = 64 << 20
@@ -328,8 +331,9 @@ def test_a_zip_whose_directory_declares_larger_compressed_sizes_than_it_holds_is
     assert sum(written) < size and not any((tmp_path / "tmp").iterdir())
 
 
-def test_a_file_that_really_compresses_more_than_the_ratio_is_stopped_as_it_is_extracted(tmp_path, monkeypatch,
-                                                                                          written) -> None:
+def test_a_file_that_really_compresses_more_than_the_ratio_is_stopped_as_it_is_extracted(
+    tmp_path, monkeypatch, written
+) -> None:
     """A directory true to the zip's bytes can still hide a bomb: a file of zeros whose compressed size counts the
     junk after its stream passes the 100:1 its directory declares; the bytes extracting reads tell."""
     size = 64 << 20
@@ -352,9 +356,13 @@ def test_a_bundle_that_is_not_a_regular_file_is_refused_before_reading(kind, tmp
     if kind == "fifo":
         os.mkfifo(path)
     limit = (1 << 30, 1 << 30)
-    child = subprocess.run([sys.executable, "-m", "uniform_herding", "check", "--bundle", str(path)], timeout=60,
-                           capture_output=True, text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS,
-                                                                                                 limit))  # fmt: skip
+    child = subprocess.run(
+        [sys.executable, "-m", "uniform_herding", "check", "--bundle", str(path)],
+        timeout=60,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, limit),
+    )
     assert child.returncode == 2, child.stderr
     refusal = f"Error: {path} is not a regular file (a device, a FIFO or a folder); give the zip uh bundle wrote\n"
     assert child.stderr == refusal
@@ -384,10 +392,12 @@ main(sys.argv[1:])
 """
 
 
-@pytest.mark.parametrize(("command", "signum"), [("check", signal.SIGTERM), ("check", signal.SIGINT),
-                                                 ("bundle", signal.SIGTERM)])  # fmt: skip
-def test_a_signal_mid_copy_removes_the_temporary_files_and_exits_128_plus_it(command, signum, finished_result,
-                                                                             tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("command", "signum"), [("check", signal.SIGTERM), ("check", signal.SIGINT), ("bundle", signal.SIGTERM)]
+)
+def test_a_signal_mid_copy_removes_the_temporary_files_and_exits_128_plus_it(
+    command, signum, finished_result, tmp_path
+) -> None:
     """SIGTERM left 470 MB of an extraction in TMPDIR, SIGINT exited 1 (a failed replication's code): the temporary
     folder (uh check --bundle) or file (uh bundle) is removed, one line, 143 or 130."""
     tmp = tmp_path / "tmp"
@@ -395,15 +405,16 @@ def test_a_signal_mid_copy_removes_the_temporary_files_and_exits_128_plus_it(com
     if command == "check":
         with zipfile.ZipFile(tmp_path / "b.zip", "w") as zf:
             zf.writestr("results/a", os.urandom(4 * bundle.CHUNK))
-        args, started = ["check", "--bundle", str(tmp_path / "b.zip")], lambda: any(tmp.rglob("results/a"))
+        args, started = ["check", "--bundle", str(tmp_path / "b.zip")], "uh-bundle-*/results/a"
     else:
         finished_result(tmp_path / "r", "B3", SEED)
         args = ["bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp / "b.zip")]
-        started = lambda: any(tmp.glob(".b.zip.*.tmp"))  # noqa: E731
-    child = subprocess.Popen([sys.executable, "-c", SLOW, *args], env={**os.environ, "TMPDIR": str(tmp)},
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+        started = ".b.zip.*.tmp"
+    child = subprocess.Popen(
+        [sys.executable, "-c", SLOW, *args], env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
-    while not started():
+    while not any(tmp.glob(started)):
         assert child.poll() is None and time.monotonic() < deadline, child.communicate(timeout=5)
         time.sleep(0.05)
     child.send_signal(signum)
