@@ -377,8 +377,8 @@ def _within(info: zipfile.ZipInfo, zip_file: _Counted, path: Path) -> Callable[[
         if written > RATIO_FROM and written > MAX_RATIO * read:
             raise BundleError(
                 f"{path}: member {info.filename!r} gave {written} bytes from {read} read of the zip "
-                f"({written // max(read, 1)}:1), more than {MAX_RATIO}:1 whatever its directory declares; refused, what was "
-                "extracted removed"
+                f"({written // max(read, 1)}:1), more than {MAX_RATIO}:1 whatever its directory declares; refused, "
+                "what was extracted removed"
             )
 
     return check
