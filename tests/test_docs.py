@@ -20,6 +20,7 @@ import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -402,13 +403,14 @@ def subsection(path: Path, heading: str) -> str:
 
 def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
     """expected_results/README.md's exit-code table renders whole, with a row per verdict word and the code
-    words.EXIT_CODES gives it, and a row for EXIT_INPUT (2, unusable inputs): codes 0-6, each verdict once."""
+    words.EXIT_CODES gives it, a row for EXIT_INPUT (2, unusable inputs) and one for each signal (cli.py, 128 + it):
+    codes 0-6, each verdict once, 130 and 143."""
     table = rendered_tables(subsection(EXPECTED_README, EXIT_TABLE))[0]
     assert table[0][:2] == ["exit", "word"]
     rows = [(int(code), re.match(r"`([A-Z ]+?)(?: \(|`)", word)) for code, word, *_ in table[1:]]
     assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in VerdictKind}
-    assert [code for code, m in rows if not m] == [EXIT_INPUT]
-    assert sorted({code for code, _ in rows}) == list(range(7))
+    assert [code for code, m in rows if not m] == [EXIT_INPUT, 128 + signal.SIGINT, 128 + signal.SIGTERM]
+    assert sorted({code for code, _ in rows}) == [*range(7), 130, 143]
 
 
 # A verdict word paired with an exit code (`INCOMPLETE` (exit 3), NOT REPLICATED (1)): a list of codes of its own.

@@ -8,6 +8,9 @@ fraction of a second and decides "done already" without pandas' plotting stack o
 from __future__ import annotations
 
 import importlib
+import signal
+import sys
+from typing import Any
 
 import click
 
@@ -38,6 +41,19 @@ LAZY_COMMANDS = {
 
 class LazyGroup(click.Group):
     """A group whose LAZY_COMMANDS are imported when they are named (not when --help lists them)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Every command with SIGTERM and SIGINT raised as Interrupted (runs/durability.py), so that every `with` on
+        the way cleans up (a bundle's temporary folder, a half-written zip), then one line and exit 128 + the signal
+        (143, 130): never click's exit 1 for Ctrl-C, a failed replication's code. uh run installs its own on top."""
+        from uniform_herding.runs.durability import Interrupted, stop_on_signals
+
+        with stop_on_signals():
+            try:
+                return super().main(*args, **kwargs)
+            except Interrupted as e:
+                click.echo(f"Error: stopped by {signal.Signals(e.signum).name}", err=True)
+                sys.exit(128 + e.signum)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import resource
 import shutil
+import signal
 import stat
+import struct
+import subprocess
+import sys
+import time
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,6 +247,9 @@ def hostile(kind: str, path: Path) -> str:
             for i in range(40):
                 zf.writestr(f"results/{i}", bytes(bundle.RATIO_FROM // 2))
             return f"or {bundle.MAX_RATIO}:1; refused"
+        if kind == "bzip2":  # bz2 decompresses a read whole, however large: no ratio check could stop it in time
+            zf.writestr("results/bz2", b"x", compress_type=zipfile.ZIP_BZIP2)
+            return "is compressed by method 12, not stored or deflated"
         if kind == "large":  # incompressible, over the per-file limit (set low by the test)
             zf.writestr("results/large", bytes(range(256)) * 8)
             return "bytes uncompressed, more than 1000"
@@ -250,7 +261,7 @@ def hostile(kind: str, path: Path) -> str:
 
 
 @pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate", "many", "bomb", "small-bombs",
-                                  "large", "total", "not-a-zip"])
+                                  "bzip2", "large", "total", "not-a-zip"])
 def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_temporary_dir(kind, tmp_path,
                                                                                             monkeypatch) -> None:
     tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
@@ -264,6 +275,153 @@ def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_te
     res = uh("check", "--bundle", str(path))
     assert res.exit_code == 2 and words in error_line(res), res.output
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["cwd", "hostile.zip", "tmp"]  # the temp dir is gone too
+
+
+def zeros_zip(path: Path, members: int, size: int, declared: int | None = None, junk: int = 0) -> int:
+    """A zip of `members` files of `size` zero bytes, deflated, each followed by `junk` random bytes, whose local
+    headers and central directory declare `declared` compressed bytes each (default: the truth, junk included);
+    built by hand, as an attacker would. The deflated size of one."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    stream = packer.compress(bytes(size)) + packer.flush()
+    crc, packed = zlib.crc32(bytes(size)), len(stream) + junk if declared is None else declared
+    body, directory = b"", b""
+    for i in range(members):
+        name = f"results/{i}".encode()
+        fields = (zipfile.ZIP_DEFLATED, 0, 0x21, crc, packed, size, len(name))  # method, time, date, CRC, sizes, name
+        mode = (stat.S_IFREG | 0o644) << 16
+        central = (zipfile.stringCentralDir, 20, 3, 20, 0, 0, *fields, 0, 0, 0, 0, mode, len(body))
+        directory += struct.pack(zipfile.structCentralDir, *central) + name
+        local = struct.pack(zipfile.structFileHeader, zipfile.stringFileHeader, 20, 0, 0, *fields, 0)
+        body += local + name + stream + os.urandom(junk)
+    end = struct.pack(
+        zipfile.structEndArchive, zipfile.stringEndArchive, 0, 0, members, members, len(directory), len(body), 0
+    )
+    path.write_bytes(body + directory + end)
+    return len(stream)
+
+
+@pytest.fixture
+def written(monkeypatch) -> list[int]:
+    """The size of every chunk extracting writes, as it writes it."""
+    chunks: list[int] = []
+    copy = bundle._copy_hashed
+
+    class Counting:
+        def __init__(self, f) -> None:
+            self.f = f
+
+        def write(self, data: bytes) -> None:
+            chunks.append(len(data))
+            self.f.write(data)
+
+    monkeypatch.setattr(bundle, "_copy_hashed", lambda src, dst, *limit: copy(src, Counting(dst), *limit))
+    return chunks
+
+
+def test_a_zip_whose_directory_declares_larger_compressed_sizes_than_it_holds_is_refused_before_writing(
+    tmp_path, monkeypatch, written
+) -> None:
+    """The tester's bomb, at 1/8 of its size: four files of zeros whose directory declares 80:1 (6.7 MB each for 512
+    MiB), the zip a few hundred kB: 2.15 GB were written before something else refused it."""
+    size = 64 << 20
+    zeros_zip(tmp_path / "forged.zip", 4, size, declared=size // 80)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    res = uh("check", "--bundle", str(tmp_path / "forged.zip"))
+    assert res.exit_code == 2 and "it lies about its sizes; refused, nothing extracted" in error_line(res)
+    assert sum(written) < size and not any((tmp_path / "tmp").iterdir())
+
+
+def test_a_file_that_really_compresses_more_than_the_ratio_is_stopped_as_it_is_extracted(
+    tmp_path, monkeypatch, written
+) -> None:
+    """A directory true to the zip's bytes can still hide a bomb: a file of zeros whose compressed size counts the
+    junk after its stream passes the 100:1 its directory declares; the bytes extracting reads tell."""
+    size = 64 << 20
+    stream = zeros_zip(tmp_path / "padded.zip", 1, size, junk=size // 90)
+    with zipfile.ZipFile(tmp_path / "padded.zip") as zf:  # the directory declares 90:1, and the zip is that large
+        assert zf.getinfo("results/0").compress_size == stream + size // 90
+    assert (tmp_path / "padded.zip").stat().st_size > size // 100
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    res = uh("check", "--bundle", str(tmp_path / "padded.zip"))
+    assert res.exit_code == 2, res.output
+    assert f"more than {bundle.MAX_RATIO}:1 whatever its directory declares; refused" in error_line(res)
+    assert 0 < sum(written) < size // 8 and not any((tmp_path / "tmp").iterdir())
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_a_bundle_that_is_not_a_regular_file_is_refused_before_reading(kind, tmp_path) -> None:
+    """/dev/zero read until memory ran out; a FIFO waited for a writer for ever. In a child with 1 GiB of memory."""
+    path = {"device": Path("/dev/zero"), "fifo": tmp_path / "pipe"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    limit = (1 << 30, 1 << 30)
+    child = subprocess.run(
+        [sys.executable, "-m", "uniform_herding", "check", "--bundle", str(path)],
+        timeout=60,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, limit),
+    )
+    assert child.returncode == 2, child.stderr
+    refusal = f"Error: {path} is not a regular file (a device, a FIFO or a folder); give the zip uh bundle wrote\n"
+    assert child.stderr == refusal
+
+
+# A child that copies slowly: each chunk written, then a minute's wait, time for a signal mid-copy.
+SLOW = """import sys, time
+from uniform_herding.verdict import bundle
+
+copy = bundle._copy_hashed
+
+
+class Slow:
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        self.f.write(data)
+        self.f.flush()
+        time.sleep(60)
+
+
+bundle._copy_hashed = lambda src, dst, *limit: copy(src, Slow(dst), *limit)
+from uniform_herding.cli import main
+
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"), [("check", signal.SIGTERM), ("check", signal.SIGINT), ("bundle", signal.SIGTERM)]
+)
+def test_a_signal_mid_copy_removes_the_temporary_files_and_exits_128_plus_it(
+    command, signum, finished_result, tmp_path
+) -> None:
+    """SIGTERM left 470 MB of an extraction in TMPDIR, SIGINT exited 1 (a failed replication's code): the temporary
+    folder (uh check --bundle) or file (uh bundle) is removed, one line, 143 or 130."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    if command == "check":
+        with zipfile.ZipFile(tmp_path / "b.zip", "w") as zf:
+            zf.writestr("results/a", os.urandom(4 * bundle.CHUNK))
+        args, started = ["check", "--bundle", str(tmp_path / "b.zip")], "uh-bundle-*/results/a"
+    else:
+        finished_result(tmp_path / "r", "B3", SEED)
+        args = ["bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp / "b.zip")]
+        started = ".b.zip.*.tmp"
+    child = subprocess.Popen(
+        [sys.executable, "-c", SLOW, *args], env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not any(tmp.glob(started)):
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate(timeout=5)
+        time.sleep(0.05)
+    child.send_signal(signum)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 128 + signum and err == f"Error: stopped by {signal.Signals(signum).name}\n", err
+    assert list(tmp.iterdir()) == []
 
 
 def test_usage_bundle_with_results_dir_and_recompute_without_bundle(tmp_path) -> None:

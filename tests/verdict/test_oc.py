@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -304,3 +309,28 @@ def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
     text = out.decode(errors="replace")
     assert re.search(r"uh oc:\s+0%\|", text) and "| 90/90 [" in text and "re-run/s]" in text, text
     assert "faithful re-runs, over rho x tau" in text
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_uh_oc_and_its_processes_at_once(signame) -> None:
+    """uh oc -j 2 waited for every simulation under way before it exited (cli.py raises the signal as an exception,
+    and the pool's exit waits): it kills its processes, exits 128 + the signal, one line, no worker's traceback."""
+    options = ["-n", "400", "--grid-draws", "10", "--rho", "0.5", "--tau", "0.5", "--only", "faithful", "-j", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uniform_herding", "oc", *options, "--expected", str(EXPECTED)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the pool is up: its simulations take half a minute
+        if "simulations on 2 processes" in line:
+            break
+    time.sleep(1)
+    signum = getattr(signal, signame)
+    sent = time.monotonic()
+    os.killpg(proc.pid, signum)  # the whole group, as Ctrl-C on a terminal
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum and time.monotonic() - sent < 10, (proc.returncode, err)
+    assert err.strip().splitlines()[-1] == f"Error: stopped by {signame}" and "Traceback" not in err, err

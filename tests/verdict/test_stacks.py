@@ -6,6 +6,7 @@ every figure in the JSON, and one line for every input it cannot use."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -171,7 +172,7 @@ def test_a_per_seed_csv_is_a_stack_taken_to_be_of_the_others_profile(tmp_path) -
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})], "uh stacks needs 2 SOURCEs or more"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})] * 2, "is given twice"),
+    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})] * 2, "/a hold the same run (B3 seed 1993"),
     (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}),
                 write_stack(p / "b", "cpu", {"B3": [1, 2, 3]}, profile="cifar10-cpu")], "different profiles"),
     (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), write_stack(p / "b", "cpu", {"B1": [1, 2, 3]})],
@@ -217,3 +218,24 @@ def test_bundles_made_by_uh_bundle_are_read_as_their_results_folders(tmp_path) -
     (tmp_path / "t4.zip").write_bytes((tmp_path / "t4.zip").read_bytes()[:-30])  # a damaged zip: one line, exit 2
     result = CliRunner().invoke(main, ["stacks", *map(str, zips)])
     assert result.exit_code == 2 and "t4.zip" in result.output, result.output
+
+
+@pytest.mark.parametrize("route", ["copy", "bundle", "csv"])
+def test_the_same_runs_given_twice_by_any_route_are_refused_naming_both(tmp_path, route) -> None:
+    """A copy of a results folder, a folder and its own bundle, a CSV and its copy were two stacks (tau 0.00 [0.00,
+    0.00]): only the same path was refused. A stack is its runs, to the last bit, whatever route brings them."""
+    other = write_stack(tmp_path / "other", "gpu", {"B3": [55, 57, 59]})
+    first = write_stack(tmp_path / "r", "cpu", {"B3": [50, 52, 54]})
+    if route == "copy":
+        twice = shutil.copytree(first, tmp_path / "copy-of-r")
+    elif route == "bundle":
+        twice = tmp_path / "r.zip"
+        assert CliRunner().invoke(main, ["bundle", "--results-dir", str(first), "-o", str(twice)]).exit_code == 0
+    else:
+        first, twice = tmp_path / "a.csv", tmp_path / "copy-of-a.csv"
+        first.write_text("run_id,seed,acc,forgetting,bwt\nB3,1993,50,20,-20\nB3,2023,52,20,-20\n")
+        shutil.copy(first, twice)
+    result = CliRunner().invoke(main, ["stacks", str(first), str(other), str(twice)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"Error: {first} and {twice} hold the same run (B3 seed 1993, its metrics equal")
+    assert len(result.output.strip().splitlines()) == 1, result.output

@@ -9,7 +9,8 @@ report/, submitit's logs and any code.diff, all under `results/` in the zip, and
 of every other file as `sha256sum -c` reads it (each File entity carries its own as `sha256` too).
 
 The hashes prove integrity, not authorship: anyone can make a bundle with matching hashes. A bundle is untrusted
-input: `opened` refuses a hostile zip (`LIMITS`) before it writes anything, extracts into a temporary directory
+input: `opened` reads only a regular file, refuses a hostile zip (`MAX_*`) on what its directory declares before it
+writes anything and on the bytes it really reads and writes as it extracts, extracts into a temporary directory
 only, and hands back the results folder only once every file matches the manifest and the crate lists exactly
 the files there are.
 """
@@ -17,8 +18,10 @@ the files there are.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import mimetypes
+import os
 import re
 import stat
 import tempfile
@@ -60,11 +63,12 @@ RESULTS = "results"  # the zip's folder that holds the results dir
 PROCESS_RUN_CRATE = "https://w3id.org/ro/wfrun/process/0.5"
 WORKFLOW_RUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"  # the profile's terms (sha256, environment)
 LOGS = (".out", ".err", ".json")  # under submitit/: its jobs' logs and uh's submission records, never its pickles
-CHUNK = 1 << 20
+CHUNK = 1 << 16  # bytes copied at a time; extracting, what a member may read of the zip ahead of what it has used
 FORMATS = {".pt": "application/octet-stream", ".out": "text/plain", ".err": "text/plain"}  # mimetypes guesses these
 
-# What `opened` accepts of a zip, checked on its directory before anything is extracted. At the paper's size a
-# bundle with weights of 20 seeds of the 15 run IDs is about 14 GB (final.pt ~45 MB) in under 2,000 files.
+# What `opened` accepts of a zip: checked on its directory before anything is extracted, then each file's ratio on
+# the bytes extracting really reads of the zip (`members`, `extract`). At the paper's size a bundle with weights of
+# 20 seeds of the 15 run IDs is about 14 GB (final.pt ~45 MB) in under 2,000 files.
 MAX_MEMBERS = 10_000
 MAX_MEMBER_BYTES = 1 << 30  # 1 GiB uncompressed per file
 MAX_TOTAL_BYTES = 16 << 30  # 16 GiB uncompressed in all
@@ -211,14 +215,14 @@ def crate_of(results: list[dict], files: dict[str, Path], here: dict[str, Any]) 
     return crate, parts
 
 
-def _copy_hashed(src: BinaryIO, dst: BinaryIO, most: int | None = None) -> tuple[str, int]:
+def _copy_hashed(src: BinaryIO, dst: BinaryIO, limit: Callable[[int], None] | None = None) -> tuple[str, int]:
     """Copy `src` to `dst` a chunk at a time, hashing what passes, so that no file is read twice or held whole:
-    (SHA-256, bytes). BadZipFile past `most` bytes: a member longer than its zip header says."""
+    (SHA-256, bytes). `limit` sees the bytes read so far before each chunk is written, and raises to stop."""
     digest, size = hashlib.sha256(), 0
     while chunk := src.read(CHUNK):
         size += len(chunk)
-        if most is not None and size > most:
-            raise zipfile.BadZipFile("more bytes than its header says")
+        if limit is not None:
+            limit(size)
         digest.update(chunk)
         dst.write(chunk)
     return digest.hexdigest(), size
@@ -300,8 +304,36 @@ def _unsafe(name: str) -> str | None:
     return None
 
 
-def members(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
-    """The zip's files, once none is hostile (LIMITS); BundleError naming the first that is."""
+class _Counted(io.FileIO):
+    """The zip's file, counting the bytes read from it: what extracting a member really took of the zip, whatever
+    its directory declares."""
+
+    taken = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.taken += len(data)
+        return data
+
+
+def _regular(path: Path) -> _Counted:
+    """`path` opened for reading, once it is known to be a regular file: a device (/dev/zero reads until memory runs
+    out), a FIFO (it waits for a writer for ever) or a folder is refused before a byte is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, writer or not
+    except OSError as e:
+        raise BundleError(f"{path} cannot be opened ({e.strerror}); give the zip uh bundle wrote") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BundleError(f"{path} is not a regular file (a device, a FIFO or a folder); give the zip uh bundle wrote")
+    os.set_blocking(fd, True)
+    return _Counted(fd, "r")
+
+
+def members(zf: zipfile.ZipFile, path: Path, size: int) -> list[zipfile.ZipInfo]:
+    """The zip's files, once none is hostile (`MAX_*`) by what the directory declares; BundleError naming the first
+    that is. Their compressed sizes must fit in the zip's `size` bytes, so the whole zip's declared ratio is one of
+    its real bytes (extracting then writes no file past its declared size, `extract`)."""
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
         raise BundleError(f"{path} holds {len(infos)} members, more than the {MAX_MEMBERS} a bundle may hold; refused")
@@ -313,6 +345,8 @@ def members(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
             refuse = "appears twice"
         if not refuse and stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: a zip that records none
             refuse = "is a symbolic link or another non-regular file"
+        if not refuse and info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            refuse = f"is compressed by method {info.compress_type}, not stored or deflated as uh bundle writes"
         if not refuse and info.file_size > MAX_MEMBER_BYTES:
             refuse = f"is {info.file_size} bytes uncompressed, more than {MAX_MEMBER_BYTES}"
         if not refuse and info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
@@ -323,21 +357,48 @@ def members(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
         if not info.is_dir():
             files.append(info)
             total, packed = total + info.file_size, packed + info.compress_size
+    if packed > size:
+        raise BundleError(
+            f"{path}: its directory declares {packed} compressed bytes in a zip of {size}: it lies about its sizes; "
+            "refused, nothing extracted"
+        )
     if total > MAX_TOTAL_BYTES or (total > RATIO_FROM and total > MAX_RATIO * max(packed, 1)):
         raise BundleError(f"{path} holds {total} bytes uncompressed from {packed} ({total // max(packed, 1)}:1), more "
                           f"than {MAX_TOTAL_BYTES} or {MAX_RATIO}:1; refused, nothing extracted")  # fmt: skip
     return files
 
 
-def extract(zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], into: Path, path: Path) -> dict[str, str]:
-    """Each file written under `into` (names checked by `members`), hashed as it is read: {name: SHA-256}."""
+def _within(info: zipfile.ZipInfo, zip_file: _Counted, path: Path) -> Callable[[int], None]:
+    """The limits on one member as it is extracted, on the bytes it really gives and really reads of the zip from
+    now on (its compressed size as declared may be a lie): no more than its declared size, and no more than
+    MAX_RATIO:1 past RATIO_FROM bytes."""
+    start = zip_file.taken
+
+    def check(written: int) -> None:
+        if written > info.file_size:
+            raise zipfile.BadZipFile("more bytes than its header says")
+        read = zip_file.taken - start
+        if written > RATIO_FROM and written > MAX_RATIO * read:
+            raise BundleError(
+                f"{path}: member {info.filename!r} gave {written} bytes from {read} read of the zip "
+                f"({written // max(read, 1)}:1), more than {MAX_RATIO}:1 whatever its directory declares; refused, "
+                "what was extracted removed"
+            )
+
+    return check
+
+
+def extract(zf: zipfile.ZipFile, zip_file: _Counted, into: Path, path: Path) -> dict[str, str]:
+    """Each file of `zf` (read from `zip_file`) written under `into` once `members` accepts them, stopped at the
+    limits of `_within`, hashed as it is read: {name: SHA-256}."""
     hashes = {}
-    for info in files:
+    for info in members(zf, path, os.fstat(zip_file.fileno()).st_size):
         target = into / info.filename
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
+            limit = _within(info, zip_file, path)
             with zf.open(info) as src, target.open("xb") as dst:
-                hashes[info.filename], _ = _copy_hashed(src, dst, most=info.file_size)
+                hashes[info.filename], _ = _copy_hashed(src, dst, limit)
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as e:
             raise BundleError(f"{path}: member {info.filename!r} cannot be extracted ({e}); refused") from None
     return hashes
@@ -405,13 +466,14 @@ def verify_crate(into: Path, hashes: dict[str, str], path: Path) -> ROCrate:
 
 @contextmanager
 def opened(path: Path) -> Iterator[OpenedBundle]:
-    """The bundle at `path`, verified (`members`, `verify_manifest`, `verify_crate`) and extracted into a temporary
-    directory that is removed on exit; BundleError (exit 2, one line) for any failure."""
-    with tempfile.TemporaryDirectory(prefix="uh-bundle-") as tmp:
+    """The bundle at `path`, a regular file, verified (`extract`, `verify_manifest`, `verify_crate`) and extracted
+    into a temporary directory that is removed on exit, however it exits; BundleError (exit 2, one line) for any
+    failure."""
+    with _regular(path) as zip_file, tempfile.TemporaryDirectory(prefix="uh-bundle-") as tmp:
         into = Path(tmp)
         try:
-            with zipfile.ZipFile(path) as zf:
-                hashes = extract(zf, members(zf, path), into, path)
+            with zipfile.ZipFile(zip_file) as zf:
+                hashes = extract(zf, zip_file, into, path)
         except (zipfile.BadZipFile, OSError) as e:
             raise BundleError(f"{path} cannot be read as a zip ({e}); give the bundle uh bundle wrote") from None
         verify_manifest(hashes, into, path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -193,6 +194,13 @@ def simulation(function: Callable[..., Any], expected: Expected, subject: Any, n
     return Simulation(n, function, (expected, subject), rest)
 
 
+def _leave_signals_to_the_parent() -> None:
+    """A worker ignores SIGINT and SIGTERM (Ctrl-C reaches the whole group): the parent kills it (run_calls), with
+    no traceback of its own."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def _call(call: Callable[[np.random.Generator], Any], seed: np.random.SeedSequence) -> Any:
     return call(np.random.default_rng(seed))
 
@@ -220,12 +228,21 @@ def run_calls(parts: dict[str, list[Simulation]], seed: int | list[int], jobs: i
                     results.append(_call(s.call, stream))
                     finished(part)
         else:  # the first submit forks every process, before progress starts its thread (no fork of a threaded one)
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            fork = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(jobs, mp_context=fork, initializer=_leave_signals_to_the_parent) as pool:
                 futures = [pool.submit(_call, s.call, stream) for (_, s), stream in zip(calls, seeds, strict=True)]
-                with progress:
-                    for (part, _), future in zip(calls, futures, strict=True):
-                        future.add_done_callback(lambda _, part=part: finished(part))
-                    results = [future.result() for future in futures]
+                try:
+                    with progress:
+                        for (part, _), future in zip(calls, futures, strict=True):  # one stopped is not done
+                            future.add_done_callback(
+                                lambda f, part=part: f.cancelled() or f.exception() or finished(part)
+                            )
+                        results = [future.result() for future in futures]
+                except BaseException:  # SIGTERM or SIGINT (cli.py): stop the simulations under way, not wait for them
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    for worker in multiprocessing.active_children():
+                        worker.kill()
+                    raise
     finally:
         _progress = None
     out = iter(results)

@@ -266,18 +266,36 @@ def estimate(stacks: Sequence[Stack], metric: str) -> Estimate:
     return Estimate(metric, tuple(found), pooled(found), low, high, stacks_to_pin(found))
 
 
+def runs_of(stack: Stack) -> dict[str, str]:
+    """The runs of `stack` by what they are, whatever route brought them (a folder, a copy of it, its bundle, a CSV
+    of it): {run ID, seed and each metric to the last bit: 'RUN seed S'}. The model takes a seed's runs on two
+    stacks to share nothing; two sources that hold one such run share all of it."""
+    rows = stack.table[["run_id", "seed", *METRICS]].itertuples(index=False)
+    return {
+        f"{run} {int(seed)} " + " ".join(float(v).hex() for v in values): f"{run} seed {int(seed)}"
+        for run, seed, *values in rows
+    }
+
+
 def check_stacks(stacks: Sequence[Stack]) -> str:
-    """Refuse what cannot measure tau (fewer than 2 sources, one given twice, profiles that differ, no run ID two
-    share with a seed spread), in one line; the profile they share ('not recorded' for CSVs alone)."""
+    """Refuse what cannot measure tau (fewer than 2 sources, profiles that differ, two holding the same runs, no run
+    ID two share with a seed spread), in one line; the profile they share ('not recorded' for CSVs alone)."""
     if len(stacks) < 2:
         raise InputError("uh stacks needs 2 SOURCEs or more, each the results of one stack")
-    twice = [s for s, n in Counter(str(Path(s.source).resolve()) for s in stacks).items() if n > 1]
-    if twice:
-        raise InputError(f"{twice[0]} is given twice: each SOURCE must be another re-run")
     profiles = {s.source: s.profile for s in stacks if s.profile is not None}
     if len(set(profiles.values())) > 1:
         listed = ", ".join(f"{source} {profile}" for source, profile in profiles.items())
         raise InputError(f"the SOURCEs hold results of different profiles ({listed}); give one profile's")
+    held: dict[str, Stack] = {}
+    for stack in stacks:
+        runs = runs_of(stack)
+        if twice := next((key for key in runs if key in held), None):
+            raise InputError(
+                f"{held[twice].source} and {stack.source} hold the same run ({runs[twice]}, its metrics equal to the "
+                "last bit): one stack's runs given twice (a copy, a bundle of a folder); each SOURCE must be another "
+                "stack's re-run"
+            )
+        held |= dict.fromkeys(runs, stack)
     shared = [r for r, n in Counter(r for s in stacks for r in set(s.table["run_id"])).items() if n >= 2]
     if not shared:
         raise InputError("no run ID is held by 2 SOURCEs or more: give re-runs of the same run IDs")
