@@ -63,7 +63,7 @@ def test_a_step_past_its_time_is_stopped_and_says_so(acceptance, tmp_path):
     assert not a.stopped and rc == 0
 
 
-@pytest.mark.parametrize("step", ["tests", "doctor", "bench", "task0"])
+@pytest.mark.parametrize("step", ["tests", "doctor", "bench", "task0", "graph"])
 def test_every_step_is_bounded_by_the_budget_and_a_stopped_step_says_so(acceptance, tmp_path, monkeypatch, step):
     """A step that hangs (here: its process sleeps) is stopped when the budget is spent, SIGKILLed if it ignores
     SIGTERM, and its record says it was stopped and did not pass."""
