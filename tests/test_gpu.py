@@ -95,3 +95,36 @@ def test_a_deterministic_gpu_run_killed_after_a_task_resumes_to_the_uninterrupte
         assert [t["epoch_loss"] for t in resumed["tasks"]] == [t["epoch_loss"] for t in whole["tasks"]]
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
+def test_the_step_replayed_as_a_cuda_graph_equals_the_eager_step_bitwise(precision, tiny_stream, monkeypatch):
+    """30 steps of a B3 task 1 (teacher, replay), each epoch 2 full batches and a partial one: under UH_STEP=graph
+    3 warm-up steps, the capture, 16 replays and the partial batches eagerly; fp16 overflows forced (a first loss
+    scale of 2^24, skipped steps inside the replays). The same weights, BatchNorm statistics and record as the
+    eager step, bit for bit."""
+    from uniform_herding.method.model import Learner
+    from uniform_herding.method.train import fit_task, freeze
+
+    init = torch.amp.GradScaler.__init__
+    monkeypatch.setattr(torch.amp.GradScaler, "__init__", lambda self, device: init(self, device, init_scale=2.0**24))
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=10, batch_size=8)
+    stream = tiny_stream(cfg, "cuda")
+
+    def fit(step: str):
+        monkeypatch.setenv("UH_STEP", step)
+        torch.manual_seed(0)
+        learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(CUDA)
+        learner.head.grow(cfg.classes_per_task)
+        teacher = freeze(learner)
+        learner.head.grow(cfg.classes_per_task)
+        gen = torch.Generator(device=CUDA).manual_seed(0)
+        items = stream.train_items(1)[:20]
+        stats = fit_task(cfg, learner, teacher, stream, stream.train_items(0), items, gen, precision)
+        return stats, learner.state_dict()
+
+    (eager, eager_state), (replayed, replayed_state) = fit("eager"), fit("graph")
+    assert (eager.step, replayed.step) == ("eager", "graph") and eager.steps == 30
+    assert dataclasses.replace(replayed, step="eager") == eager
+    assert precision == "32-true" or eager.skipped_steps >= 5
+    assert all(torch.equal(eager_state[k], replayed_state[k]) for k in eager_state)

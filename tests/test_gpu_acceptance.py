@@ -40,7 +40,7 @@ def test_a_call_with_some_steps_keeps_the_figures_of_earlier_calls(acceptance, t
     figures = json.loads((tmp_path / "gpu-acceptance.json").read_text())
     assert list(figures["steps"]) == ["doctor", "tests"] and figures["steps"]["doctor"]["step_ms"] == 3.5
     assert [call["steps"] for call in figures["calls"]] == [["tests"]]
-    assert "PASS" in res.output and "not run yet: bench, task0, run, compile, jobs" in res.output
+    assert "PASS" in res.output and "not run yet: bench, task0, graph, run, compile, jobs" in res.output
     md = (tmp_path / "gpu-acceptance.md").read_text()
     assert "| doctor | True | 12.0 |" in md and "| tests | True |" in md and "calls: tests in " in md
 
@@ -63,7 +63,7 @@ def test_a_step_past_its_time_is_stopped_and_says_so(acceptance, tmp_path):
     assert not a.stopped and rc == 0
 
 
-@pytest.mark.parametrize("step", ["tests", "doctor", "bench", "task0"])
+@pytest.mark.parametrize("step", ["tests", "doctor", "bench", "task0", "graph"])
 def test_every_step_is_bounded_by_the_budget_and_a_stopped_step_says_so(acceptance, tmp_path, monkeypatch, step):
     """A step that hangs (here: its process sleeps) is stopped when the budget is spent, SIGKILLed if it ignores
     SIGTERM, and its record says it was stopped and did not pass."""

@@ -209,7 +209,7 @@ def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
 def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(precision, tiny_stream,
                                                                           gpu_like_fp16_conv, monkeypatch):  # fmt: skip
-    """Each step, in one function (fit_task): the backward, on the fp16 path the unscale, the gradient-norm clip
+    """Each step, in one function (train.step): the backward, on the fp16 path the unscale, the gradient-norm clip
     at cfg.grad_clip, the optimiser's step; recorded at the calls, with the train.py function that made them."""
     import sys
 
@@ -235,8 +235,8 @@ def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(precis
     monkeypatch.setattr(torch.optim.SGD, "step", spy("step", torch.optim.SGD.step))
     cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     train.fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
-    one = [("backward", "fit_task"), *([("unscale", "fit_task")] if precision == "16-mixed" else []),
-           ("clip", "fit_task"), ("max_norm", cfg.grad_clip), ("step", "fit_task")]  # fmt: skip
+    one = [("backward", "step"), *([("unscale", "step")] if precision == "16-mixed" else []),
+           ("clip", "step"), ("max_norm", cfg.grad_clip), ("step", "step")]  # fmt: skip
     assert calls == one * 6
 
 

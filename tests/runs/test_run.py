@@ -76,6 +76,7 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     assert env["device"].endswith(f" ({torch.backends.cpu.get_cpu_capability()})")  # the CPU kind: numbers depend on it
     assert (env["precision"], env["compile"], env["cpu_threads"], env["deterministic"]) == ("32-true", "off", 1, False)
     assert env["peak_gpu_memory_gb"] is None  # a CPU run: no GPU memory to report
+    assert (env["step"], env["step_refused"]) == ("eager", None) and {t["step"] for t in result["tasks"]} == {"eager"}
 
 
 @pytest.mark.trains
@@ -335,3 +336,13 @@ def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_fi
     items = len(TaskStream(run.load_data(cfg, data_dir, None, download=False), cfg, torch.device("cpu")).train_x)
     load_final(out.with_name("final.pt"), result, cfg, items)  # the result's own final state
     assert not out.with_name("checkpoint.pt").exists()
+
+
+def test_the_environment_says_how_the_steps_ran_and_each_refused_capture():
+    from uniform_herding.runs.run import steps_record
+
+    graph, refused = {"step": "graph"}, {"step": "eager: graph refused (RuntimeError: out of memory)"}
+    tasks = [{"task": t, **how} for t, how in enumerate([graph, refused, graph, {}])]  # {}: checkpointed before
+    refusal = "task 2: graph refused (RuntimeError: out of memory)"
+    assert steps_record(tasks) == {"step": "eager, graph", "step_refused": [refusal]}
+    assert steps_record([{"task": 0, **graph}]) == {"step": "graph", "step_refused": None}

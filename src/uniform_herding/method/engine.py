@@ -9,6 +9,8 @@ method (train.py holds the losses and the training loop, task.py the order of a 
 - torch.compile of the backbone (UH_COMPILE: `compile_mode`, `compile_backbone`; experimental, a speed setting
   recorded in result.json, not part of Config) and the CUDA graphs some of its modes replay;
 - the memory format: channels_last on the fp16 path (`channels_last`);
+- operators a step need not dispatch: the teacher's fp16 weights cast once per task (`fp16_weights`), BatchNorm's
+  batch counters added to once per task (`batch_counts_per_task`);
 - Lightning's quiet settings (`quiet_lightning`).
 
 Every workaround of a torch or Lightning behaviour is marked where it is made, with its reason in one line.
@@ -21,12 +23,14 @@ import os
 import shutil
 import sysconfig
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from lightning.fabric import Fabric
 from lightning.fabric.plugins import MixedPrecision
-from torch import Tensor
+from torch import Tensor, nn
 
 from uniform_herding.method.config import NUMERIC_DEFAULTS
 from uniform_herding.method.model import Learner
@@ -85,7 +89,50 @@ def unscale(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimize
     if scaler is None:
         return 0
     scaler.unscale_(optimizer)
-    return sum(scaler._found_inf_per_device(optimizer).values())
+    (found_inf,) = scaler._found_inf_per_device(optimizer).values()  # one device
+    return found_inf
+
+
+def forget_step(scaler: torch.amp.GradScaler | None, optimizer: torch.optim.Optimizer) -> None:
+    """Forget a step that did not run to its end (a refused CUDA graph capture, graph.py): its gradients, and the
+    grad scaler's note that it unscaled them, which would refuse the next step's unscale."""
+    optimizer.zero_grad()
+    if scaler is not None:
+        scaler._per_optimizer_states.clear()  # by hand: GradScaler resets it only in update()
+
+
+@contextmanager
+def fp16_weights(teacher: Learner | None) -> Iterator[None]:
+    """The frozen teacher's convolution weights in fp16 for the task, cast once: fp16 autocast casts them on every
+    step otherwise (it caches only the casts of weights that take gradients), to the same values and layout. The
+    fp32 weights are put back after the task (None: nothing to do, fp32 or no teacher)."""
+    convs = [m for m in teacher.modules() if isinstance(m, nn.Conv2d)] if teacher is not None else []
+    fp32 = [conv.weight for conv in convs]
+    for conv in convs:
+        conv.weight = nn.Parameter(conv.weight.detach().half(), requires_grad=False)
+    try:
+        yield
+    finally:
+        for conv, weight in zip(convs, fp32, strict=True):
+            conv.weight = weight
+
+
+@contextmanager
+def batch_counts_per_task(model: nn.Module, steps: int) -> Iterator[None]:
+    """BatchNorm's `num_batches_tracked`, which nothing reads where the momentum is set, counted once per task
+    (+ `steps` after it) instead of by one operator per layer and step: it ends the task holding what it did."""
+    norms = (m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm))
+    layers = [m for m in norms if m.momentum is not None and m.num_batches_tracked is not None]
+    counts = [layer.num_batches_tracked for layer in layers]
+    for layer in layers:
+        layer.num_batches_tracked = None  # BatchNorm's forward then counts nothing
+    try:
+        yield
+        if counts:
+            torch._foreach_add_(counts, steps)
+    finally:
+        for layer, count in zip(layers, counts, strict=True):
+            layer.num_batches_tracked = count
 
 
 def loss_scale(scaler: torch.amp.GradScaler | None) -> float | None:

@@ -75,6 +75,9 @@ class TaskStream:
         spec = DATASETS["cifar100" if cfg.dataset == "synthetic" else cfg.dataset]
         self.mean = torch.tensor(spec.mean, device=device).view(1, 3, 1, 1)
         self.std = torch.tensor(spec.std, device=device).view(1, 3, 1, 1)
+        self.columns = torch.arange(self.train_x.shape[-1], device=device)  # an image's rows or columns in order
+        self.reversed = self.columns.flip(0)  # a flipped image's columns
+        self.image_numbers: dict[int, Tensor] = {}  # batch size -> [B,1,1] 0..B-1 (`numbered`)
 
     def _gather(self, x: np.ndarray, per_class: list[np.ndarray]) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Concatenate per-class images class by class; return images, labels, items per class."""
@@ -103,15 +106,19 @@ class TaskStream:
     def augment(self, items: Tensor, generator: torch.Generator) -> Tensor:
         """Training transform: random crop from zero-pad 4 and flip p=0.5, independently per image."""
         x = torch.nn.functional.pad(self.train_x[items], (PAD, PAD, PAD, PAD))  # [B,3,40,40]
-        n, side = len(items), self.train_x.shape[-1]
+        n = len(items)
         dy, dx = torch.randint(0, 2 * PAD + 1, (2, n, 1), device=self.device, generator=generator)
         flip = torch.rand(n, 1, device=self.device, generator=generator) < 0.5
-        ar = torch.arange(side, device=self.device)
-        rows = dy + ar  # [B,32]
-        cols = dx + torch.where(flip, ar.flip(0), ar)  # [B,32], reversed columns = flip
-        b = torch.arange(n, device=self.device).view(n, 1, 1)
-        crop = x[b, :, rows[:, :, None], cols[:, None, :]]  # [B,32,32,3]
+        rows = dy + self.columns  # [B,32]
+        cols = dx + torch.where(flip, self.reversed, self.columns)  # [B,32], reversed columns = flip
+        crop = x[self.numbered(n), :, rows[:, :, None], cols[:, None, :]]  # [B,32,32,3]
         return self.normalize(crop.permute(0, 3, 1, 2))
+
+    def numbered(self, n: int) -> Tensor:
+        """[n,1,1]: 0..n-1, each image's number in a batch of n, made once per batch size (not in every step)."""
+        if n not in self.image_numbers:
+            self.image_numbers[n] = torch.arange(n, device=self.device).view(n, 1, 1)
+        return self.image_numbers[n]
 
     def manifest(self) -> dict:
         """What the run saw: class order, split sizes and digest (recorded in result.json)."""

@@ -1,6 +1,6 @@
 """Train one task (Sec. 3.1, 3.3): current-task batches, each with b replayed exemplars (`draw_replay`), under
-the run's loss, in one loop (`fit_task`): epochs, batches, replay draw, forward, loss, backward, (fp16: unscale),
-clip, step, the task's record.
+the run's loss, in one loop (`fit_task`) over epochs and batches, each batch one `step`: replay draw, forward, loss,
+backward, (fp16: unscale), clip, SGD step, the task's record.
 
 Losses (t = task index, C_old = classes seen before task t):
   ce_kd     : CE over all seen classes on margin logits (cosine head: s*m off the target logit)
@@ -10,9 +10,10 @@ Losses (t = task index, C_old = classes seen before task t):
               old-class columns replaced by the teacher's sigmoid outputs.
 Per task a fresh SGD (no schedule) and a gradient-norm clip. Lightning Fabric does the precision (engine.fabric:
 fp16 autocast and loss scaling on the fp16 path, "16-mixed", the default on CUDA, also run on a CPU by the tests);
-engine.py holds what makes the loop fast (fused SGD, compile, memory format). On the fp16 path a step never waits
-for the host: images, labels and replay draws stay on the device (stream.py), the skipped steps and losses are
-summed there and read once per task (`TaskStats.read`).
+engine.py holds what makes the loop fast (fused SGD, compile, memory format), graph.py the step replayed as one
+CUDA graph. A step never waits for the host and keeps its state in place: images, labels and replay draws stay on
+the device (stream.py), each step's loss and skip are written into the task's record there (`Sums`) and read once
+per task (`TaskStats.read`).
 """
 
 from __future__ import annotations
@@ -21,21 +22,30 @@ import copy
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from lightning.fabric import Fabric
 from torch import Tensor
 from tqdm import tqdm
 
-from uniform_herding.method import engine
+from uniform_herding.method import engine, graph
 from uniform_herding.method.config import Config
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 
 
+def one_hot(y: Tensor, n: int, dtype: torch.dtype) -> Tensor:
+    """F.one_hot(y, n).to(dtype), the same values, without its host reads (on a CPU it reads the labels' range with
+    two .item()) and in fewer operators: a step reads nothing to the host (graph.py)."""
+    return torch.zeros(len(y), n, dtype=dtype, device=y.device).scatter_(1, y.unsqueeze(1), 1)
+
+
 def margin_logits(logits: Tensor, y: Tensor, s: float, m: float) -> Tensor:
     """Subtract s*m from each row's target logit only (cosine-margin training logits)."""
-    return logits - s * m * F.one_hot(y, logits.shape[1]).to(logits.dtype)
+    return logits - s * m * one_hot(y, logits.shape[1], logits.dtype)
 
 
 def kd_loss(student_old: Tensor, teacher_old: Tensor, T: float) -> Tensor:
@@ -47,7 +57,7 @@ def kd_loss(student_old: Tensor, teacher_old: Tensor, T: float) -> Tensor:
 
 def icarl_bce(logits: Tensor, y: Tensor, teacher_old: Tensor | None) -> Tensor:
     """iCaRL's BCE: one-hot targets with old-class columns set to the teacher's sigmoid outputs."""
-    targets = F.one_hot(y, logits.shape[1]).float()
+    targets = one_hot(y, logits.shape[1], torch.float32)
     if teacher_old is not None:
         targets[:, : teacher_old.shape[1]] = torch.sigmoid(teacher_old.float())
     return F.binary_cross_entropy_with_logits(logits.float(), targets)
@@ -108,38 +118,64 @@ def fit_task(cfg: Config, learner: Learner, teacher: Learner | None, stream: Tas
     """cfg.epochs epochs over the task's `items`, each batch with b draws from `replay` (the memory's items); the
     learner trains in place, on its device. `generator` draws the batches, the replay and the augmentations;
     `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision). Returns the task's record."""
-    fp16, watch = precision == "16-mixed", watch or Watch()
+    fp16, watched = precision == "16-mixed", watch is not None
     fabric = engine.fabric(stream.device, fp16)  # the precision: fp16 autocast and the loss scale, or fp32
     learner.train()  # evaluation left it in eval mode; the teacher stays in eval mode (freeze)
     for model in (m for m in (learner, teacher) if m is not None):
         engine.prepare(model, fp16)
     optimizer = fabric.setup_optimizers(sgd(cfg, learner.parameters(), fused=fp16))
     scaler, cuda_graphs = engine.scaler(fabric), engine.replays_cuda_graphs(engine.compile_mode())
-    batches, sums = Batches(items, cfg.batch_size, generator), Sums(stream.device)
+    batches = Batches(items, cfg.batch_size, generator)
+    sums = Sums(stream.device, cfg.epochs, len(batches))
+    watch = watch or Watch()
+    one_step = partial(step, cfg, learner, teacher, stream, replay, generator, fabric, optimizer, scaler, sums, watch)
+    why_eager = graph.why_eager(stream.device, engine.compile_mode() is not None, watched)
+    forget = partial(engine.forget_step, scaler, optimizer)
+    runner = graph.Runner(one_step, cfg.batch_size, generator, why_eager, forget)
     iter(batches)  # the permutation Trainer.fit drew before its first epoch, unused: kept, R unchanged (design.md)
-    bar = tqdm(total=cfg.epochs * len(batches), desc="task", leave=False, disable=not progress)
-    for _ in range(cfg.epochs):
-        for batch in batches:
-            x, y = inputs(cfg, stream, batch, replay, generator)  # + b replay draws, augmented on the device
-            if cuda_graphs:  # torch.compile's CUDA graphs: a new iteration, the last step's outputs may be overwritten
-                torch.compiler.cudagraph_mark_step_begin()
-            with fabric.autocast():  # fp16 path: the student and the frozen teacher forward under fp16 autocast
-                logits = learner(x)[1]
-                with torch.no_grad():
-                    teacher_logits = teacher(x)[1] if teacher is not None else None
-                loss = task_loss(cfg, logits, y, teacher_logits)
-            optimizer.zero_grad()
-            fabric.backward(loss)  # fp16: of the scaled loss
-            watch.after_backward(learner)
-            skipped = engine.unscale(scaler, optimizer.optimizer)  # fp16: 1 (on the device) if the step is skipped
-            torch.nn.utils.clip_grad_norm_(learner.parameters(), cfg.grad_clip)
-            optimizer.step()  # fp16: skipped on an inf in the gradients, then the loss scale is updated
-            sums.add(loss, skipped)
-            watch.after_step(scaler)
-            bar.update()
-        sums.end_epoch()
+    bar = tqdm(total=sums.steps, desc="task", leave=False, disable=not progress)
+    with engine.fp16_weights(teacher if fp16 else None), engine.batch_counts_per_task(learner, sums.steps):
+        for _ in range(cfg.epochs):
+            for batch in batches:
+                if cuda_graphs:  # torch.compile's CUDA graphs: a new iteration, the last outputs may be overwritten
+                    torch.compiler.cudagraph_mark_step_begin()
+                runner(batch)  # one step: eagerly, or replayed as a CUDA graph (graph.py)
+                bar.update()
     bar.close()
-    return TaskStats.read(sums, learner, scaler)
+    return TaskStats.read(sums, learner, scaler, runner.record())
+
+
+def step(
+    cfg: Config,
+    learner: Learner,
+    teacher: Learner | None,
+    stream: TaskStream,
+    replay: Tensor | None,
+    generator: torch.Generator,
+    fabric: Fabric,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    sums: Sums,
+    watch: Watch,
+    batch: Tensor,
+) -> None:
+    """One training step on a batch of current-task items. What a CUDA graph captures (graph.py): it changes only
+    device tensors, in place (weights, BatchNorm statistics, momentum, the loss scale, `sums`), and reads nothing
+    to the host."""
+    x, y = inputs(cfg, stream, batch, replay, generator)  # + b replay draws, augmented on the device
+    with fabric.autocast():  # fp16 path: the student and the frozen teacher forward under fp16 autocast
+        logits = learner(x)[1]
+        with torch.no_grad():
+            teacher_logits = teacher(x)[1] if teacher is not None else None
+        loss = task_loss(cfg, logits, y, teacher_logits)
+    learner.zero_grad()  # as optimizer.zero_grad() (the same parameters), without its profiler record
+    fabric.backward(loss)  # fp16: of the scaled loss
+    watch.after_backward(learner)
+    skipped = engine.unscale(scaler, optimizer.optimizer)  # fp16: 1 (on the device) if the step is skipped
+    torch.nn.utils.clip_grad_norm_(learner.parameters(), cfg.grad_clip)
+    optimizer.step()  # fp16: skipped on an inf in the gradients, then the loss scale is updated
+    sums.add(loss, skipped)
+    watch.after_step(scaler)
 
 
 def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
@@ -151,26 +187,33 @@ def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
 
 
 class Sums:
-    """The task's running record on the training device: no host read until the task ends."""
+    """The task's record on the training device, written in place by each step (a CUDA graph replays the writes):
+    step k's loss at losses[k], the skipped steps summed; read once, when the task ends (`TaskStats.read`)."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.steps, self.epoch_losses = 0, []
+    def __init__(self, device: torch.device, epochs: int, per_epoch: int) -> None:
+        self.epochs, self.per_epoch, self.steps = epochs, per_epoch, epochs * per_epoch
+        self.losses = torch.zeros(self.steps, device=device)
+        self.k = torch.zeros((), dtype=torch.long, device=device)  # the next step's index
         self.skipped = torch.zeros((), device=device)
-        self.last_finite_loss = torch.full((), math.nan, device=device)
-        self.epoch_sum, self.epoch_finite = torch.zeros((), device=device), torch.zeros((), device=device)
 
+    @torch.no_grad()
     def add(self, loss: Tensor, skipped: Tensor | int) -> None:
-        value = loss.detach().float()
-        finite = value.isfinite()  # an fp16 overflow may make a loss inf; the scaler then skips the step
-        self.epoch_sum += torch.where(finite, value, 0.0)
-        self.epoch_finite += finite
-        self.last_finite_loss = torch.where(finite, value, self.last_finite_loss)
-        self.skipped += skipped
-        self.steps += 1
+        self.losses.index_put_((self.k,), loss.float())
+        if isinstance(skipped, Tensor):  # fp16: found_inf; in fp32 no step is skipped
+            self.skipped += skipped
+        self.k += 1
 
-    def end_epoch(self) -> None:
-        self.epoch_losses.append(self.epoch_sum / self.epoch_finite)  # mean finite loss; NaN if none was
-        self.epoch_sum, self.epoch_finite = torch.zeros_like(self.epoch_sum), torch.zeros_like(self.epoch_finite)
+    def epoch_losses(self, losses: list[float]) -> list[float]:
+        """Each epoch's mean finite loss (NaN if none was: an fp16 overflow may make a loss inf, and the scaler then
+        skips the step), summed step by step in fp32 as the device summed them before (bitwise the same means)."""
+        means = []
+        for e in range(self.epochs):
+            total, count = np.float32(0), np.float32(0)
+            for value in losses[e * self.per_epoch : (e + 1) * self.per_epoch]:
+                if math.isfinite(value):
+                    total, count = total + np.float32(value), count + np.float32(1)
+            means.append(float(total / count) if count else math.nan)
+        return means
 
 
 @dataclass(frozen=True)
@@ -183,20 +226,22 @@ class TaskStats:
     epoch_loss: list[float | None]  # mean finite training loss of each epoch (None: no step's loss was finite)
     last_finite_loss: float | None  # the loss of the task's last step whose loss was finite
     weights_finite: bool
+    step: str = "eager"  # how the steps ran (graph.Runner.record): "graph", "eager", or why a graph was refused
 
     @classmethod
-    def read(cls, sums: Sums, learner: Learner, scaler: torch.amp.GradScaler | None) -> TaskStats:
+    def read(cls, sums: Sums, learner: Learner, scaler: torch.amp.GradScaler | None, step: str = "eager") -> TaskStats:
         """The task's record and health, read from the device at once (the loss scale once more)."""
         finite = torch.stack([p.isfinite().all() for p in learner.parameters()]).all()
-        values = torch.cat([torch.stack(sums.epoch_losses), torch.stack(
-            [sums.skipped.float(), sums.last_finite_loss, finite.float()])]).tolist()  # fmt: skip
+        values = torch.cat([sums.losses, torch.stack([sums.skipped, finite.float()])]).tolist()
+        losses, finite_losses = values[:-2], [v for v in values[:-2] if math.isfinite(v)]
         return cls(
             steps=sums.steps,
-            skipped_steps=round(values[-3]),
+            skipped_steps=round(values[-2]),
             loss_scale=engine.loss_scale(scaler),
-            epoch_loss=[round(v, 5) if math.isfinite(v) else None for v in values[:-3]],
-            last_finite_loss=values[-2] if math.isfinite(values[-2]) else None,
+            epoch_loss=[round(v, 5) if math.isfinite(v) else None for v in sums.epoch_losses(losses)],
+            last_finite_loss=finite_losses[-1] if finite_losses else None,
             weights_finite=values[-1] == 1.0,
+            step=step,
         )
 
     @property
@@ -216,7 +261,12 @@ class TaskStats:
         return None
 
     def record(self) -> dict:
-        return {"skipped_steps": self.skipped_steps, "loss_scale": self.loss_scale, "epoch_loss": self.epoch_loss}
+        return {
+            "skipped_steps": self.skipped_steps,
+            "loss_scale": self.loss_scale,
+            "epoch_loss": self.epoch_loss,
+            "step": self.step,
+        }
 
 
 def freeze(learner: Learner) -> Learner:

@@ -29,7 +29,7 @@ from uniform_herding.data.archive import (
     read_archive,
     write_synthetic_archive,
 )
-from uniform_herding.method import components, engine, metrics
+from uniform_herding.method import components, engine, graph, metrics
 from uniform_herding.method.config import CONFIG_VERSION, Config
 from uniform_herding.method.evaluate import ReadoutError
 from uniform_herding.method.memory import Memory, make_memory, quotas
@@ -157,6 +157,15 @@ def environment(device: torch.device, raw: RawData, settings: dict) -> dict:
     }
 
 
+def steps_record(tasks: list[dict]) -> dict:
+    """How the tasks' training steps ran (method/graph.py): `step` "graph" or "eager" ("eager, graph" where tasks
+    differ), and `step_refused`, each refused CUDA graph capture by task, or None."""
+    ran = [task.get("step", "eager") for task in tasks]  # a task checkpointed before the record: eager
+    refused = [f"task {t['task'] + 1}: {how.removeprefix('eager: ')}" for t, how in zip(tasks, ran, strict=True)]
+    refused = [line for line, how in zip(refused, ran, strict=True) if how.startswith("eager: ")]
+    return {"step": ", ".join(sorted({how.split(":")[0] for how in ran})), "step_refused": refused or None}
+
+
 def manifest(cfg: Config, stream: TaskStream) -> dict:
     """The protocol as run: class order, split sizes, the settings the run read, the quota range per task
     (a policy that follows the quota rule), the open choices its protocol and components settle."""
@@ -192,7 +201,7 @@ def run_seed(
     algorithms. A task that diverges, or that the readout cannot evaluate, stops the run before its checkpoint: the
     last good checkpoint stays and no result is written.
     """
-    engine.compile_mode(), cpu_threads()  # a bad UH_COMPILE or UH_CPU_THREADS fails here, before any file is touched
+    engine.compile_mode(), graph.setting(), cpu_threads()  # a bad UH_COMPILE, UH_STEP or UH_CPU_THREADS fails here
     out = result_path(results_dir, run_id, seed)
     check_dir_profile(results_dir, profile)
     device = select(device, profile)
@@ -300,6 +309,6 @@ def assemble(
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
         "started": record.get("started"),  # None for a run resumed from a checkpoint written before it was recorded
         "finished": now(),
-        "environment": environment(device, raw, settings),
+        "environment": environment(device, raw, settings) | steps_record(record["tasks"]),
         "command": " ".join(sys.argv),
     }
