@@ -131,7 +131,8 @@ def check_procedure_options(procedure: bool, cancel: bool, executor: str | None,
 
 
 class BadName(click.ClickException):
-    """A run ID, variant or --set that cannot be run: one line, exit 2 (as click's usage errors), nothing written."""
+    """A run ID, variant, --set or setting (UH_COMPILE, UH_STEP) that cannot be run: one line, exit 2 (as
+    click's usage errors), nothing written."""
 
     exit_code = 2
 
@@ -169,8 +170,13 @@ def run_pairs(runs: dict[str, Config], seeds: tuple[int, ...], profile: str, dat
 
     if executor is None and jobs is not None and jobs > 1:
         executor = "local"
+    from uniform_herding.method import engine, graph
     from uniform_herding.runs.devices import select, wanted
 
+    try:  # the settings read from the environment, checked before any run starts: bad input, as a bad run ID
+        engine.compile_mode(), graph.setting()
+    except ValueError as e:
+        raise BadName(str(e)) from None
     try:
         cuda = wanted(device, profile) == "cuda" if executor == "slurm" else select(device, profile).type == "cuda"
     except ValueError as e:  # DeviceError, or a bad UH_CPU_THREADS

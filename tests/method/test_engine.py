@@ -137,7 +137,7 @@ def test_a_bad_uh_compile_is_one_error_line_before_anything_runs(monkeypatch, tm
 
     monkeypatch.setenv("UH_COMPILE", "yes")
     result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input, not a failed run
     assert "UH_COMPILE='yes' is not a setting; use 0, 1, reduce-overhead, max-autotune" in result.output
     assert not any(tmp_path.iterdir())
 

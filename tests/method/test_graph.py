@@ -122,7 +122,7 @@ def test_a_bad_uh_step_is_refused_before_anything_runs(monkeypatch, tmp_path):
 
     monkeypatch.setenv("UH_STEP", "fast")
     result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path)])
-    assert result.exit_code == 1 and "UH_STEP='fast' is not a setting; use graph or eager" in result.output
+    assert result.exit_code == 2 and "UH_STEP='fast' is not a setting; use graph or eager" in result.output
     assert not any(tmp_path.iterdir())
 
 
