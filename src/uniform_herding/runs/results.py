@@ -387,12 +387,13 @@ def results_profile(results: list[dict[str, Any]]) -> str:
     return profiles[0]
 
 
-STACK_LABEL = "{device}, torch {torch}, python {python}, {precision}, compile {compile}"  # from result.json
+STACK_LABEL = "{device}, torch {torch}, python {python}, {precision}, compile {compile}, step {step}"  # result.json
 
 
 def stack_labels(results: list[dict[str, Any]]) -> Counter[str]:
     """Each stack `results` ran on as one label ("cuda: Tesla T4, torch 2.11.0+cu128, python 3.11.9, 16-mixed,
-    compile off") and its number of runs, in the order first met: uh stacks and uh check --bundle name stacks so."""
+    compile off, step graph") and its number of runs, in the order first met: uh stacks and uh check --bundle name
+    stacks so. A field a result does not record is "?" (`step`: results made before the CUDA-graph step)."""
     return Counter(STACK_LABEL.format_map(defaultdict(lambda: "?", r.get("environment") or {})) for r in results)
 
 
