@@ -181,7 +181,8 @@ def test_uh_check_bundle_exits_as_uh_check_results_dir_does_wherever_the_zip_is(
         assert (res.exit_code, verdict(res)) == (direct.exit_code, verdict(direct)), res.output
         assert "each as manifest-sha256.txt records it" in res.output
         assert f"code {code}: this checkout's" in res.output
-        assert re.search(r"stack: cpu: .*, torch .*, python .*, compile \w+, step eager; 3 run\(s\)", res.output), res.output
+        stack = r"stack: cpu: .*, torch .*, python .*, compile \w+, step eager; 3 run\(s\)"
+        assert re.search(stack, res.output), res.output
     report = json.loads((elsewhere / "check_report.json").read_text())  # --bundle writes ./check_report.json
     assert report["metrics"] == json.loads((tmp_path / "direct.json").read_text())["metrics"]
 

@@ -137,7 +137,8 @@ def test_results_folders_are_stacks_labelled_by_their_environment_and_every_figu
     lines = result.output.splitlines()
     assert lines[0] == "uh stacks: 3 stacks of profile smoke, 3 run IDs held by 2 or more"
     stack_1 = lines.index(f"stack 1: {h100}")
-    assert lines[stack_1 + 1] == "  cuda: NVIDIA H100, torch 2.11.0+cu128, python 3.11.9, 16-mixed, compile off, step graph"
+    label = "cuda: NVIDIA H100, torch 2.11.0+cu128, python 3.11.9, 16-mixed, compile off, step graph"
+    assert lines[stack_1 + 1] == f"  {label}"
     assert "note: stacks 2, 3 share a stack label; each SOURCE is taken as a stack of its own" in lines
     assert lines[-1] == AMENDMENT and max(len(line) for line in lines if str(tmp_path) not in line) <= 100
     report = json.loads(out.read_text())
@@ -156,8 +157,8 @@ def test_a_source_that_mixes_stacks_says_so(tmp_path) -> None:
     other = write_stack(tmp_path / "other", "cpu", {"B3": [50, 52, 54], "B1": [40, 41, 45]})
     result = CliRunner().invoke(main, ["stacks", str(mixed), str(other)])
     assert result.exit_code == 0, result.output
-    assert "  also cuda: NVIDIA L4, torch 2.11.0+cu128, python 3.11.9, 16-mixed, compile off, step graph: taken as one stack" \
-           in result.output.splitlines()  # fmt: skip
+    label = "cuda: NVIDIA L4, torch 2.11.0+cu128, python 3.11.9, 16-mixed, compile off, step graph"
+    assert f"  also {label}: taken as one stack" in result.output.splitlines()
 
 
 def test_a_per_seed_csv_is_a_stack_taken_to_be_of_the_others_profile(tmp_path) -> None:
