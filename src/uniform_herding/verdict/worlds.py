@@ -207,8 +207,8 @@ def models(expected: Expected) -> list[Model]:
 
 def law_nulls(expected: Expected) -> list[Model]:
     """Per law the rule does not assume, under (c) at the centre of the grid: C1's B3 - B1 ACC without its true
-    effect, the null whose whole procedure passes most often under normal noise (each other null moves a run ID's
-    true mean far enough that its gating metric fails it, whatever the law)."""
+    effect, the null whose whole procedure passes most often under normal noise (near 5%; every other, under 1%:
+    expected_results/README.md)."""
     null = next(m for m in models(expected) if m.nulls == (("B3", "B1", "acc"),))
     return [replace(null, name=f"{null.name}, {law}", law=law) for law in NOT_ASSUMED]
 
