@@ -248,9 +248,8 @@ def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to
     interval holds its target is simulated again on fresh draws (--close-draws, shared out so that they come to no more
     than the run asked of its targets' cells: here 3 x 10 + 3 x 20), and a target still inside its interval reads "too
     close to call", never met or NOT MET; one outside it reads met or NOT MET by its side."""
-    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "20", "--close-draws",
-                                    "30", "--rho", "0.5", "--rho", "0.8", "--tau", "0.5", "-j", "1", "--expected",
-                                    str(EXPECTED)])  # fmt: skip
+    args = ["-n", "10", "--grid-draws", "20", "--close-draws", "30", "--rho", "0.5", "--rho", "0.8", "--tau", "0.5"]
+    res = CliRunner().invoke(main, ["oc", "--only", "faithful", *args, "-j", "1", "--expected", str(EXPECTED)])
     assert res.exit_code == 0, res.output
     each = int(re.search(r"simulated again on (\d+) fresh draws", res.output)[1])
     assert 15 <= each <= 30  # 90 draws asked of 6 cells at most
@@ -319,8 +318,8 @@ def test_uh_oc_laws_prints_each_null_under_each_law_the_rule_does_not_assume_wit
     4.9%, and no output of uh oc said so. `uh oc --only laws`: per law (t 3 df, chi-square 4 df, its mirror) C1's null
     through the whole procedure, held to RESULTS REPLICATED <= 5%, and each claim with no effect judged alone, held to
     SUPPORTED <= 5% and NOT SUPPORTED <= 2.5%; every one printed with its share and interval."""
-    res = CliRunner().invoke(main, ["oc", "--only", "laws", "--grid-draws", "10", "--close-draws", "10", "-j", "1",
-                                    "--expected", str(EXPECTED)])  # fmt: skip
+    args = ["--grid-draws", "10", "--close-draws", "10", "-j", "1", "--expected", str(EXPECTED)]
+    res = CliRunner().invoke(main, ["oc", "--only", "laws", *args])
     assert res.exit_code == 0, res.output
     table, found = res.output.split("\ntargets:")
     status = "^  (met|NOT MET|too close to call) +"
@@ -329,8 +328,8 @@ def test_uh_oc_laws_prints_each_null_under_each_law_the_rule_does_not_assume_wit
         assert re.search(rf"^{null} +10 +\d", table, re.M), law
         assert re.search(rf"{status}{null}, 10 draws: RESULTS REPLICATED <= 5% \( *[\d.]+ \[", found, re.M), law
         for claim in ("C1", "C2", "C3", "C4", "C5"):
-            assert re.search(rf"^  {re.escape(law)} +{claim}: SUPPORTED +[\d.]+ \[[\d.]+, [\d.]+\]%, NOT SUPPORTED",
-                             table, re.M), (law, claim)  # fmt: skip
+            row = rf"^  {re.escape(law)} +{claim}: SUPPORTED +[\d.]+ \[[\d.]+, [\d.]+\]%, NOT SUPPORTED"
+            assert re.search(row, table, re.M), (law, claim)
             for side in ("SUPPORTED <= 5%", "NOT SUPPORTED <= 2.5%"):
                 line = rf"{status}{claim} with no effect, {re.escape(law)}, 10 draws: {side} \("
                 assert re.search(line, found, re.M), (law, claim, side)
@@ -358,8 +357,9 @@ def test_the_settle_round_asks_no_more_draws_than_the_run_asked(monkeypatch: pyt
     assert oc.settle(parts, {"p": [10, 30]}, both, 1000, 0, 1) == ({"p": [20, 30]}, 20)
 
 
-def test_the_settle_round_says_what_it_does_and_counts_its_progress(capsys: pytest.CaptureFixture[str],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_settle_round_says_what_it_does_and_counts_its_progress(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 61: after the first round's "done" uh oc was silent for more than 6 minutes while it settled close cells,
     on a pseudo-terminal with no width (`script`), where no bar is drawn. Now the settle round says what it draws and
     why, counts every re-run in its progress, and, where no bar is drawn, prints a line at least every 15 s."""
@@ -377,6 +377,8 @@ def test_the_settle_round_says_what_it_does_and_counts_its_progress(capsys: pyte
     assert (progress.total, progress.count) == (20, 20)
     assert progress.every is not None and progress.every <= 15
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == ("uh oc: 1 simulation whose interval holds a target, again on 20 fresh draws each: 20 in all, at "
-                      "most the 40 the run asked of the simulations its targets read")  # fmt: skip
+    assert err[0] == (
+        "uh oc: 1 simulation whose interval holds a target, again on 20 fresh draws each: 20 in all, at most the 40 "
+        "the run asked of the simulations its targets read"
+    )
     assert re.fullmatch(r"uh oc: done, 20 of 20 re-runs in \d+ s", err[-1])
