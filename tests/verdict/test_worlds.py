@@ -3,14 +3,17 @@ redrawn paper tables derives are those each table's own expected set derives."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.worlds import Model, World, redrawn, tolerances
+from uniform_herding.verdict.worlds import LAWS, NOT_ASSUMED, Model, World, law_nulls, models, redrawn, tolerances
 
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
 WORLD = World.of(EXPECTED)
@@ -59,3 +62,25 @@ def test_the_batch_tolerances_are_those_each_redrawn_set_derives() -> None:
         sets = [redrawn(EXPECTED, WORLD, table) for table in paper]
         one_by_one = np.array([[[s.tolerance_for(r, m, k) for m in METRICS] for r in WORLD.runs] for s in sets])
         np.testing.assert_allclose(batch, one_by_one, rtol=0, atol=1e-9)
+
+
+def test_each_law_the_rule_does_not_assume_has_mean_0_sd_1_and_the_mirror_is_skewed_the_other_way() -> None:
+    """Issue 61: skewed noise one way errs on one side of a one-sided test, its mirror on the other, so uh oc draws
+    both. Each law is scaled to mean 0 and SD 1 (the paper's SD then scales it), the chi-square's skewness is
+    sqrt(8 / 4) = 1.41 and its mirror's -1.41, from the same stream negated."""
+    for law in NOT_ASSUMED:
+        z = LAWS[law](np.random.default_rng(5), (400_000,))
+        assert abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.02, law
+    skewed, mirrored = (LAWS[law](np.random.default_rng(5), (400_000,)) for law in ("skewed", "skewed, mirrored"))
+    np.testing.assert_array_equal(mirrored, -skewed)
+    assert stats.skew(skewed) == pytest.approx(math.sqrt(2), abs=0.05)
+
+
+def test_the_law_nulls_are_c1s_null_under_each_law() -> None:
+    """uh oc's nulls under the laws the rule does not assume: C1's B3 - B1 ACC without its true effect, one per law,
+    all else as the normal-law null it prints among the misses."""
+    null = next(m for m in models(EXPECTED) if m.nulls == (("B3", "B1", "acc"),))
+    found = law_nulls(EXPECTED)
+    assert [m.law for m in found] == list(NOT_ASSUMED)
+    assert all(replace(m, name=null.name, law="normal") == null for m in found)
+    assert [m.name for m in found] == [f"null C1: B3 acc = B1, {law}" for law in NOT_ASSUMED]

@@ -25,9 +25,9 @@ Claims (a difference the paper asserts, e.g. B3 - B1 ACC > 0), on per-seed diffe
     look), each comparison is decided at the first look that decides it, each look at its own level, and
     extended no further (procedure.claim_state); the levels either sum to 5% (a Bonferroni split, contradicting
     at alpha / 2m a look) or are exact group-sequential boundaries (verdict/boundaries.py, contradicting at the
-    level derived for the claim's m), so each comparison, every look counted, errs at most 5% on the supporting
-    side (and so the claim, all of whose comparisons must support it) and the claim at most 2.5% on the
-    contradicting side.
+    level derived for the claim's m), so with normal seed noise, as the t-test assumes, each comparison, every look
+    counted, errs at most 5% on the supporting side (and so the claim, all of whose comparisons must support it)
+    and the claim at most 2.5% on the contradicting side; skewed noise errs more (uh oc --only laws).
 Values carry a few decimals; a difference of them carries float noise (2.0000000000000018 for 2.00), so
 every rule compares at DECIMALS places.
 With fewer than MIN_SEEDS seeds on a side (metrics) or shared (claims) there is no interval and nothing

@@ -46,7 +46,7 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.procedure import replay
 from uniform_herding.verdict.words import VerdictKind
-from uniform_herding.verdict.worlds import CENTER, Model, World, models, pairs, tolerances
+from uniform_herding.verdict.worlds import CENTER, NOT_ASSUMED, Model, World, law_nulls, models, pairs, tolerances
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side's bound (its boundaries spend 2.45% / m of it)
@@ -56,7 +56,9 @@ TAU_TARGETED = 0.75  # the largest stack offset the targets hold the rule to; th
 FAITHFUL = {"a": "(a) the paper's means carry their sampling error",
             "b": "(b) the paper's means are the truth",
             "c": "(c) the paper's table redrawn, the set re-derived"}  # fmt: skip
+PROGRESS_EVERY = 10.0  # s: where no bar can be drawn (a log, a pipe, a terminal with no width), a line this often
 COMPUTE_CSV = "paper_compute.csv"  # seconds per run on the paper's Tesla T4 (tab:app-compute)
+LAW_CLAIMS = [(law, claim.claim_id) for law in NOT_ASSUMED for claim in PAPER_CLAIMS]  # the contradicts side per law
 
 
 # --- the procedure, through uh check's own functions ----------------------------------------------------------
@@ -213,7 +215,7 @@ def run_calls(parts: dict[str, list[Simulation]], seed: int | list[int], jobs: i
     calls = [(part, s) for part, simulations in parts.items() for s in simulations]
     seeds = np.random.SeedSequence(seed).spawn(len(calls))
     left = Counter(part for part, _ in calls)
-    progress = _progress = Progress("uh oc", total=sum(s.draws for _, s in calls), unit="re-run")
+    progress = _progress = Progress("uh oc", total=sum(s.draws for _, s in calls), unit="re-run", every=PROGRESS_EVERY)
 
     def finished(part: str) -> None:
         left[part] -= 1
@@ -272,12 +274,17 @@ def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, floa
             f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
 
 
-def contradicts(expected: Expected, claim_id: str, n: int, rng: np.random.Generator) -> tuple[tuple, tuple, int]:
-    """A claim with every comparison at zero true effect (faithful (b) truth at the grid's centre), judged by the
-    claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED), with intervals; n."""
+def contradicts(
+    expected: Expected, claim_id: str, n: int, law: str, rng: np.random.Generator
+) -> tuple[tuple, tuple, int]:
+    """A claim with every comparison at zero true effect (faithful (b) truth at the grid's centre, each seed's noise
+    of `law`), judged by the claim's procedure alone on every registered seed: P(NOT SUPPORTED) and P(SUPPORTED),
+    with intervals; n."""
     world, (rho, tau) = World.of(expected), CENTER
     nulls = tuple((other, run_id, metric) for claim, run_id, other, metric, _ in pairs(expected) if claim == claim_id)
-    model = Model(f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, nulls=nulls, null_c5=claim_id == "C5")
+    model = Model(
+        f"all of {claim_id} null", faithful="b", rho=rho, tau=tau, law=law, nulls=nulls, null_c5=claim_id == "C5"
+    )
     claim = next(c for c in PAPER_CLAIMS if c.claim_id == claim_id)
     seeds, decisions = expected.registered, Counter()
     for _ in counted(n):
@@ -463,22 +470,75 @@ def targets(done: dict[str, list[Any]], grid: list[tuple[str, float, float]], mi
         for i, (claim, (against, _, n)) in enumerate(zip(PAPER_CLAIMS, done["contradicts"], strict=True)):
             out.append(Target(f"{claim.claim_id} with no effect, {n} draws: NOT SUPPORTED <= {TARGET_AGAINST:.1%} "
                               f"({pct(against)})", against, TARGET_AGAINST, True, ("contradicts", i)))  # fmt: skip
+    return out + law_targets(done)
+
+
+def law_targets(done: dict[str, list[Any]]) -> list[Target]:
+    """The null targets under the seed noise laws the rule does not assume: C1's null through the whole procedure
+    passes at most TARGET_MISS of the time; each claim with no effect, judged alone, is supported at most TARGET_MISS
+    and contradicted at most TARGET_AGAINST of the time."""
+    if "law nulls" not in done:
+        return []
+    out = []
+    for i, (s, _) in enumerate(done["law nulls"]):
+        text = f"{s.model.name}, {s.n} draws: RESULTS REPLICATED <= {TARGET_MISS:.0%} ({pct(s.passed)})"
+        out.append(Target(text, s.passed, TARGET_MISS, True, ("law nulls", i)))
+    for i, ((law, claim_id), (against, supported, n)) in enumerate(zip(LAW_CLAIMS, done["law claims"], strict=True)):
+        head, at = f"{claim_id} with no effect, {law}, {n} draws", ("law claims", i)
+        out += [
+            Target(f"{head}: SUPPORTED <= {TARGET_MISS:.0%} ({pct(supported)})", supported, TARGET_MISS, True, at),
+            Target(
+                f"{head}: NOT SUPPORTED <= {TARGET_AGAINST:.1%} ({pct(against)})", against, TARGET_AGAINST, True, at
+            ),
+        ]
     return out
 
 
-def settle(parts: dict[str, list[Simulation]], done: dict[str, list[Any]], found: list[Target], draws: int, seed: int,
-           jobs: int) -> dict[str, list[Any]]:  # fmt: skip
-    """Each simulation with a target too close to call, simulated again on `draws` fresh draws (their own streams,
-    spawned from [seed, 1]) in place of the first: the figures stay independent of --jobs."""
-    again = sorted({t.at for t in found if t.close and parts[t.at[0]][t.at[1]].draws < draws})
+def settle(
+    parts: dict[str, list[Simulation]],
+    done: dict[str, list[Any]],
+    found: list[Target],
+    draws: int,
+    seed: int,
+    jobs: int,
+) -> tuple[dict[str, list[Any]], int]:
+    """Each simulation with a target too close to call, simulated again on fresh draws (their own streams, spawned
+    from [seed, 1]) in place of the first: the figures stay independent of --jobs. `draws` each (--close-draws), but
+    no more in all than the run asked of the simulations its targets read, so that a run asked for few draws does
+    not wait on many more. The results, and the draws each simulation simulated again took."""
+    asked = sum(parts[part][i].draws for part, i in {t.at for t in found})
+    close = sorted({t.at for t in found if t.close})
+    each = min(draws, asked // len(close)) if close else draws
+    again = [(part, i) for part, i in close if parts[part][i].draws < each]
     if not again:
-        return done
-    more = {f"{part} {i}": [replace(parts[part][i], draws=draws)] for part, i in again}
+        return done, each
+    click.echo(
+        f"uh oc: {len(again)} simulation{'s' * (len(again) > 1)} whose interval holds a target, again on {each:,} "
+        f"fresh draws each: {each * len(again):,} in all, at most the {asked:,} the run asked of the simulations its "
+        "targets read",
+        err=True,
+    )
+    more = {f"{part} {i}": [replace(parts[part][i], draws=each)] for part, i in again}
     redone = run_calls(more, [seed, 1], jobs)
     done = {part: list(results) for part, results in done.items()}
     for part, i in again:
         done[part][i] = redone[f"{part} {i}"][0]
-    return done
+    return done, each
+
+
+def law_lines(nulls: list[tuple[Summary, float]], claims: list[tuple[tuple, tuple, int]]) -> list[str]:
+    """What `uh oc` prints of the nulls under the seed noise laws the rule does not assume: C1's null through the
+    whole procedure, and each claim with no effect judged alone, per law."""
+    centre = f"rho {CENTER[0]:g}, tau {CENTER[1]:g}"
+    lines = [
+        "\nnulls under seed noise laws the rule does not assume (Student t 3 df, chi-square 4 df and its mirror, each "
+        f"scaled to the paper's SD), under (c) at {centre}:\n{HEADER}",
+        *(s.row(s.model.name) for s, _ in nulls),
+        f"each claim with every comparison at zero effect ((b) truth, {centre}), judged by its procedure alone:",
+    ]
+    for (law, claim_id), (against, supported, n) in zip(LAW_CLAIMS, claims, strict=True):
+        lines.append(f"  {law:16} {claim_id}: SUPPORTED {pct(supported)}%, NOT SUPPORTED {pct(against)}% ({n} draws)")
+    return lines
 
 
 RUNS_CSV = "procedure_runs.csv"  # the extra runs' distribution uh doctor prices on this GPU (not part of the set)
@@ -521,15 +581,17 @@ def derive_text(expected: Expected) -> list[str]:
 @click.option("--gating-draws", "gating_draws_", type=click.IntRange(min=10), default=2_000_000, show_default=True,
               help="Simulated re-runs per tau for the per-metric gating table: enough to order its worst metrics.")
 @click.option("--close-draws", type=click.IntRange(min=10), default=20000, show_default=True,
-              help="Fresh draws for a cell whose interval holds its target.")
+              help="Fresh draws for a cell whose interval holds its target; in all, no more than the run asked of "
+                   "the cells its targets read.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The simulation's random seed.")
 @click.option("--rho", "rhos", type=click.FloatRange(0.0, 1.0), multiple=True,
               help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
 @click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
               help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
-@click.option("--only", type=click.Choice(["faithful", "misses", "gating", "claims"]),
-              help="Print one part only (misses: with the contradicts side and the gating table; gating: that "
-                   "table; claims: what one claim alone costs).")
+@click.option("--only", type=click.Choice(["faithful", "misses", "laws", "gating", "claims"]),
+              help="Print one part only (misses: with the contradicts side and the gating table; laws: the nulls "
+                   "under seed noise laws the rule does not assume; gating: that table; claims: what one claim "
+                   "alone costs).")
 @click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=len(os.sched_getaffinity(0)), show_default="this "
@@ -567,15 +629,17 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_dr
                                 draws if (rho, tau) == CENTER else grid_draws, seconds, max_seeds)
                      for f, rho, tau in grid],
         "misses": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
-        "contradicts": [simulation(contradicts, expected, c.claim_id, grid_draws) for c in PAPER_CLAIMS],
+        "contradicts": [simulation(contradicts, expected, c.claim_id, grid_draws, "normal") for c in PAPER_CLAIMS],
+        "law nulls": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in law_nulls(expected)],
+        "law claims": [simulation(contradicts, expected, c, grid_draws, law) for law, c in LAW_CLAIMS],
         "gating": [simulation(gating_draws, expected, tau, gating_draws_) for tau in sweep],
         "claims": [simulation(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
     wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "gating": ["gating"],
-              "claims": ["claims"]}
+              "claims": ["claims"], "laws": ["law nulls", "law claims"]}
     parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
     click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
     done = run_calls(parts, seed, jobs)
-    done = settle(parts, done, targets(done, grid, misses), close_draws, seed, jobs)
+    done, close_draws = settle(parts, done, targets(done, grid, misses), close_draws, seed, jobs)
     if "faithful" in done:
         click.echo(f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):"
                    f"\n{HEADER}")
@@ -602,6 +666,8 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_dr
                    f"detectable miss, the smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of "
                    "the time")  # fmt: skip
         click.echo("\n".join(gating_lines(expected, done["gating"])))
+    if "law nulls" in done:
+        click.echo("\n".join(law_lines(done["law nulls"], done["law claims"])))
     if "claims" in done:
         click.echo(f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "
                    f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
