@@ -71,3 +71,13 @@ def test_uh_list_marks_the_runs_beyond_the_paper():
     assert marked == list(BEYOND_PAPER)
     assert any(line.startswith("r3") and "[vs B1: memory=uniform_herding]" in line for line in out)
     assert "group refresh: B1 B3 r1 r2 r3" in out
+
+
+def test_uh_list_fits_columns_wrapping_under_the_description_and_losing_nothing():
+    """Issue 61.5: each line of uh list fits COLUMNS (120 here; its longest line was 192), continued under the
+    description column; every word of --wide's lines is there, in order."""
+    lines = CliRunner(env={"COLUMNS": "120"}).invoke(main, ["list"]).output.splitlines()
+    wide = CliRunner().invoke(main, ["list", "--wide"]).output
+    assert max(map(len, lines)) <= 120 and " ".join(lines).split() == wide.split()
+    start = lines[0].index(RUNS["B0"].description)
+    assert all(line[:start].isspace() for line in lines if not line.startswith((*RUNS, "group")))

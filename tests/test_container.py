@@ -519,22 +519,37 @@ def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
 
 
 def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_terminal(reproduce, tmp_path):
-    """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on the T4, the whole procedure and
-    its most) before any run; where standard input is not a terminal it refuses without --yes in one line, and
-    goes on with it."""
+    """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on a CPU, in runs alone, the whole
+    procedure and its most) before any run; where standard input is not a terminal it refuses without --yes in one
+    line, and goes on with it."""
     results = str(tmp_path / "r")
     result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, FAKE_UH_REAL="price")
     assert result.returncode == 2
     assert calls == [["price", "--results-dir", results, "--device", "cpu"]]
-    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs, " in result.stdout
+    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs\n" in result.stdout
     assert "mean " in result.stdout and "at most, every look run" in result.stdout
     assert result.stderr.strip().splitlines()[-1] == ("reproduce.sh: standard input is not a terminal, so no one "
                                                       "can answer: pass --yes to start these runs")  # fmt: skip
     result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, "--yes", FAKE_UH_REAL="price")
     assert result.returncode == 0, result.stderr
-    assert "36 runs, " in result.stdout
+    assert ": 36 runs\n" in result.stdout
     assert calls[:2] == [["price", "--results-dir", results, "--device", "cpu"],
                          ["run", "B0", "--results-dir", results, "--device", "cpu"]]  # fmt: skip
+
+
+def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price_in_hours(reproduce, tmp_path):
+    """Issue 61.5 and 6: `COLUMNS=120 ./reproduce.sh all --device cpu` without a terminal prices (the real uh price),
+    then refuses; no line of uh price's or of reproduce.sh's own (here its `+ uh price` line, made long by the results
+    dir) is wider than 120, and the CPU, which the paper's T4 hours say nothing of, gets a line saying it has no price
+    in hours."""
+    results = tmp_path / ("r" * (100 - len(str(tmp_path)) - 1))  # a path of 100 characters: one word, never cut
+    result, calls = reproduce("all", "--device", "cpu", "--results-dir", str(results), FAKE_UH_REAL="price",
+                              COLUMNS="120")  # fmt: skip
+    assert result.returncode == 2 and [c[0] for c in calls] == ["price"], result.stderr
+    assert max(map(len, result.stdout.splitlines() + result.stderr.splitlines())) <= 120
+    said = " ".join(result.stderr.split())
+    assert said.startswith(f"reproduce.sh: + uh price --results-dir {results} --device cpu reproduce.sh: standard")
+    assert result.stdout.splitlines()[-1].startswith("no price in hours for this CPU until `uh doctor --profile paper")
 
 
 def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_run(tmp_path):
