@@ -550,8 +550,9 @@ def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price
     dir) is wider than 120, and the CPU, which the paper's T4 hours say nothing of, gets a line saying it has no price
     in hours."""
     results = tmp_path / ("r" * (100 - len(str(tmp_path)) - 1))  # a path of 100 characters: one word, never cut
-    result, calls = reproduce("all", "--device", "cpu", "--results-dir", str(results), FAKE_UH_REAL="price",
-                              COLUMNS="120")  # fmt: skip
+    result, calls = reproduce(
+        "all", "--device", "cpu", "--results-dir", str(results), FAKE_UH_REAL="price", COLUMNS="120"
+    )
     assert result.returncode == 2 and [c[0] for c in calls] == ["price"], result.stderr
     assert max(map(len, result.stdout.splitlines() + result.stderr.splitlines())) <= 120
     said = " ".join(result.stderr.split())
