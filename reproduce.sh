@@ -23,10 +23,10 @@ Targets:
   RUN_ID    one run ID, every seed: ${RUN_IDS[*]}; beyond the paper: ${BEYOND_PAPER_IDS[*]}
   all       first its price (uh price: runs and hours of the 36 runs and of the whole procedure,
             on the device that will train them: its own hours once uh doctor has timed it, else
-            the paper's T4 hours, named as such) and a question (y/N; --yes answers it);
-            refused at once where this machine cannot train the profile. Then the paper's
-            twelve run IDs in turn (finished runs are skipped; a
-            failed run does not stop the others and is reported at the end, after check and report),
+            on a GPU the paper's T4 hours, named as such, and on a CPU none, saying so) and a
+            question (y/N; --yes answers it); refused at once where this machine cannot train the
+            profile. Then the paper's twelve run IDs in turn (finished runs are skipped; a failed
+            run does not stop the others and is reported at the end, after check and report),
             then the procedure to a decided verdict, as 'next'. With --paper-runs-only, or seeds of
             your own (--seeds), it checks and reports once after the twelve. With --executor slurm:
             the whole procedure as Slurm jobs, to a decided verdict and its report, with no one at
@@ -73,7 +73,7 @@ Options:
                        terminal may close; run again while it is active: refused); for the others,
                        when it is done, check and report
                        (docs/cluster.md; UH_SLURM_* set partition, time, ...).
-                       Default: \$UH_EXECUTOR, else one run after another. Results do not depend on it
+                       Default: \$UH_EXECUTOR, else one run at a time. Results do not depend on it
   --cancel             all --executor slurm: cancel the results dir's chain (runs keep their
                        checkpoints); the same command without --cancel resumes from the results
   --jobs N             short for --executor local with N runs per GPU (N at once on a CPU)
@@ -87,7 +87,8 @@ SIGTERM or SIGINT (a scheduler, timeout, kill, Ctrl-C) is passed to the running 
 every finished run and task; the script then says how to go on and exits with 128 + the signal.
 
 Outside the container the first call creates ./.venv and installs the pinned project into it.
-Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the venv.
+Environment: UH=/path/to/uh uses that executable instead; PYTHON picks the interpreter for the
+venv.
 
 Examples:
   ./reproduce.sh smoke
@@ -99,7 +100,33 @@ Examples:
 EOF
 }
 
-log() { printf 'reproduce.sh: %s\n' "$*" >&2; }
+# The width a line may fill, as uh's (runs/terminal.py, columns): COLUMNS, else the terminal's, at least 100;
+# 120 where neither says (a pipe, a log).
+line_width() {
+    local width=${COLUMNS:-}
+    [[ -n "$width" || ! -t 2 ]] || width=$(stty size <&2 2>/dev/null) || true
+    width=${width##* }
+    [[ "$width" =~ ^[1-9][0-9]*$ ]] || width=120
+    printf '%s' $((width < 100 ? 100 : width))
+}
+LINE_WIDTH=$(line_width)
+readonly LINE_WIDTH
+
+# "reproduce.sh: TEXT" on standard error, wrapped at spaces to LINE_WIDTH as uh wraps its lines (terminal.py,
+# fit_line): continuation lines indented by 4, a word longer than a line (a path) never cut.
+log() {
+    local words word line="reproduce.sh:"
+    read -r -d '' -a words <<<"$*" || true
+    for word in ${words[@]+"${words[@]}"}; do
+        if [[ $((${#line} + 1 + ${#word})) -gt $LINE_WIDTH && "$line" != reproduce.sh: ]]; then
+            printf '%s\n' "$line" >&2
+            line="    $word"
+        else
+            line+=" $word"
+        fi
+    done
+    printf '%s\n' "$line" >&2
+}
 
 usage_error() {
     log "$*"

@@ -43,7 +43,7 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
 def test_uh_list_sizes_its_columns_from_the_names():
     """Each description starts in one column, after the longest name and two spaces: a column of fixed
     width ran r1's and r2's names into their descriptions."""
-    lines = CliRunner().invoke(main, ["list"]).output.splitlines()
+    lines = CliRunner().invoke(main, ["list", "--wide"]).output.splitlines()
     starts = set()
     for spec, line in zip(RUNS.values(), lines, strict=False):
         start = line.index(spec.description)
@@ -66,8 +66,18 @@ def test_uh_version_prints_the_version_and_this_checkouts_code_hash_without_torc
 
 
 def test_uh_list_marks_the_runs_beyond_the_paper():
-    out = CliRunner().invoke(main, ["list"]).output.splitlines()
+    out = CliRunner().invoke(main, ["list", "--wide"]).output.splitlines()
     marked = [line.split()[0] for line in out if "beyond the paper" in line]
     assert marked == list(BEYOND_PAPER)
     assert any(line.startswith("r3") and "[vs B1: memory=uniform_herding]" in line for line in out)
     assert "group refresh: B1 B3 r1 r2 r3" in out
+
+
+def test_uh_list_fits_columns_wrapping_under_the_description_and_losing_nothing():
+    """Issue 61.5: each line of uh list fits COLUMNS (120 here; its longest line was 192), continued under the
+    description column; every word of --wide's lines is there, in order."""
+    lines = CliRunner(env={"COLUMNS": "120"}).invoke(main, ["list"]).output.splitlines()
+    wide = CliRunner().invoke(main, ["list", "--wide"]).output
+    assert max(map(len, lines)) <= 120 and " ".join(lines).split() == wide.split()
+    start = lines[0].index(RUNS["B0"].description)
+    assert all(line[:start].isspace() for line in lines if not line.startswith((*RUNS, "group")))

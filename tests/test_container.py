@@ -497,6 +497,13 @@ def fake_uh(tmp_path: Path, in_container: bool = False, **env: str) -> dict[str,
     return {**environ, "FAKE_UH_LOG": str(tmp_path / "uh.log"), **env}
 
 
+def last_said(stderr: str) -> str:
+    """reproduce.sh's last message, its lines wrapped to the width (continued by 4 spaces: log's) joined again."""
+    lines = stderr.strip().splitlines()
+    start = max(i for i, line in enumerate(lines) if not line.startswith("    "))
+    return " ".join(line.strip() for line in lines[start:])
+
+
 @pytest.fixture
 def reproduce(tmp_path):
     """Run reproduce.sh with a fake uh, standard input not a terminal; returns (result, the list of uh argv's)."""
@@ -514,27 +521,43 @@ def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
     result, calls = reproduce("all", "--yes", FAKE_UH_FAIL="a2")
     assert result.returncode != 0
     assert calls == [["price"]] + [["run", run_id] for run_id in PAPER_RUNS] + [["check"], ["report"]]
-    last = result.stderr.strip().splitlines()[-1]
+    last = last_said(result.stderr)
     assert "FAILED" in last and "a2" in last and "B3" not in last
 
 
 def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_terminal(reproduce, tmp_path):
-    """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on the T4, the whole procedure and
-    its most) before any run; where standard input is not a terminal it refuses without --yes in one line, and
-    goes on with it."""
+    """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on a CPU, in runs alone, the whole
+    procedure and its most) before any run; where standard input is not a terminal it refuses without --yes in one
+    line, and goes on with it."""
     results = str(tmp_path / "r")
     result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, FAKE_UH_REAL="price")
     assert result.returncode == 2
     assert calls == [["price", "--results-dir", results, "--device", "cpu"]]
-    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs, " in result.stdout
+    assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs\n" in result.stdout
     assert "mean " in result.stdout and "at most, every look run" in result.stdout
-    assert result.stderr.strip().splitlines()[-1] == ("reproduce.sh: standard input is not a terminal, so no one "
+    assert last_said(result.stderr) == ("reproduce.sh: standard input is not a terminal, so no one "
                                                       "can answer: pass --yes to start these runs")  # fmt: skip
     result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, "--yes", FAKE_UH_REAL="price")
     assert result.returncode == 0, result.stderr
-    assert "36 runs, " in result.stdout
+    assert ": 36 runs\n" in result.stdout
     assert calls[:2] == [["price", "--results-dir", results, "--device", "cpu"],
                          ["run", "B0", "--results-dir", results, "--device", "cpu"]]  # fmt: skip
+
+
+def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price_in_hours(reproduce, tmp_path):
+    """Issue 61.5 and 6: `COLUMNS=120 ./reproduce.sh all --device cpu` without a terminal prices (the real uh price),
+    then refuses; no line of uh price's or of reproduce.sh's own (here its `+ uh price` line, made long by the results
+    dir) is wider than 120, and the CPU, which the paper's T4 hours say nothing of, gets a line saying it has no price
+    in hours."""
+    results = tmp_path / ("r" * (100 - len(str(tmp_path)) - 1))  # a path of 100 characters: one word, never cut
+    result, calls = reproduce(
+        "all", "--device", "cpu", "--results-dir", str(results), FAKE_UH_REAL="price", COLUMNS="120"
+    )
+    assert result.returncode == 2 and [c[0] for c in calls] == ["price"], result.stderr
+    assert max(map(len, result.stdout.splitlines() + result.stderr.splitlines())) <= 120
+    said = " ".join(result.stderr.split())
+    assert said.startswith(f"reproduce.sh: + uh price --results-dir {results} --device cpu reproduce.sh: standard")
+    assert result.stdout.splitlines()[-1].startswith("no price in hours for this CPU until `uh doctor --profile paper")
 
 
 def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_run(tmp_path):
@@ -562,7 +585,7 @@ def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_ru
     assert "the price of ./reproduce.sh all (profile smoke)" in result.stdout
     assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs" in result.stdout
     assert "at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs" in result.stdout
-    assert "pass --yes to start these runs" in result.stderr.strip().splitlines()[-1]
+    assert "pass --yes to start these runs" in last_said(result.stderr)
     result, calls = reproduce("--yes")
     assert [c[:2] for c in calls[:2]] == [["price", "--profile"], ["run", "B0"]], result.stderr
 
@@ -664,7 +687,7 @@ def test_all_follows_the_procedure_look_by_look_until_the_verdict_is_decided(rep
                      step_run("B3 a4", "4 5 6", "--results-dir", results),
                      ["check", "--results-dir", results],
                      ["report", "--results-dir", results]]  # fmt: skip
-    assert result.stderr.strip().splitlines()[-1] == "reproduce.sh: verdict NOT REPLICATED (look 3) (exit 1)"
+    assert last_said(result.stderr) == "reproduce.sh: verdict NOT REPLICATED (look 3) (exit 1)"
 
 
 def test_all_paper_runs_only_stops_after_the_36_runs(reproduce, tmp_path):
@@ -695,7 +718,7 @@ def test_next_follows_an_incomplete_verdicts_next_step_too(reproduce, tmp_path):
     assert calls == [["check", "--results-dir", results],
                      step_run(others, "1993 2023 42", "--results-dir", results),
                      ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
-    assert result.stderr.strip().splitlines()[-1] == "reproduce.sh: verdict EXPECTED SET MATCHED (look 2) (exit 6)"
+    assert last_said(result.stderr) == "reproduce.sh: verdict EXPECTED SET MATCHED (look 2) (exit 6)"
 
 
 def test_next_says_when_report_failed_after_a_passing_check(reproduce, tmp_path):
@@ -706,7 +729,7 @@ def test_next_says_when_report_failed_after_a_passing_check(reproduce, tmp_path)
     result, _ = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})),
                           FAKE_UH_FAIL_COMMAND="report", FAKE_UH_STATUS="1")  # fmt: skip
     assert result.returncode == 1, result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
+    assert last_said(result.stderr) == (
         "reproduce.sh: verdict RESULTS REPLICATED (look 1) (uh check exit 0); uh report failed (exit 1)")
 
 
@@ -720,7 +743,7 @@ def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, t
     assert result.returncode == 1, result.stderr
     assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results),
                      ["check", "--results-dir", results]]  # fmt: skip
-    last = result.stderr.strip().splitlines()[-1]
+    last = last_said(result.stderr)
     assert "again" in last and "B1 B3" in last and "1 2 3" in last
 
 
@@ -735,7 +758,7 @@ def test_next_refuses_a_next_step_it_ran_before_not_only_the_last(reproduce, tmp
     check = ["check", "--results-dir", results]
     assert calls == [check, step_run("B1 B3", "1 2 3", "--results-dir", results), check,
                      step_run("B3 a4", "4 5 6", "--results-dir", results), check]  # fmt: skip
-    last = result.stderr.strip().splitlines()[-1]
+    last = last_said(result.stderr)
     assert "asks again for B1 B3 on seeds 1 2 3, which ran before" in last
 
 
@@ -750,7 +773,7 @@ def test_next_stops_after_the_procedures_looks_plus_one_steps(reproduce, tmp_pat
     assert result.returncode == 1, result.stderr
     assert [c for c in calls if c[0] == "run"] == [step_run("B3", s, "--results-dir", results) for s in "123"]
     assert calls[-1][0] == "check"
-    assert result.stderr.strip().splitlines()[-1] == (
+    assert last_said(result.stderr) == (
         "reproduce.sh: next_step asks for B3 on seeds 4 after 3 steps, the most its procedure can need (its 2 "
         "looks + 1); stopping: see uh check's output above and uh status")
 
@@ -784,7 +807,7 @@ def test_a_signal_to_the_script_reaches_the_running_uh_and_says_how_to_go_on(tmp
             os.kill(uh, signal.SIGKILL)  # the old script left it running
     assert marker.read_text().split()[1:] == ([signum.name] if target == "next" else [])  # uh run's handler: once
     assert script.returncode == 128 + signum
-    assert stderr.strip().splitlines()[-1] == (
+    assert last_said(stderr) == (
         f"reproduce.sh: stopped by {signum.name} (exit {128 + signum}); finished runs are kept and an interrupted "
         f"run resumes from its last finished task: {how}")
 
@@ -798,7 +821,7 @@ def test_next_stops_when_a_next_step_run_fails(reproduce, tmp_path, status, code
                               FAKE_UH_FAIL="B1", FAKE_UH_STATUS=status)  # fmt: skip
     assert result.returncode == code
     assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results)]
-    assert "B1 B3 on seeds 1 2 3" in result.stderr.strip().splitlines()[-1]
+    assert "B1 B3 on seeds 1 2 3" in last_said(result.stderr)
 
 
 def test_next_fails_when_report_fails(reproduce, tmp_path):
@@ -945,7 +968,7 @@ def test_the_venv_on_an_nvidia_host_tries_the_papers_cu128_torch_then_falls_back
     first, second = pip_log.read_text().splitlines()
     assert "torch==2.11.0+cu128" in first and "https://download.pytorch.org/whl/cu128" in first
     assert "could not be reached: installing PyPI's torch 2.11.0 (CUDA 13.0), which needs NVIDIA driver >= 580" in (
-        result.stderr
+        " ".join(result.stderr.split())  # however the line is wrapped
     )
     assert "-c constraints-cu130.txt" in second and second.endswith("-e .[dev]")
     if not Path("/proc/driver/nvidia/version").exists():  # a host without NVIDIA: PyPI's torch, nothing tried

@@ -407,10 +407,25 @@ def test_one_table_holds_every_exit_code_as_words_py_gives_it() -> None:
     codes 0-6, each verdict once, 130 and 143."""
     table = rendered_tables(subsection(EXPECTED_README, EXIT_TABLE))[0]
     assert table[0][:2] == ["exit", "word"]
-    rows = [(int(code), re.match(r"`([A-Z ]+?)(?: \(|`)", word)) for code, word, *_ in table[1:]]
+    rows = [
+        (int(code), re.match(r"`([A-Z ]+?)(?: \(|`)", word))
+        for code, word, *_ in table[1:]
+        if "./reproduce.sh all" not in word  # its rows where it does not start: the next test's
+    ]
     assert {(m.group(1), code) for code, m in rows if m} == {(v.value, v.code) for v in VerdictKind}
     assert [code for code, m in rows if not m] == [EXIT_INPUT, 128 + signal.SIGINT, 128 + signal.SIGTERM]
     assert sorted({code for code, _ in rows}) == [*range(7), 130, 143]
+
+
+def test_the_exit_code_table_has_reproduce_sh_alls_codes_where_it_does_not_start() -> None:
+    """Issue 61.7: `./reproduce.sh all` that does not start exits 1 (a "no" to its question, or uh price's refusal:
+    `|| exit $?`) or 2 (no terminal to answer it; tests/test_container.py runs each); the table has a row of its
+    own for each code, as agree_to_price exits."""
+    table = rendered_tables(subsection(EXPECTED_README, EXIT_TABLE))[0]
+    rows = [(int(code), when) for code, word, when, *_ in table[1:] if "./reproduce.sh all" in word]
+    agree = (ROOT / "reproduce.sh").read_text().split("\nagree_to_price() {\n")[1].split("\n}\n")[0]
+    assert sorted(code for code, _ in rows) == sorted(map(int, re.findall(r"exit (\d)\b", agree))) == [1, 2]
+    assert all("nothing was run" in when for _, when in rows)
 
 
 # A verdict word paired with an exit code (`INCOMPLETE` (exit 3), NOT REPLICATED (1)): a list of codes of its own.

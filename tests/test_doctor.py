@@ -1,6 +1,7 @@
 """`uh doctor`: the preflight passes on this CPU, says it is a CPU, prints estimates, and can fail."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -123,34 +124,36 @@ def test_uh_price_on_the_smoke_profile_with_a_registered_procedure(tmp_path, mon
     52), else runs alone, saying so."""
     expected_root(tmp_path, "[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\nalpha = [0.01, 0.04]\n")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "1000")  # no line wrapped, however long this CPU's name
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
     cpu = trains_on(torch.device("cpu"))[0]
     assert res.output.splitlines() == [
-        f"the price of ./reproduce.sh all (profile smoke), one run at a time on {cpu}; hours: none until `uh doctor "
-        "--profile smoke --device cpu` has timed them:",
+        f"the price of ./reproduce.sh all (profile smoke), one run at a time on {cpu}:",
         "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs",
         "  at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs",
+        "no price in hours for this CPU until `uh doctor --profile smoke --device cpu` times it",
     ]  # fmt: skip
     (tmp_path / "r").mkdir()
     timed = {"profile": "smoke", "device": "cuda:0", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}
     (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed))  # a GPU's times: not this CPU's
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
-    assert res.exit_code == 0 and "hours: none until `uh doctor --profile smoke --device cpu`" in res.output
+    assert res.exit_code == 0 and "no price in hours for this CPU until `uh doctor --profile smoke" in res.output
     (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed | {"device": "cpu"}))
     res = CliRunner().invoke(main, ["price", "--profile", "smoke", "--results-dir", "r"])
     assert res.exit_code == 0, res.output
-    assert f"on {cpu}; hours: this CPU's own, as uh doctor timed them (r/doctor.json):" in res.output
+    assert "  hours: this CPU's own, as uh doctor timed them (r/doctor.json)" in res.output.splitlines()
     assert "36 runs, 36.0 min" in res.output and "56 runs, 56.0 min" in res.output
 
 
 def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_path, monkeypatch):
-    """The shipped set on the paper's T4 seconds (expected_results/paper_compute.csv): the 36 runs as the
-    reproducing guide tables them, the whole procedure as uh doctor prices procedure_runs.csv, and at most
-    claims C1-C5's run IDs on 20 seeds."""
+    """The shipped set on the paper's T4 seconds (expected_results/paper_compute.csv) for GPUs (here the Slurm
+    nodes'): the 36 runs as the reproducing guide tables them, the whole procedure as uh doctor prices
+    procedure_runs.csv, and at most claims C1-C5's run IDs on 20 seeds."""
     monkeypatch.chdir(ROOT)
-    res = CliRunner().invoke(main, ["price", "--device", "cpu", "--results-dir", str(tmp_path)])
-    assert res.exit_code == 0, res.output
+    monkeypatch.setenv("COLUMNS", "120")
+    res = CliRunner().invoke(main, ["price", "--executor", "slurm", "--results-dir", str(tmp_path)])
+    assert res.exit_code == 0 and max(map(len, res.output.splitlines())) <= 120, res.output  # issue 61.5
     t4 = pd.read_csv(ROOT / "expected_results" / "paper_compute.csv").set_index("run_id")["seconds_mean"]
     whole = procedure_seconds({r: {"total_s": t4[r]} for r in PAPER_RUNS},
                               pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
@@ -158,15 +161,34 @@ def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_
                              pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
     claims = ["B1", "B2", "B3", "a1", "a2", "a4", "s1", "s2", "s3", "s4"]
     most = 20 * t4[claims].sum() + 3 * t4[["B0", "a3"]].sum()
-    # issue 52: the device that will train named, and the T4's hours named as such, not as this CPU's
-    assert res.output.splitlines()[0] == (
-        f"the price of ./reproduce.sh all (profile paper), one run at a time on {trains_on(torch.device('cpu'))[0]}; "
-        "hours: the paper's Tesla T4's (expected_results/paper_compute.csv), not this CPU's: `uh doctor --profile "
-        "paper --device cpu` times them:")  # fmt: skip
+    # issue 52: the device that will train named, and the T4's hours named as such, not as the nodes'
+    header = "the price of ./reproduce.sh all (profile paper), one run at a time on the Slurm nodes' devices:"
+    assert res.output.splitlines()[0] == header
+    hours = (
+        "hours: the paper's Tesla T4's (expected_results/paper_compute.csv), not the nodes': `uh doctor --profile "
+        "paper` times them"
+    )
+    assert f"devices: {hours} the paper's 12 run IDs" in " ".join(res.output.split())  # however it is wrapped
     assert f"36 runs, {duration(3 * t4.sum())}" in res.output
     assert (f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
             f"{duration(whole['p90_s'])}") in res.output
     assert f"on 20 seeds, the others' on 3): 206 runs, {duration(most)}" in res.output
+
+
+def test_uh_price_of_a_cpu_without_its_timing_says_in_a_short_line_that_it_has_none(tmp_path, monkeypatch):
+    """Issue 61.6: the paper's hours are a Tesla T4's, a GPU's, and say nothing of a CPU's: on a CPU that uh doctor
+    has not timed, uh price gives the runs alone and says, in a short line of its own, that no price in hours
+    exists until uh doctor times it; every line fits COLUMNS (issue 61.5)."""
+    monkeypatch.chdir(ROOT)
+    res = CliRunner(env={"COLUMNS": "120"}).invoke(main, ["price", "--device", "cpu", "--results-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[-1] == (
+        "no price in hours for this CPU until `uh doctor --profile paper --device cpu` times it (the paper's hours "
+        "are a GPU's)"
+    )
+    assert "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs" in lines
+    assert not re.search(r"\d (h|min)\b", res.output) and max(map(len, lines)) <= 120
 
 
 def test_uh_price_refuses_a_machine_that_cannot_train_the_profile_in_one_line(tmp_path, monkeypatch):

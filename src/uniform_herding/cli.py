@@ -94,8 +94,12 @@ def main() -> None:
 
 
 @main.command("list", short_help="The run IDs, what each changes, and the groups.")
-def list_runs() -> None:
+@click.option("--wide", is_flag=True, help="Lines as long as they are (else wrapped to COLUMNS, 120 where unset).")
+def list_runs(wide: bool) -> None:
     """Print every run ID with what it changes, then the groups `uh run` accepts."""
+    from uniform_herding.runs.terminal import columns, fit_line
+
+    width = columns(wide)
     id_width, name_width = (max(len(getattr(spec, f)) for spec in RUNS.values()) for f in ("run_id", "name"))
     for spec in RUNS.values():
         changes = ", ".join(f"{k}={v}" for k, v in spec.changes.items()) or "(the method itself)"
@@ -104,9 +108,10 @@ def list_runs() -> None:
             vs_base = differences(spec.run_id, spec.base)
             changes = f"vs {spec.base}: " + ", ".join(f"{k}={v}" for k, v in vs_base.items())
             mark = "  [beyond the paper: no paper value]"
-        click.echo(f"{spec.run_id:{id_width}}  {spec.name:{name_width}}  {spec.description}  [{changes}]{mark}")
+        line = f"{spec.run_id:{id_width}}  {spec.name:{name_width}}  {spec.description}  [{changes}]{mark}"
+        click.echo(fit_line(line, width, indent=" " * (id_width + name_width + 4)))  # under the description
     for group, ids in RUN_GROUPS.items():
-        click.echo(f"group {group}: {' '.join(ids)}")
+        click.echo(fit_line(f"group {group}: {' '.join(ids)}", width))
 
 
 @main.command("quotas", short_help="Per-class quota after each task (the paper's appendix).")

@@ -12,8 +12,8 @@ Three parts, each printed as PASS / WARN / FAIL lines and written to a JSON repo
                next_step asks for), mean and 90th percentile over uh oc's simulated faithful re-runs.
 Exit status 0 when nothing FAILs (WARNs allowed), 1 otherwise.
 
-`uh price`, from that timing (else from the paper's T4 seconds), says what `./reproduce.sh all` will cost
-before it starts, and refuses a machine that cannot train the profile once rather than at every run.
+`uh price`, from that timing (else, for a GPU, from the paper's T4 seconds), says what `./reproduce.sh all` will
+cost before it starts, and refuses a machine that cannot train the profile once rather than at every run.
 """
 
 from __future__ import annotations
@@ -36,12 +36,11 @@ import pandas as pd
 from uniform_herding.catalogue import PAPER_RUNS, PROFILES, resolve
 from uniform_herding.estimate import estimates, price, procedure_seconds
 from uniform_herding.method.config import DEVICES, SEEDS, TRAINING_ENVIRONMENT, Config
-from uniform_herding.runs.terminal import Progress, duration
+from uniform_herding.runs.terminal import HEARTBEAT_S, Progress, columns, duration, fit_line
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
 CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per paper-size step
-HEARTBEAT_S = 8.0  # away from a terminal, a line at least this often while a step is timed: under 10 s of silence
 TIMING_STEPS = {"cpu": 3, "cuda": 30}  # the timed fit's fewest steps beyond the one-step fit it is compared with:
 # on a GPU a step lasts ~20 ms, and 3 of them read 26.9 ms on an H200 where bench's 108 read 18.41 ms
 MIN_TIMED_S, MAX_TIMING_STEPS = 2.0, 30  # more steps where the fewest take under 2 s: a smoke step on a shared CPU
@@ -317,17 +316,17 @@ def _procedure_runs_csv() -> Path | None:
     return path if path.is_file() else None
 
 
-def trains_on(device) -> tuple[str, str]:
-    """The device the runs will train on (None: a Slurm node's), as the price names it, and its possessive: "this
-    machine's CPU (AMD EPYC, AVX512)", "this CPU's"."""
+def trains_on(device) -> tuple[str, str, str]:
+    """The device the runs will train on (None: a Slurm node's), as the price names it, short and possessive: "this
+    machine's CPU (AMD EPYC, AVX512)", "this CPU", "this CPU's"."""
     if device is None:
-        return "the Slurm nodes' devices", "the nodes'"
+        return "the Slurm nodes' devices", "the nodes", "the nodes'"
     from uniform_herding.runs.run import device_name
 
     kind, _, name = device_name(device).partition(": ")
     model, _, detail = name.removesuffix(")").rpartition(" (")  # a CPU's model (its instruction set)
     kind = "GPU" if kind == "cuda" else "CPU"
-    return f"this machine's {kind} ({f'{model}, {detail}' if model else name})", f"this {kind}'s"
+    return f"this machine's {kind} ({f'{model}, {detail}' if model else name})", f"this {kind}", f"this {kind}'s"
 
 
 def measure(device, precision: str, cfg: Config, data_dir: Path) -> dict[str, float | None]:
@@ -522,7 +521,8 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
                   executor: str | None) -> None:
     """What `./reproduce.sh all` costs, before it runs: the paper's runs and the whole procedure (mean, 90th
     percentile, most), in runs and hours, on this machine where `uh doctor` timed it, else on the paper's
-    Tesla T4. Refused in one line where this machine cannot train the profile, as each `uh run` would be."""
+    Tesla T4 for a GPU; for a CPU without its timing, in runs and a line saying it has no price in hours.
+    Refused in one line where this machine cannot train the profile, as each `uh run` would be."""
     from uniform_herding.report.load import doctor_estimates
     from uniform_herding.runs.devices import DeviceError, select
     from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
@@ -546,32 +546,43 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
 
     timed = results_dir / "doctor.json"
     seconds = doctor_estimates(timed, profile, None if chosen is None else chosen.type)
-    on, its = trains_on(chosen)
+    on, this, its = trains_on(chosen)
     timer = f"`uh doctor --profile {profile}" + ("`" if chosen is None else f" --device {chosen.type}`")
     hours = (f"{its} own, as uh doctor timed them ({timed})" if chosen is not None else
              f"this machine's, as uh doctor timed them ({timed}), not necessarily {its}")  # fmt: skip
-    if not seconds and profile == "paper" and expected is not None:
+    on_cpu = chosen is not None and chosen.type == "cpu"  # the T4's hours, a GPU's, say nothing of a CPU's
+    if not seconds and profile == "paper" and expected is not None and not on_cpu:
         seconds = paper_seconds(expected)
         hours = f"the paper's Tesla T4's (expected_results/paper_compute.csv), not {its}: {timer} times them"
-    elif not seconds:
-        hours = f"none until {timer} has timed them"
     runs = price(dict.fromkeys(PAPER_RUNS, 1.0), len(seeds or SEEDS), procedure, extra_runs)
     cost = price(seconds, len(seeds or SEEDS), procedure, extra_runs) if seconds else {}
+    width = columns()
+
+    def echo(text: str) -> None:
+        click.echo(fit_line(text, width))
 
     def both(key: str) -> str:
         n = f"{runs[key]:.0f}" if runs[key] == round(runs[key]) else f"{runs[key]:.1f}"
         return f"{n} runs" + (f", {duration(cost[key])}" if cost else "")
 
-    click.echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {on}; hours: {hours}:")
-    click.echo(f"  the paper's {len(PAPER_RUNS)} run IDs on seeds {' '.join(map(str, seeds or SEEDS))}: "
-               f"{both('paper')}")
+    echo(f"the price of ./reproduce.sh all (profile {profile}), one run at a time on {on}:")
+    if cost:
+        echo(f"  hours: {hours}")
+    echo(f"  the paper's {len(PAPER_RUNS)} run IDs on seeds {' '.join(map(str, seeds or SEEDS))}: {both('paper')}")
     if seeds:
-        click.echo("  then no procedure: it takes the registered seeds only (./reproduce.sh next)")
+        echo("  then no procedure: it takes the registered seeds only (./reproduce.sh next)")
     elif procedure is None:
-        click.echo(f"  then nothing more: {directory} registers no [procedure]")
+        echo(f"  then nothing more: {directory} registers no [procedure]")
     else:
         if extra_runs is not None:
-            click.echo(f"  the whole procedure, to a decided verdict (as in uh oc's faithful re-runs, {runs_csv.name}):"
-                       f" mean {both('mean')}; 90th percentile {both('p90')}")  # fmt: skip
-        click.echo(f"  at most, every look run (claims C1-C5's run IDs on {procedure.looks[-1]} seeds, the others' on "
-                   f"{len(SEEDS)}): {both('most')}")  # fmt: skip
+            echo(f"  the whole procedure, to a decided verdict (as in uh oc's faithful re-runs, {runs_csv.name}):")
+            echo(f"    mean {both('mean')}; 90th percentile {both('p90')}")
+        echo(
+            f"  at most, every look run (claims C1-C5's run IDs on {procedure.looks[-1]} seeds, the others' on "
+            f"{len(SEEDS)}): {both('most')}"
+        )
+    if not cost:
+        echo(
+            f"no price in hours for {this} until {timer} times it"
+            + (" (the paper's hours are a GPU's)" if on_cpu and profile == "paper" else "")
+        )

@@ -492,6 +492,23 @@ def test_a_figure_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path
             assert all(ax.has_data() for ax in spec.draw(runs).axes), spec.stem
 
 
+def test_uh_report_says_each_stage_on_standard_error(tmp_path: Path) -> None:
+    """Issue 61.5: uh report was silent for 44 s. Away from a terminal it says each stage on standard error as it
+    ends (runs/terminal.Progress): the results read, the tables made, each figure drawn, the summary written; its
+    own lines stay on standard output."""
+    results = tmp_path / "results"
+    for seed in (1993, 2023):
+        write(results, fake_result("B3", seed, "smoke", 5))
+    res = CliRunner().invoke(main, ["report", "--results-dir", str(results)])
+    assert res.exit_code == 0, res.output
+    drawn = {p.stem for p in (results / "report" / "figures").glob("*.png")}
+    stages = [line.split(" (")[0] for line in res.stderr.splitlines() if not line.endswith(" so far")]  # a heartbeat
+    assert stages[0] == "uh report ..." and stages[-1].startswith(f"uh report: done, {len(drawn)} figures in ")
+    assert stages[1] == "uh report: read 2 results" and re.fullmatch(r"uh report: \d+ tables made", stages[2])
+    assert sorted(stages[3:-2]) == sorted(f"uh report: figure {stem} drawn" for stem in drawn)
+    assert stages[-2] == "uh report: summary written" and "uh report" not in res.stdout
+
+
 def test_every_reported_metric_is_shown_for_every_run_with_its_docstrings_definition(tmp_path: Path) -> None:
     """Issue 36: the summary's reported metrics listed the named run IDs only, with a text written for AIA alone.
     Every metric of metrics.REPORTED now has a column, every run of the folder (variants too) a row, and each metric

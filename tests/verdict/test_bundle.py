@@ -144,6 +144,24 @@ def test_results_that_lack_the_stack_and_the_code_hash_get_this_machines_stack_s
     assert all("not recorded by the run" in e["description"] for e in action["environment"])
 
 
+def test_uh_bundle_says_each_stage_on_standard_error(finished_result, tmp_path) -> None:
+    """Issue 61.5: uh bundle was silent for 19 s (most of it torch's import). Away from a terminal it says each stage
+    on standard error as it ends (runs/terminal.Progress): the results read, torch imported, the runs described, then
+    done; its one line stays on standard output."""
+    for seed in (SEED, 2023):
+        finished_result(tmp_path / "r", "B3", seed)
+    res = uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+    assert res.exit_code == 0, res.output
+    stages = [line.split(" (")[0] for line in res.stderr.splitlines() if not line.endswith(" so far")]  # a heartbeat
+    assert stages[:-1] == [
+        "uh bundle ...",
+        "uh bundle: read 2 runs: 2 files to bundle",
+        "uh bundle: torch imported: this machine's stack, for the runs that did not record theirs",
+        "uh bundle: each run described",
+    ]
+    assert stages[-1].startswith("uh bundle: done in ") and res.stdout.startswith(f"wrote {tmp_path / 'b.zip'}: 2 runs")
+
+
 # --- uh bundle's refusals -----------------------------------------------------------------------------------------
 
 

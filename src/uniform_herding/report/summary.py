@@ -38,6 +38,7 @@ from uniform_herding.report.load import Runs, compared_with, load_runs, seeds_of
 from uniform_herding.report.sweep_figures import sweep_specs, variant_specs
 from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, tables_left_out
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
+from uniform_herding.runs.terminal import HEARTBEAT_S, Progress
 from uniform_herding.verdict.aggregate import InputError, summarize
 from uniform_herding.verdict.check import tally
 from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_claims, check_variants
@@ -269,33 +270,41 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
     """Every table, figure and the summary under `out`, every variant compared with run ID `base` where given
     (--base; else with its own base, catalogue.base_of); returns the files written.
 
+    Its progress goes to standard error (runs/terminal.Progress: a line per stage, a figure each).
     All of it is written into a staging folder beside `out` first and moved in only when complete,
     so a full or read-only disk leaves `out` as it was (or absent), never a partial report. Files
     are moved one by one, not `out` swapped whole: `out` may be a folder with other files (paper/).
     """
-    runs = load_runs(results_dir)
-    runs = dataclasses.replace(compared_with(runs, base) if base else runs, paper=published_values(runs, overlay, echo))
-    tables = tables_for(runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        staged = []
-        for table in tables:
-            for ext, text in (("tex", table.latex()), ("md", table.markdown())):
-                staged.append(staging / "tables" / f"{table.stem}.{ext}")
+    with Progress("uh report", unit="figure", every=HEARTBEAT_S) as progress:  # a line per stage: tens of seconds
+        runs = load_runs(results_dir)
+        paper = published_values(runs, overlay, echo)
+        runs = dataclasses.replace(compared_with(runs, base) if base else runs, paper=paper)
+        progress.stage(f"read {len(runs.per_seed)} results")
+        tables = tables_for(runs)
+        progress.stage(f"{len(tables)} tables made")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+        try:
+            staged = []
+            for table in tables:
+                for ext, text in (("tex", table.latex()), ("md", table.markdown())):
+                    staged.append(staging / "tables" / f"{table.stem}.{ext}")
+                    write_text_atomic(staged[-1], text)
+            for spec in figures_for(runs):
+                staged += save(spec, runs, staging / "figures")
+                progress.advance()
+                progress.stage(f"figure {spec.stem} drawn")
+            blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
+            for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
+                staged.append(staging / name)
                 write_text_atomic(staged[-1], text)
-        for spec in figures_for(runs):
-            staged += save(spec, runs, staging / "figures")
-        blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
-        for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
-            staged.append(staging / name)
-            write_text_atomic(staged[-1], text)
-        written = [out / path.relative_to(staging) for path in staged]
-        for path, target in zip(staged, written, strict=True):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            progress.stage("summary written")
+            written = [out / path.relative_to(staging) for path in staged]
+            for path, target in zip(staged, written, strict=True):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     missing = runs.missing(runs.shown())
     echo(f"profile {runs.profile}: {len(runs.per_seed)} results; missing run IDs: {', '.join(missing) or 'none'}")
     for line in (left_out(runs), tables_left_out(runs)):

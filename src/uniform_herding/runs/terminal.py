@@ -25,6 +25,7 @@ from typing import Literal
 
 MIN_COLUMNS, DEFAULT_COLUMNS = 100, 120
 WRAP_INDENT = "    "  # a wrapped column's cell and a long line's continuation start here
+HEARTBEAT_S = 8.0  # Progress's `every` for long work: away from a terminal, a line at least this often (under 10 s)
 
 
 def columns(wide: bool = False) -> int | None:
@@ -80,12 +81,13 @@ def fit_table(table: list[Column], width: int | None) -> list[str]:
     return lines
 
 
-def fit_line(text: str, width: int | None) -> str:
-    """`text` wrapped at spaces to `width` (None: as it is), its continuation lines indented past its own indent; a
-    word longer than the width (a path) is never cut."""
+def fit_line(text: str, width: int | None, indent: str | None = None) -> str:
+    """`text` wrapped at spaces to `width` (None: as it is), its continuation lines indented by `indent` (default:
+    past its own indent; a table's last column: under that column); a word longer than the width (a path) is never
+    cut."""
     if width is None or len(text) <= width:
         return text
-    indent = text[: len(text) - len(text.lstrip(" "))] + WRAP_INDENT
+    indent = text[: len(text) - len(text.lstrip(" "))] + WRAP_INDENT if indent is None else indent
     return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
                                    break_on_hyphens=False))  # fmt: skip
 

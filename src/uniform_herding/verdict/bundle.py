@@ -55,7 +55,7 @@ from uniform_herding.runs.results import (
     stack_labels,
     write_atomic,
 )
-from uniform_herding.runs.terminal import columns, fit_line
+from uniform_herding.runs.terminal import HEARTBEAT_S, Progress, columns, fit_line
 
 METADATA = "ro-crate-metadata.json"
 MANIFEST = "manifest-sha256.txt"
@@ -245,25 +245,31 @@ def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, F
 
 
 def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int, int]:
-    """Write `results_dir` as a bundle at `out`, atomically and never over a file; (runs, files) bundled."""
-    from uniform_herding.runs.run import stack
-
+    """Write `results_dir` as a bundle at `out`, atomically and never over a file; (runs, files) bundled. Its progress
+    goes to standard error (runs/terminal.Progress: a line per stage; torch's import alone takes seconds)."""
     if out.exists():
         raise BundleError(f"{out} exists; uh bundle never overwrites a file: choose another -o name")
-    try:
-        results = load_results(results_dir)
-    except ResultError as e:
-        raise BundleError(str(e)) from None
-    files = bundled_files(results_dir, results, with_weights)
-    import torch
+    with Progress("uh bundle", every=HEARTBEAT_S) as progress:
+        try:
+            results = load_results(results_dir)
+        except ResultError as e:
+            raise BundleError(str(e)) from None
+        files = bundled_files(results_dir, results, with_weights)
+        progress.stage(f"read {len(results)} runs: {len(files)} files to bundle")
+        import torch
 
-    crate, parts = crate_of(results, files, stack(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
-    try:
-        write_atomic(out, lambda f: _zip(f, crate, files, parts), replace=False)
-    except FileExistsError:
-        raise BundleError(f"{out} appeared while the bundle was written; choose another -o name") from None
-    except OSError as e:
-        raise BundleError(f"cannot write {out} ({e.strerror or e}); choose a writable -o path") from None
+        from uniform_herding.runs.run import stack
+
+        here = stack(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        progress.stage("torch imported: this machine's stack, for the runs that did not record theirs")
+        crate, parts = crate_of(results, files, here)
+        progress.stage("each run described (the RO-Crate's metadata); zipping")
+        try:
+            write_atomic(out, lambda f: _zip(f, crate, files, parts), replace=False)
+        except FileExistsError:
+            raise BundleError(f"{out} appeared while the bundle was written; choose another -o name") from None
+        except OSError as e:
+            raise BundleError(f"cannot write {out} ({e.strerror or e}); choose a writable -o path") from None
     return len(results), len(files) + 2
 
 
