@@ -262,3 +262,31 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
         assert any(line.startswith(f"{step}: done") for line in err)
     assert "1 of 16 steps" in res.stderr and "1 of 6 steps" in res.stderr  # what the fakes counted
     assert "PASS  timing" in res.stdout and "so far" not in res.stdout
+
+
+@pytest.mark.parametrize(("device", "watched"), [("cuda", False), ("cpu", True)])
+def test_the_doctor_times_on_cuda_the_step_a_run_replays(device, watched, monkeypatch):
+    """A watched step runs eagerly (graph.why_eager), and the doctor watched its timing fits to count progress: on a GPU
+    it would time the eager step while a run replays the CUDA graph. On CUDA it counts whole fits instead (every step
+    still counted), and watches per step only where no graph runs. No GPU needed: the fits are recorded, not run."""
+    from uniform_herding import doctor
+    from uniform_herding.method import train
+    from uniform_herding.runs import selftest
+    from uniform_herding.runs.terminal import Progress
+
+    class Stream:
+        def train_items(self, t: int) -> torch.Tensor:
+            return torch.arange(10_000)
+
+    watches = []
+    monkeypatch.setattr(selftest, "task_one", lambda *args: (Stream(), None, None))
+    monkeypatch.setattr(train, "fit_task", lambda *args, watch=None: watches.append(watch))
+    cpu_generator = torch.Generator
+    monkeypatch.setattr(torch, "Generator", lambda device=None: cpu_generator())  # no CUDA here
+    monkeypatch.setattr(doctor, "MIN_TIMED_S", 0.0)
+    progress = Progress("timing", total=0)
+    with progress:
+        doctor.step_seconds(torch.device(device), "16-mixed", resolve("B3", "smoke"), 4, progress)
+    assert {watch is not None for watch in watches} == {watched}
+    if not watched:  # counted per fit: 1 + 1 + (1 + 4) steps, as the watch would count them
+        assert progress.count == 3 + 4
