@@ -61,12 +61,14 @@ from uniform_herding.runs.results import (
     write_json_atomic,
 )
 from uniform_herding.verdict.aggregate import InputError
+from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
 
 LEVEL = 0.95
 DRAWS = 20_000  # Monte Carlo draws of the estimate's law: its 2.5% quantile to about 2% of its SD
 SEED = 0
 PIN = 0.25  # pp: the half-width "stacks to pin" asks for
 MOST_STACKS = 1000  # beyond this, "stacks to pin" says so
+TAU_IS = "tau: the SD of the offset a stack adds to all seeds of a run ID alike, beyond the seeds' own noise,"
 AMENDMENT = "Reported only: tau enters the rule as a dated tolerances.toml amendment, before re-runs it judges."
 
 
@@ -305,6 +307,32 @@ def check_stacks(stacks: Sequence[Stack]) -> str:
     return next(iter(profiles.values()), "not recorded (per-seed CSVs)")
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """The tau the tolerances of the stacks' profile assume, set beside the estimate: None where there is none, with
+    where it comes from or why there is none."""
+
+    tau: float | None
+    source: str
+
+
+def assumed_tau(stacks: Sequence[Stack]) -> Assumed:
+    """The tau of the expected set `uh check` would judge these stacks' profile by ([derive] in its
+    tolerances.toml); per-seed CSVs alone are taken to be of the paper's profile, as `uh check --per-seed` takes
+    them."""
+    recorded = next((s.profile for s in stacks if s.profile is not None), None)
+    profile = recorded or "paper"
+    taken = "" if recorded else ", the per-seed CSVs taken as of it"
+    try:
+        directory = expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+        rule = load_expected(directory).rule
+    except ExpectedError as e:
+        return Assumed(None, f"none found for profile {profile} ({e})")
+    if rule is None:
+        return Assumed(None, f"none: {directory / 'tolerances.toml'} states its tolerances as numbers")
+    return Assumed(rule.tau, f"{rule.tau:g} pp, [derive] in {directory / 'tolerances.toml'} (profile {profile}{taken})")
+
+
 def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
     lines = [line for i, s in enumerate(stacks, 1) for line in (
         f"stack {i}: {s.source}", f"  {s.label or 'a per-seed CSV: its stack is not recorded'}",
@@ -318,8 +346,9 @@ def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
     return lines
 
 
-def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate]) -> str:
-    """The printed report: the stacks, tau per run ID and metric, then each metric's pooled; within 100 columns."""
+def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed) -> str:
+    """The printed report: the stacks, tau per run ID and metric, then each metric's pooled beside the tau the
+    tolerances assume; within 100 columns but for paths."""
     by_run = {c.run_id: {} for e in estimates for c in e.cells}
     for e in estimates:
         for c in e.cells:
@@ -335,15 +364,21 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         lines.append(f"{run_id:{width}} {first.stacks:6d} {first.seeds:5g}{taus}")
     pct = f"{LEVEL:.0%}"
     lines += ["", f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
-              f"{'stacks to pin +/-' + format(PIN, 'g'):>20}"]  # fmt: skip
+              f"{'stacks to pin +/-' + format(PIN, 'g'):>20} {'rule tau':>8}"]  # fmt: skip
+    rule_tau = "-" if assumed.tau is None else f"{assumed.tau:.2f}"
     for e in estimates:
         pin = str(e.stacks_to_pin) if e.stacks_to_pin is not None else f"over {MOST_STACKS}"
         lines.append(f"{e.metric:12} {len(e.cells):7d} {e.tau:9.2f} {f'[{e.low:.2f}, {e.high:.2f}]':>16} "
-                     f"{e.seed_sd:8.2f} {pin:>20}")  # fmt: skip
-    lines += ["",
-              "tau: the SD of a stack's offset to a run ID's mean, pooled over run IDs (weights: their stacks - 1);",
-              f"interval: the pooled estimate's chi-square law inverted ({DRAWS:,} draws, seed {SEED}); seed SD:",
-              f"within a stack, pooled; stacks to pin: the fewest with a half-width of {PIN:g} pp at this estimate."]
+                     f"{e.seed_sd:8.2f} {pin:>20} {rule_tau:>8}")  # fmt: skip
+    lines += [
+        "",
+        TAU_IS,
+        "pooled over run IDs (weights: their stacks - 1); interval: the pooled estimate's chi-square law",
+        f"inverted ({DRAWS:,} draws, seed {SEED}; its measured coverage: expected_results/README.md); seed SD:",
+        f"within a stack, pooled; stacks to pin: the fewest with a half-width of {PIN:g} pp at this estimate;",
+        "rule tau: the tau uh check's tolerances assume for this profile, stated, never measured:",
+        f"  {assumed.source}",
+    ]
     return "\n".join(lines)
 
 
@@ -362,7 +397,7 @@ def stacks_command(sources: tuple[Path, ...], json_out: Path | None) -> None:
         raise InputError(str(e)) from None
     profile = check_stacks(stacks)
     estimates = [estimate(stacks, m) for m in METRICS]
-    click.echo(format_report(stacks, profile, estimates))
+    click.echo(format_report(stacks, profile, estimates, assumed_tau(stacks)))
     if json_out is not None:
         _write_report(json_out, stacks, profile, estimates)
     click.echo(AMENDMENT)
