@@ -267,9 +267,13 @@ def test_the_report_says_what_tau_is_and_sets_the_tau_the_tolerances_assume_besi
     assert lines[header].split()[-2:] == ["rule", "tau"]
     assert [line.split()[-1] for line in lines[header + 1 : header + 4]] == [f"{tau:.2f}"] * 3
     assert TAU_IS in lines
-    assert f"  {tau:g} pp, [derive] in {paper} (profile paper, the per-seed CSVs taken as of it)" in lines
-    smoke = [write_stack(tmp_path / name, "cpu", {"B3": accs}) for name, accs in (("x", [1, 2, 3]), ("y", [3, 4, 6]))]
-    lines = CliRunner().invoke(main, ["stacks", *map(str, smoke)]).output.splitlines()
+    assumed = f"  {tau:g} pp, [derive] in {paper} (profile paper: per-seed CSVs record none; --profile names theirs)"
+    assert assumed in lines
+    lines = CliRunner().invoke(main, ["stacks", *map(str, csvs), "--profile", "smoke"]).output.splitlines()
+    assert lines[0].startswith("uh stacks: 2 stacks of profile smoke,")
     header = next(i for i, line in enumerate(lines) if line.startswith("metric "))
     assert [line.split()[-1] for line in lines[header + 1 : header + 4]] == ["-"] * 3
     assert any(line.endswith("smoke/tolerances.toml states its tolerances as numbers") for line in lines), lines
+    folder = write_stack(tmp_path / "x", "cpu", {"B3": [1, 2, 3]})  # a smoke folder: its CSV said to be paper's
+    result = CliRunner().invoke(main, ["stacks", str(folder), str(csvs[0]), "--profile", "paper"])
+    assert result.exit_code == 2 and "different profiles" in result.output, result.output

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from uniform_herding.catalogue import sort_key
+from uniform_herding.catalogue import PROFILES, sort_key
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -318,11 +318,10 @@ class Assumed:
 
 def assumed_tau(stacks: Sequence[Stack]) -> Assumed:
     """The tau of the expected set `uh check` would judge these stacks' profile by ([derive] in its
-    tolerances.toml); per-seed CSVs alone are taken to be of the paper's profile, as `uh check --per-seed` takes
-    them."""
+    tolerances.toml); per-seed CSVs of no given profile are taken to be the paper's, as `uh check` takes them."""
     recorded = next((s.profile for s in stacks if s.profile is not None), None)
     profile = recorded or "paper"
-    taken = "" if recorded else ", the per-seed CSVs taken as of it"
+    taken = "" if recorded else ": per-seed CSVs record none; --profile names theirs"
     try:
         directory = expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
         rule = load_expected(directory).rule
@@ -386,7 +385,12 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
 @click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every figure here (JSON).")
-def stacks_command(sources: tuple[Path, ...], json_out: Path | None) -> None:
+@click.option(
+    "--profile",
+    type=click.Choice(list(PROFILES)),
+    help="Profile of the per-seed CSV SOURCEs, which record none [default: the results folders', else paper].",
+)
+def stacks_command(sources: tuple[Path, ...], json_out: Path | None, profile: str | None) -> None:
     """tau, the stack offset uh check's rule allows, from re-runs of the same run IDs on different stacks.
 
     Each SOURCE is one stack's results: a results folder, a bundle zip (uh bundle) or a per-seed CSV (the
@@ -395,11 +399,12 @@ def stacks_command(sources: tuple[Path, ...], json_out: Path | None) -> None:
         stacks = [read_stack(path) for path in sources]
     except ResultError as e:
         raise InputError(str(e)) from None
-    profile = check_stacks(stacks)
+    stacks = [dataclasses.replace(s, profile=profile) if s.profile is None else s for s in stacks]
+    shared = check_stacks(stacks)
     estimates = [estimate(stacks, m) for m in METRICS]
-    click.echo(format_report(stacks, profile, estimates, assumed_tau(stacks)))
+    click.echo(format_report(stacks, shared, estimates, assumed_tau(stacks)))
     if json_out is not None:
-        _write_report(json_out, stacks, profile, estimates)
+        _write_report(json_out, stacks, shared, estimates)
     click.echo(AMENDMENT)
 
 
