@@ -23,8 +23,9 @@ draws, so the bounds are monotone in tau^2 and reproducible). With two or three 
 mean square has 1 or 2 degrees of freedom, far from normal: that law is its exact chi-square (for equal seeds per
 stack; approximate otherwise), where a Wald or Satterthwaite interval assumes it nearly normal, and a generalized
 (fiducial) interval pools inverted chi-squares of 1 df, whose heavy tails undercover (expected_results/README.md,
-"Measuring tau: uh stacks", gives the figures). tests/verdict/test_stacks.py measures the inversion's coverage; it
-is a little conservative, from the plugged-in sigmas.
+"Measuring tau: uh stacks", gives the figures). benchmarks/stacks_coverage.py measures the inversion's coverage
+on simulated stacks (that README quotes its table): near its level, but it errs more often above tau than below,
+from the plugged-in sigmas.
 
 "Stacks to pin tau to +/- 0.25 pp": the fewest stacks S at which the interval's half-width, (high - low) / 2, is
 0.25 pp or less, were every run ID re-run on S stacks with the seeds per stack it has now and the mean squares at
@@ -375,7 +376,7 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         "pooled over run IDs (weights: their stacks - 1); interval: the pooled estimate's chi-square law",
         f"inverted ({DRAWS:,} draws, seed {SEED}; its measured coverage: expected_results/README.md); seed SD:",
         f"within a stack, pooled; stacks to pin: the fewest with a half-width of {PIN:g} pp at this estimate;",
-        "rule tau: the tau uh check's tolerances assume for this profile, stated, never measured:",
+        "rule tau: the tau uh check's tolerances assume for this profile, as they state it:",
         f"  {assumed.source}",
     ]
     return "\n".join(lines)
