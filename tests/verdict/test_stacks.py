@@ -260,8 +260,9 @@ def test_the_report_says_what_tau_is_and_sets_the_tau_the_tolerances_assume_besi
         csv.write_text("run_id,seed,acc,forgetting,bwt\n" + "".join(f"B3,{k},{v},20,-20\n" for k, v in enumerate(accs)))
     paper = Path(__file__).resolve().parents[2] / "expected_results" / "tolerances.toml"
     tau = tomllib.loads(paper.read_text())["derive"]["tau"]
-    result = CliRunner().invoke(main, ["stacks", *map(str, csvs)])
+    result = CliRunner().invoke(main, ["stacks", *map(str, csvs), "--json-out", str(tmp_path / "tau.json")])
     assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "tau.json").read_text())["rule_tau"]["tau"] == tau
     lines = result.output.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("metric "))
     assert lines[header].split()[-2:] == ["rule", "tau"]

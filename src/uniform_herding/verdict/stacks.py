@@ -402,19 +402,22 @@ def stacks_command(sources: tuple[Path, ...], json_out: Path | None, profile: st
         raise InputError(str(e)) from None
     stacks = [dataclasses.replace(s, profile=profile) if s.profile is None else s for s in stacks]
     shared = check_stacks(stacks)
-    estimates = [estimate(stacks, m) for m in METRICS]
-    click.echo(format_report(stacks, shared, estimates, assumed_tau(stacks)))
+    estimates, assumed = [estimate(stacks, m) for m in METRICS], assumed_tau(stacks)
+    click.echo(format_report(stacks, shared, estimates, assumed))
     if json_out is not None:
-        _write_report(json_out, stacks, shared, estimates)
+        _write_report(json_out, stacks, shared, estimates, assumed)
     click.echo(AMENDMENT)
 
 
-def _write_report(json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate]) -> None:
+def _write_report(
+    json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed
+) -> None:
     """Every figure, as JSON, written atomically."""
     report = {"profile": profile, "level": LEVEL, "draws": DRAWS, "seed": SEED, "pin_half_width": PIN,
               "stacks": [{"source": s.source, "label": s.label, "other_labels": list(s.other_labels),
                           "profile": s.profile, "rows": len(s.table)} for s in stacks],
-              "metrics": [e.to_dict() for e in estimates], "note": AMENDMENT}  # fmt: skip
+              "metrics": [e.to_dict() for e in estimates], "rule_tau": dataclasses.asdict(assumed),
+              "note": AMENDMENT}  # fmt: skip
     try:
         write_json_atomic(json_out, report)
     except OSError as e:
