@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,17 @@ from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.results import write_json_atomic
-from uniform_herding.verdict.stacks import AMENDMENT, Stack, anova, cells, interval, pooled, projected, stacks_to_pin
+from uniform_herding.verdict.stacks import (
+    AMENDMENT,
+    TAU_IS,
+    Stack,
+    anova,
+    cells,
+    interval,
+    pooled,
+    projected,
+    stacks_to_pin,
+)
 
 RUNS = ("B0", "B1", "B2", "B3")
 SIGMAS = (0.6, 1.0, 1.6, 2.5)  # the seeds' SD per run ID, as unequal as the paper's
@@ -240,3 +251,31 @@ def test_the_same_runs_given_twice_by_any_route_are_refused_naming_both(tmp_path
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"Error: {first} and {twice} hold the same run (B3 seed 1993, its metrics equal")
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_the_report_says_what_tau_is_and_sets_the_tau_the_tolerances_assume_beside_it(tmp_path) -> None:
+    """tau was given as "the SD of a stack's offset" and never set beside the tau the rule assumes ([derive] in the
+    profile's tolerances.toml): per-seed CSVs are of the paper's profile, whose set states tau; smoke's states none."""
+    csvs = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    for csv, accs in zip(csvs, ((50, 52, 54), (55, 57, 59)), strict=True):
+        csv.write_text("run_id,seed,acc,forgetting,bwt\n" + "".join(f"B3,{k},{v},20,-20\n" for k, v in enumerate(accs)))
+    paper = Path(__file__).resolve().parents[2] / "expected_results" / "tolerances.toml"
+    tau = tomllib.loads(paper.read_text())["derive"]["tau"]
+    result = CliRunner().invoke(main, ["stacks", *map(str, csvs), "--json-out", str(tmp_path / "tau.json")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "tau.json").read_text())["rule_tau"]["tau"] == tau
+    lines = result.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("metric "))
+    assert lines[header].split()[-2:] == ["rule", "tau"]
+    assert [line.split()[-1] for line in lines[header + 1 : header + 4]] == [f"{tau:.2f}"] * 3
+    assert TAU_IS in lines
+    assumed = f"  {tau:g} pp, [derive] in {paper} (profile paper: per-seed CSVs record none; --profile names theirs)"
+    assert assumed in lines
+    lines = CliRunner().invoke(main, ["stacks", *map(str, csvs), "--profile", "smoke"]).output.splitlines()
+    assert lines[0].startswith("uh stacks: 2 stacks of profile smoke,")
+    header = next(i for i, line in enumerate(lines) if line.startswith("metric "))
+    assert [line.split()[-1] for line in lines[header + 1 : header + 4]] == ["-"] * 3
+    assert any(line.endswith("smoke/tolerances.toml states its tolerances as numbers") for line in lines), lines
+    folder = write_stack(tmp_path / "x", "cpu", {"B3": [1, 2, 3]})  # a smoke folder: its CSV said to be paper's
+    result = CliRunner().invoke(main, ["stacks", str(folder), str(csvs[0]), "--profile", "paper"])
+    assert result.exit_code == 2 and "different profiles" in result.output, result.output

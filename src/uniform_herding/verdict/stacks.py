@@ -23,8 +23,9 @@ draws, so the bounds are monotone in tau^2 and reproducible). With two or three 
 mean square has 1 or 2 degrees of freedom, far from normal: that law is its exact chi-square (for equal seeds per
 stack; approximate otherwise), where a Wald or Satterthwaite interval assumes it nearly normal, and a generalized
 (fiducial) interval pools inverted chi-squares of 1 df, whose heavy tails undercover (expected_results/README.md,
-"Measuring tau: uh stacks", gives the figures). tests/verdict/test_stacks.py measures the inversion's coverage; it
-is a little conservative, from the plugged-in sigmas.
+"Measuring tau: uh stacks", gives the figures). benchmarks/stacks_coverage.py measures the inversion's coverage
+on simulated stacks (that README quotes its table): near its level, but it errs more often above tau than below,
+from the plugged-in sigmas.
 
 "Stacks to pin tau to +/- 0.25 pp": the fewest stacks S at which the interval's half-width, (high - low) / 2, is
 0.25 pp or less, were every run ID re-run on S stacks with the seeds per stack it has now and the mean squares at
@@ -49,7 +50,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from uniform_herding.catalogue import sort_key
+from uniform_herding.catalogue import PROFILES, sort_key
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -61,12 +62,14 @@ from uniform_herding.runs.results import (
     write_json_atomic,
 )
 from uniform_herding.verdict.aggregate import InputError
+from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
 
 LEVEL = 0.95
 DRAWS = 20_000  # Monte Carlo draws of the estimate's law: its 2.5% quantile to about 2% of its SD
 SEED = 0
 PIN = 0.25  # pp: the half-width "stacks to pin" asks for
 MOST_STACKS = 1000  # beyond this, "stacks to pin" says so
+TAU_IS = "tau: the SD of the offset a stack adds to all seeds of a run ID alike, beyond the seeds' own noise,"
 AMENDMENT = "Reported only: tau enters the rule as a dated tolerances.toml amendment, before re-runs it judges."
 
 
@@ -305,6 +308,31 @@ def check_stacks(stacks: Sequence[Stack]) -> str:
     return next(iter(profiles.values()), "not recorded (per-seed CSVs)")
 
 
+@dataclass(frozen=True)
+class Assumed:
+    """The tau the tolerances of the stacks' profile assume, set beside the estimate: None where there is none, with
+    where it comes from or why there is none."""
+
+    tau: float | None
+    source: str
+
+
+def assumed_tau(stacks: Sequence[Stack]) -> Assumed:
+    """The tau of the expected set `uh check` would judge these stacks' profile by ([derive] in its
+    tolerances.toml); per-seed CSVs of no given profile are taken to be the paper's, as `uh check` takes them."""
+    recorded = next((s.profile for s in stacks if s.profile is not None), None)
+    profile = recorded or "paper"
+    taken = "" if recorded else ": per-seed CSVs record none; --profile names theirs"
+    try:
+        directory = expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+        rule = load_expected(directory).rule
+    except ExpectedError as e:
+        return Assumed(None, f"none found for profile {profile} ({e})")
+    if rule is None:
+        return Assumed(None, f"none: {directory / 'tolerances.toml'} states its tolerances as numbers")
+    return Assumed(rule.tau, f"{rule.tau:g} pp, [derive] in {directory / 'tolerances.toml'} (profile {profile}{taken})")
+
+
 def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
     lines = [line for i, s in enumerate(stacks, 1) for line in (
         f"stack {i}: {s.source}", f"  {s.label or 'a per-seed CSV: its stack is not recorded'}",
@@ -318,8 +346,9 @@ def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
     return lines
 
 
-def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate]) -> str:
-    """The printed report: the stacks, tau per run ID and metric, then each metric's pooled; within 100 columns."""
+def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed) -> str:
+    """The printed report: the stacks, tau per run ID and metric, then each metric's pooled beside the tau the
+    tolerances assume; within 100 columns but for paths."""
     by_run = {c.run_id: {} for e in estimates for c in e.cells}
     for e in estimates:
         for c in e.cells:
@@ -335,15 +364,21 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         lines.append(f"{run_id:{width}} {first.stacks:6d} {first.seeds:5g}{taus}")
     pct = f"{LEVEL:.0%}"
     lines += ["", f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
-              f"{'stacks to pin +/-' + format(PIN, 'g'):>20}"]  # fmt: skip
+              f"{'stacks to pin +/-' + format(PIN, 'g'):>20} {'rule tau':>8}"]  # fmt: skip
+    rule_tau = "-" if assumed.tau is None else f"{assumed.tau:.2f}"
     for e in estimates:
         pin = str(e.stacks_to_pin) if e.stacks_to_pin is not None else f"over {MOST_STACKS}"
         lines.append(f"{e.metric:12} {len(e.cells):7d} {e.tau:9.2f} {f'[{e.low:.2f}, {e.high:.2f}]':>16} "
-                     f"{e.seed_sd:8.2f} {pin:>20}")  # fmt: skip
-    lines += ["",
-              "tau: the SD of a stack's offset to a run ID's mean, pooled over run IDs (weights: their stacks - 1);",
-              f"interval: the pooled estimate's chi-square law inverted ({DRAWS:,} draws, seed {SEED}); seed SD:",
-              f"within a stack, pooled; stacks to pin: the fewest with a half-width of {PIN:g} pp at this estimate."]
+                     f"{e.seed_sd:8.2f} {pin:>20} {rule_tau:>8}")  # fmt: skip
+    lines += [
+        "",
+        TAU_IS,
+        "pooled over run IDs (weights: their stacks - 1); interval: the pooled estimate's chi-square law",
+        f"inverted ({DRAWS:,} draws, seed {SEED}; its measured coverage: expected_results/README.md); seed SD:",
+        f"within a stack, pooled; stacks to pin: the fewest with a half-width of {PIN:g} pp at this estimate;",
+        "rule tau: the tau uh check's tolerances assume for this profile, as they state it:",
+        f"  {assumed.source}",
+    ]
     return "\n".join(lines)
 
 
@@ -351,7 +386,12 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
 @click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every figure here (JSON).")
-def stacks_command(sources: tuple[Path, ...], json_out: Path | None) -> None:
+@click.option(
+    "--profile",
+    type=click.Choice(list(PROFILES)),
+    help="Profile of the per-seed CSV SOURCEs, which record none [default: the results folders', else paper].",
+)
+def stacks_command(sources: tuple[Path, ...], json_out: Path | None, profile: str | None) -> None:
     """tau, the stack offset uh check's rule allows, from re-runs of the same run IDs on different stacks.
 
     Each SOURCE is one stack's results: a results folder, a bundle zip (uh bundle) or a per-seed CSV (the
@@ -360,20 +400,24 @@ def stacks_command(sources: tuple[Path, ...], json_out: Path | None) -> None:
         stacks = [read_stack(path) for path in sources]
     except ResultError as e:
         raise InputError(str(e)) from None
-    profile = check_stacks(stacks)
-    estimates = [estimate(stacks, m) for m in METRICS]
-    click.echo(format_report(stacks, profile, estimates))
+    stacks = [dataclasses.replace(s, profile=profile) if s.profile is None else s for s in stacks]
+    shared = check_stacks(stacks)
+    estimates, assumed = [estimate(stacks, m) for m in METRICS], assumed_tau(stacks)
+    click.echo(format_report(stacks, shared, estimates, assumed))
     if json_out is not None:
-        _write_report(json_out, stacks, profile, estimates)
+        _write_report(json_out, stacks, shared, estimates, assumed)
     click.echo(AMENDMENT)
 
 
-def _write_report(json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate]) -> None:
+def _write_report(
+    json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed
+) -> None:
     """Every figure, as JSON, written atomically."""
     report = {"profile": profile, "level": LEVEL, "draws": DRAWS, "seed": SEED, "pin_half_width": PIN,
               "stacks": [{"source": s.source, "label": s.label, "other_labels": list(s.other_labels),
                           "profile": s.profile, "rows": len(s.table)} for s in stacks],
-              "metrics": [e.to_dict() for e in estimates], "note": AMENDMENT}  # fmt: skip
+              "metrics": [e.to_dict() for e in estimates], "rule_tau": dataclasses.asdict(assumed),
+              "note": AMENDMENT}  # fmt: skip
     try:
         write_json_atomic(json_out, report)
     except OSError as e:
