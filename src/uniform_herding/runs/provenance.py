@@ -230,6 +230,26 @@ def provenance(
     }, diff or None
 
 
+def portable(path: str | Path, base: Path) -> str:
+    """A path as a result or a report records it, with no absolute path of the machine: relative to `base` (the
+    results folder) where it is inside it, as given where it is relative, else ".../<its name>"."""
+    path = Path(path)
+    if path.resolve().is_relative_to(base.resolve()):
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    return f".../{path.name}" if path.is_absolute() else path.as_posix()
+
+
+def portable_command(argv: list[str], base: Path) -> str:
+    """The command that made a result as result.json records it: the program by its name, each absolute path
+    (an argument, or an option's value after "=") `portable` against `base` (the results folder)."""
+    program, *args = argv or [""]
+    shown = [Path(program).name]
+    for arg in args:
+        option, equals, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
+        shown.append(option + equals + (portable(value, base) if Path(value).is_absolute() else value))
+    return " ".join(shown)
+
+
 # --- read back: the results this checkout's code did not make ------------------------------------------------------
 
 NO_CODE = "no code recorded (made before results recorded it)"

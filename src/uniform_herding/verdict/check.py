@@ -33,7 +33,7 @@ import click
 
 from uniform_herding.catalogue import PROFILES, RUNS, sort_key
 from uniform_herding.method.config import SEEDS
-from uniform_herding.runs.provenance import Made
+from uniform_herding.runs.provenance import Made, portable
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.verdict import decide
@@ -292,8 +292,8 @@ def check_command(
                         "numbers)")  # fmt: skip
                 code = VerdictKind.INCOMPLETE.code
                 echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
-                _write_report(json_out, {"source": source, "profile": profile, "verdict": line, "exit_code": code},
-                              code)  # fmt: skip
+                incomplete = {"source": _recorded(source), "profile": profile, "verdict": line, "exit_code": code}
+                _write_report(json_out, incomplete, code)
                 click.get_current_context().exit(code)
         expected = load_expected(expected_dir)
     except (ExpectedError, ResultError) as e:
@@ -325,10 +325,10 @@ def check_command(
         click.echo("\n".join(format_made(made, expected.profile, width)))
     echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
-    report: dict[str, Any] = {
-        "source": source,
+    report: dict[str, Any] = {  # no absolute path of the machine: a bundle carries the report
+        "source": _recorded(source),
         "profile": expected.profile,
-        "expected_dir": str(expected_dir),
+        "expected_dir": portable(expected_dir, Path.cwd()),
         "expected_sha256": expected.sha256,
         "code_sha256": made.this,  # this checkout's: the checker's own, and the one its results are held to
         # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
@@ -362,6 +362,13 @@ def check_command(
     _write_report(json_out, report, verdict.code)
     echo(f"wrote {json_out}")
     click.get_current_context().exit(verdict.code)
+
+
+def _recorded(source: str) -> str:
+    """The checked input as the JSON report records it: its path `portable` against the working folder (a bundle
+    carries its sender's report)."""
+    option, _, path = source.partition(" ")
+    return f"{option} {portable(path, Path.cwd())}"
 
 
 def _write_report(path: Path, report: dict[str, Any], code: int) -> None:
