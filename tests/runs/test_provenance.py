@@ -280,18 +280,18 @@ def test_made_by_names_each_result_under_each_why_and_counts_it_once() -> None:
     assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),),
                            UNHASHED: (("B2", 42), ("B2", 1993)), MIXED: (("a1", 1993),),
                            NO_CODE: (("B0", 1993),)}  # fmt: skip
-    assert made.count == 5 and made.withheld() == "5 results not made by this checkout's code"
+    assert made.count == 5 and made.withheld() == "5 results not plainly made by this checkout's code"
     assert made.grouped() == {
         (
             f"other code (its code {other[:12]}... against the checking code's {this[:12]}...)",
-            "a modified tree (of revision None; no code.diff beside it)",
+            "a modified tree (no revision; no code.diff beside it)",
         ): (("B1", 42),),
         ("code that is not the hashed files (uniform_herding.launch: its bytecode ...)",): (("B2", 42), ("B2", 1993)),
         (MIXED,): (("a1", 1993),),
         (NO_CODE,): (("B0", 1993),),
     }
     assert made_by(results[:2], this) == Made(this, read=2) and Made(this).withheld() is None
-    assert made_by(results[:1], other).withheld() == "1 result not made by this checkout's code"
+    assert made_by(results[:1], other).withheld() == "1 result not plainly made by this checkout's code"
     assert Made(this, recorded=False).withheld() == "a per-seed CSV records no code"
     assert made_by([]).this == code_hash()
 

@@ -292,7 +292,7 @@ class Made:
         if not self.recorded:
             return "a per-seed CSV records no code"
         n = self.count
-        return f"{n} result{'s' if n != 1 else ''} not made by this checkout's code" if n else None
+        return f"{n} result{'s' if n != 1 else ''} not plainly made by this checkout's code" if n else None
 
     def grouped(self) -> dict[tuple[str, ...], tuple[Pair, ...]]:
         """The results not plainly this code's, grouped by the same causes: {causes: results}."""
@@ -315,7 +315,8 @@ def _whys(result: dict[str, Any], this: str, results_dir: Path | None) -> dict[s
     if code.get("tree_modified"):
         diff = None if results_dir is None else results_dir / result["run_id"] / f"seed-{result['seed']}" / DIFF_NAME
         kept = f"{DIFF_NAME} beside its result.json" if diff and diff.is_file() else f"no {DIFF_NAME} beside it"
-        whys[MODIFIED] = f"a modified tree (of revision {str(code.get('git_revision'))[:12]}; {kept})"
+        revision = f"of revision {str(code['git_revision'])[:12]}" if code.get("git_revision") else "no revision"
+        whys[MODIFIED] = f"a modified tree ({revision}; {kept})"
     unhashed = [*(code.get("unhashed_code") or []), *(u for t in tasks for u in t.get("unhashed_code") or [])]
     if unhashed:
         whys[UNHASHED] = f"code that is not the hashed files ({'; '.join(dict.fromkeys(map(str, unhashed)))})"

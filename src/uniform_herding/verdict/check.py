@@ -145,7 +145,8 @@ def format_made(made: Made, profile: str, width: int | None = None) -> list[str]
     if not made.causes:
         return []
     lines = [f"provenance: results not plainly made by the checking code ({made.this[:12]}...), with every cause:"]
-    lines += [f"  {_pairs_text(pairs, made.read)}: {'; '.join(causes)}" for causes, pairs in made.grouped().items()]
+    groups = sorted(made.grouped().items(), key=lambda group: min(map(_paper_order, group[1])))
+    lines += [f"  {_pairs_text(pairs, made.read)}: {'; '.join(causes)}" for causes, pairs in groups]
     return fit_lines([*lines, f"  {made_meaning(made, profile)}"], width)
 
 
@@ -159,14 +160,16 @@ def made_meaning(made: Made, profile: str) -> str:
     return "on the paper profile: the settings that change numbers cost nothing: the badge is decided as for the rest"
 
 
+def _paper_order(pair: tuple[str, int]) -> tuple[Any, ...]:
+    """A result's place in the order the paper lists run IDs and seeds."""
+    return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
+
+
 def _pairs_text(pairs: Iterable[tuple[str, int]], read: int) -> str:
     """Results as uh check names them: each run ID's seeds together, in the order the paper lists them, or "all N
     results" where they are all `read` of the input's."""
 
-    def order(pair: tuple[str, int]) -> tuple[Any, ...]:
-        return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
-
-    pairs = sorted(pairs, key=order)
+    pairs = sorted(pairs, key=_paper_order)
     if len(pairs) == read > 1:
         return f"all {read} results"
     seeds: dict[str, list[int]] = {}
