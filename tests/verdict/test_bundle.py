@@ -196,6 +196,20 @@ def test_a_smoke_bundle_passes_the_ro_crate_validator_at_required_for_process_ru
     assert set(asked) <= set(local)
 
 
+@pytest.mark.trains
+def test_a_bundle_of_runs_made_now_holds_no_absolute_path_of_the_machine(smoke_sweep, sent, zipped, tmp_path) -> None:
+    """Issue 61: result.json (its command), check_report.json, the crate's metadata, the jobs' logs and submission
+    records (submitit and uh print paths: redacted as the zip names them) hold neither the results folder's absolute
+    path, nor the data folder's, nor the home folder."""
+    with zipfile.ZipFile(zipped) as zf:
+        zf.extractall(tmp_path / "unzipped")
+    machine = {str(sent[1].resolve()), str(sent[1]), str(smoke_sweep[0].resolve()), str(Path.home())}
+    files = [p for p in (tmp_path / "unzipped").rglob("*") if p.is_file() and p.suffix != ".pt"]
+    assert any(p.name.endswith("_log.out") for p in files) and len(files) > 10
+    found = {(p.name, path) for p in files for path in machine if path.encode() in p.read_bytes()}
+    assert not found, found
+
+
 def test_the_crates_root_carries_the_projects_license_and_both_commands_count_the_zips_files(
     finished_result, tmp_path
 ) -> None:

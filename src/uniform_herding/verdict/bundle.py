@@ -236,15 +236,32 @@ def _copy_hashed(src: BinaryIO, dst: BinaryIO, limit: Callable[[int], None] | No
     return digest.hexdigest(), size
 
 
-def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File]) -> None:
-    """Each file, hashed as it is written; then the crate's metadata, which holds those hashes; then the manifest."""
+REDACTED = (f"{RESULTS}/submitit/", f"{RESULTS}/report/")  # text that may hold the sender's paths: logs, uh report's
+
+
+def _redacted(src: BinaryIO, name: str, results_dir: Path) -> BinaryIO:
+    """A log's or a report's bytes (`REDACTED`) with the sender's absolute paths as the zip names them (submitit
+    and uh print them): the results folder as `results`, the home folder as `~`; any other file as it is. A bundle
+    holds no absolute path of the machine that made it."""
+    if not name.startswith(REDACTED):
+        return src
+    data, home = src.read(), Path.home()
+    for path, shown in ((results_dir.resolve(), RESULTS), (results_dir.absolute(), RESULTS), (home, "~")):
+        if len(path.parts) > 1:  # never "/" itself
+            data = data.replace(str(path).encode(), shown.encode())
+    return io.BytesIO(data)
+
+
+def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File], results_dir: Path) -> None:
+    """Each file, hashed as it is written (logs and reports `_redacted`); then the crate's metadata, which holds
+    those hashes; then the manifest."""
     hashes = {}
     with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, source in files.items():
             info = zipfile.ZipInfo.from_file(source, name)  # its time and mode (a regular file's)
             info.compress_type = zipfile.ZIP_DEFLATED
             with source.open("rb") as src, zf.open(info, "w", force_zip64=True) as dst:
-                hashes[name], size = _copy_hashed(src, dst)
+                hashes[name], size = _copy_hashed(_redacted(src, name, results_dir), dst)
             parts[name]["sha256"], parts[name]["contentSize"] = hashes[name], str(size)
         metadata = b"".join(chunk for _, chunk in crate.metadata.stream())
         zf.writestr(METADATA, metadata)
@@ -268,7 +285,7 @@ def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int,
 
     crate, parts = crate_of(results, files, stack(torch.device("cuda" if torch.cuda.is_available() else "cpu")))
     try:
-        write_atomic(out, lambda f: _zip(f, crate, files, parts), replace=False)
+        write_atomic(out, lambda f: _zip(f, crate, files, parts, results_dir), replace=False)
     except FileExistsError:
         raise BundleError(f"{out} appeared while the bundle was written; choose another -o name") from None
     except OSError as e:
