@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,10 +85,14 @@ def test_uh_version_says_modified_no_in_a_clean_clone_and_yes_once_it_is_edited(
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         pytest.skip("this checkout has no git to clone")
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{root}", str(tmp_path / "clone")], check=True)
-    clone = tmp_path / "clone"
+    clone, package = tmp_path / "clone", tmp_path / "clone" / "src" / "uniform_herding"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{root}", str(clone)], check=True)
+    shutil.rmtree(package)  # the code under test, as this checkout has it, committed in the clone
+    shutil.copytree(root / "src" / "uniform_herding", package, ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "add", "-A"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-qm", "this checkout's code", "--allow-empty"], cwd=clone, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
-    package = clone / "src" / "uniform_herding"
     assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: no"
     (package / "catalogue.py").write_text((package / "catalogue.py").read_text() + "# an edit\n")
     assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: yes"
