@@ -56,8 +56,10 @@ def test_uh_list_sizes_its_columns_from_the_names():
     assert len(starts) == 1
 
 
-VERSION = ("import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
-           "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))")  # fmt: skip
+VERSION = (
+    "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+    "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))"
+)
 
 
 def uh_version(checkout: Path | None = None) -> list[str]:

@@ -344,9 +344,11 @@ def test_a_smoke_run_from_a_modified_tree_says_so_and_keeps_its_diff(tmp_path: P
 
     def uh_run(*extra: str) -> tuple[dict, Path]:
         args = ["run", "B0", "--profile", "smoke", "--seed", "1993", "--data-dir", str(tmp_path / "data")]
-        ran = subprocess.run([sys.executable, "-m", "uniform_herding", *args, "--results-dir", str(results), *extra],
-                             cwd=repo, env=env | {"PYTHONPATH": str(repo / "src")}, capture_output=True, text=True,
-                             check=True, timeout=600)  # fmt: skip
+        command = [sys.executable, "-m", "uniform_herding", *args, "--results-dir", str(results), *extra]
+        pythonpath = {"PYTHONPATH": str(repo / "src")}
+        ran = subprocess.run(
+            command, cwd=repo, env=env | pythonpath, capture_output=True, text=True, check=True, timeout=600
+        )
         said.append(ran.stdout)
         out = results / "B0" / "seed-1993"
         return json.loads((out / "result.json").read_text()), out / DIFF_NAME
