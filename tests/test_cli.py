@@ -1,10 +1,14 @@
 """The `uh` command itself: what it costs to start."""
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from uniform_herding import __version__
@@ -52,17 +56,48 @@ def test_uh_list_sizes_its_columns_from_the_names():
     assert len(starts) == 1
 
 
+VERSION = (
+    "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
+    "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))"
+)
+
+
+def uh_version(checkout: Path | None = None) -> list[str]:
+    """`uh --version`'s lines in a process of `checkout`'s package (this one's by default), then the heavy modules
+    it imported."""
+    env = os.environ | ({"PYTHONPATH": str(checkout / "src")} if checkout else {})
+    run = subprocess.run([sys.executable, "-c", VERSION], cwd=checkout, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.splitlines()
+
+
 def test_uh_version_prints_the_version_and_this_checkouts_code_hash_without_torch():
     """Issue 51: `uh --version` says which code this is, by the hash a result.json and a check_report.json record
-    (runs/provenance.py: issue 59, one hash of the whole package), and stays fast: no torch, no pandas."""
-    code = ("import sys\nfrom uniform_herding.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n"
-            "    print(sorted({'torch', 'pandas', 'numpy'} & set(sys.modules)))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == [
-        f"uh {__version__}",
-        f"code sha256: {code_hash()} (result.json: provenance.code_sha256; check_report.json: code_sha256)",
-        "[]",
-    ]
+    (runs/provenance.py: issue 59, one hash of the whole package), beside its revision and whether the tree differs
+    from it (issue 61), and stays fast: no torch, no pandas."""
+    out = uh_version()
+    assert out[0] == f"uh {__version__}" and out[-1] == "[]"
+    assert re.fullmatch(rf"code sha256 {code_hash()}, revision \w+, modified: (yes|no)", out[1]), out
+    assert out[2].startswith("(result.json: provenance.code_sha256, git_revision, tree_modified;"), out
+
+
+def test_uh_version_says_modified_no_in_a_clean_clone_and_yes_once_it_is_edited(tmp_path: Path) -> None:
+    """Issue 61: `uh --version` in a clean clone prints its revision and `modified: no`; an edit to the package makes
+    it `modified: yes`, with the edited code's hash."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("this checkout has no git to clone")
+    clone, package = tmp_path / "clone", tmp_path / "clone" / "src" / "uniform_herding"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{root}", str(clone)], check=True)
+    shutil.rmtree(package)  # the code under test, as this checkout has it, committed in the clone
+    shutil.copytree(root / "src" / "uniform_herding", package, ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "add", "-A"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-qm", "this checkout's code", "--allow-empty"], cwd=clone, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+    assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: no"
+    (package / "catalogue.py").write_text((package / "catalogue.py").read_text() + "# an edit\n")
+    assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: yes"
 
 
 def test_uh_list_marks_the_runs_beyond_the_paper():

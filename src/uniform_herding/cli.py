@@ -74,13 +74,14 @@ class LazyGroup(click.Group):
 
 def print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     """`uh --version`: the package's version and this checkout's code hash, the one a result.json
-    (provenance.code_sha256) and a check_report.json (code_sha256) record; computed only when asked."""
+    (provenance.code_sha256) and a check_report.json (code_sha256) record, beside its git revision and whether the
+    tree differs from it; computed only when asked."""
     if not value or ctx.resilient_parsing:
         return
-    from uniform_herding.runs.provenance import code_hash  # no other command needs it
+    from uniform_herding.runs.provenance import checkout_state  # no other command needs it
 
     click.echo(
-        f"uh {__version__}\ncode sha256: {code_hash()} (result.json: provenance.code_sha256; "
+        f"uh {__version__}\n{checkout_state()}\n(result.json: provenance.code_sha256, git_revision, tree_modified; "
         "check_report.json: code_sha256)"
     )
     ctx.exit()
@@ -88,7 +89,7 @@ def print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
-              help="The version and this checkout's code hash (runs/provenance.py), then exit.")  # fmt: skip
+              help="The version, code hash, git revision and modified: yes/no (runs/provenance.py).")  # fmt: skip
 def main() -> None:
     """Replicate 'Uniform Herding: Exemplar Replay with Representation Refresh' (an independent implementation)."""
 

@@ -166,6 +166,10 @@ def run_pairs(runs: dict[str, Config], seeds: tuple[int, ...], profile: str, dat
         raise click.ClickException(str(e)) from None
     if not pairs and not procedure:  # a chain with every run done starts at its controller: it checks and reports
         return
+    from uniform_herding.runs.provenance import modified_notice
+
+    if notice := modified_notice():  # once, before any run starts (a job's result records it too)
+        click.echo(notice)
     from uniform_herding.data.archive import DataError
 
     if executor is None and jobs is not None and jobs > 1:

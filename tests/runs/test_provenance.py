@@ -27,10 +27,13 @@ from uniform_herding.runs.provenance import (
     NO_CODE,
     UNHASHED,
     Made,
+    checkout_state,
     code_files,
     code_hash,
     made_by,
+    modified_notice,
     other_code,
+    portable_command,
     provenance,
     unhashed_code,
 )
@@ -220,7 +223,7 @@ def test_bytecode_that_is_not_its_source_is_named_and_bytecode_python_ignores_is
     compile_pyc(source, py_compile.PycInvalidationMode.UNCHECKED_HASH)
     source.write_text(original)
     named, planted = loaded_code(repo, "uniform_herding.method.memory")
-    pyc = importlib.util.cache_from_source(str(source))
+    pyc = Path(importlib.util.cache_from_source(str(source))).name  # its name: a result records no path
     assert (named, planted) == ([f"uniform_herding.method.memory: its bytecode {pyc} is not its source's"], "bytecode")
     assert code_of(repo)[0]["tree_modified"] is False
     for mode in (py_compile.PycInvalidationMode.TIMESTAMP, py_compile.PycInvalidationMode.CHECKED_HASH):
@@ -246,10 +249,9 @@ def test_a_module_of_the_package_found_outside_it_is_named(tmp_path: Path) -> No
         "json": json,
         "uniform_herdingx": types.ModuleType("uniform_herdingx"),
     }
-    package = ROOT / "src" / "uniform_herding"
-    assert unhashed_code(modules) == [
-        f"uniform_herding.method.memory: loaded from {outside.__file__}, not from the hashed files under {package}",
-        f"uniform_herding.method.task: loaded from {sourceless.__file__}, not from the hashed files under {package}",
+    assert unhashed_code(modules) == [  # by file name: a result records no path of the machine
+        "uniform_herding.method.memory: loaded from memory.py outside the package, not from its hashed files",
+        "uniform_herding.method.task: loaded from task.pyc outside the package, not from its hashed files",
     ]
     assert unhashed_code({"uniform_herding.catalogue": sys.modules["uniform_herding.catalogue"]}) == []
 
@@ -278,9 +280,18 @@ def test_made_by_names_each_result_under_each_why_and_counts_it_once() -> None:
     assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),),
                            UNHASHED: (("B2", 42), ("B2", 1993)), MIXED: (("a1", 1993),),
                            NO_CODE: (("B0", 1993),)}  # fmt: skip
-    assert made.count == 5 and made.withheld() == "5 results not made by this checkout's code"
+    assert made.count == 5 and made.withheld() == "5 results not plainly made by this checkout's code"
+    assert made.grouped() == {
+        (
+            f"other code (its code {other[:12]}... against the checking code's {this[:12]}...)",
+            "a modified tree (no revision; no code.diff beside it)",
+        ): (("B1", 42),),
+        ("code that is not the hashed files (uniform_herding.launch: its bytecode ...)",): (("B2", 42), ("B2", 1993)),
+        (MIXED,): (("a1", 1993),),
+        (NO_CODE,): (("B0", 1993),),
+    }
     assert made_by(results[:2], this) == Made(this, read=2) and Made(this).withheld() is None
-    assert made_by(results[:1], other).withheld() == "1 result not made by this checkout's code"
+    assert made_by(results[:1], other).withheld() == "1 result not plainly made by this checkout's code"
     assert Made(this, recorded=False).withheld() == "a per-seed CSV records no code"
     assert made_by([]).this == code_hash()
 
@@ -329,15 +340,21 @@ def test_a_smoke_run_from_a_modified_tree_says_so_and_keeps_its_diff(tmp_path: P
     results = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if k not in ("UH_GIT_REVISION", "UH_RESULTS_DIR", "UH_DATA_DIR")}
 
+    said = []
+
     def uh_run(*extra: str) -> tuple[dict, Path]:
-        subprocess.run([sys.executable, "-m", "uniform_herding", "run", "B0", "--profile", "smoke", "--seed", "1993",
-                        "--data-dir", str(tmp_path / "data"), "--results-dir", str(results), *extra], cwd=repo,
-                       env=env | {"PYTHONPATH": str(repo / "src")}, capture_output=True, text=True, check=True,
-                       timeout=600)  # fmt: skip
+        args = ["run", "B0", "--profile", "smoke", "--seed", "1993", "--data-dir", str(tmp_path / "data")]
+        command = [sys.executable, "-m", "uniform_herding", *args, "--results-dir", str(results), *extra]
+        pythonpath = {"PYTHONPATH": str(repo / "src")}
+        ran = subprocess.run(
+            command, cwd=repo, env=env | pythonpath, capture_output=True, text=True, check=True, timeout=600
+        )
+        said.append(ran.stdout)
         out = results / "B0" / "seed-1993"
         return json.loads((out / "result.json").read_text()), out / DIFF_NAME
 
     result, diff = uh_run()
+    assert said[0].splitlines()[0] == modified_notice(package(repo), repo) and said[0].count("note: this tree") == 1
     code = result["provenance"]
     assert code["tree_modified"] is True and code["git_revision"] == git(repo, "rev-parse", "HEAD").strip()
     assert code["code_sha256"] == code_hash(package(repo), repo) != code_hash()
@@ -348,6 +365,32 @@ def test_a_smoke_run_from_a_modified_tree_says_so_and_keeps_its_diff(tmp_path: P
     result, diff = uh_run("--force")
     assert (result["provenance"]["tree_modified"], result["provenance"]["diff_sha256"]) == (False, None)
     assert result["provenance"]["code_sha256"] == code_hash() and not diff.exists()
+    assert "note: this tree" not in said[1]
+
+
+def test_uh_run_and_uh_version_say_whether_the_tree_differs_from_its_revision(repo: Path) -> None:
+    """Issue 61: a clean clone is `modified: no` beside its hash and revision, and uh run says nothing of it; an edit
+    makes it `modified: yes`, and uh run says once, at its start, where the diff goes."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert checkout_state(package(repo), repo) == f"code sha256 {code_hash()}, revision {head}, modified: no"
+    assert modified_notice(package(repo), repo) is None
+    append(package(repo) / "method" / "memory.py", "# a comment-only change\n")
+    state = checkout_state(package(repo), repo)
+    assert state == f"code sha256 {code_hash(package(repo), repo)}, revision {head}, modified: yes"
+    notice = modified_notice(package(repo), repo)
+    assert notice is not None and f"differs from its revision {head}" in notice and "code.diff beside" in notice
+
+
+def test_a_result_records_its_command_with_no_absolute_path(tmp_path: Path) -> None:
+    """Issue 61: result.json's command names paths inside the results folder relative to it and any other absolute
+    path by its name alone (a bundle carries it to others); relative paths stay as given."""
+    results = tmp_path / "results"
+    program, data, archive = tmp_path / ".venv" / "bin" / "uh", tmp_path / "data", tmp_path / "x.tar.gz"
+    argv = [str(program), "run", "B3", "--data-dir", str(data), "--results-dir", str(results), f"--archive={archive}"]
+    command = portable_command([*argv, "--slurm-config", "slurm.toml", str(results / "B3")], results)
+    expected = "uh run B3 --data-dir .../data --results-dir . --archive=.../x.tar.gz --slurm-config slurm.toml B3"
+    assert command == expected
+    assert str(tmp_path) not in command
 
 
 HALVED_LR = """
@@ -402,17 +445,21 @@ def test_a_training_change_outside_method_or_only_in_bytecode_costs_the_badge(tm
     hashed = {str(repo / path) for path in code_files(package(repo), repo)}
     assert {str(launch), str(package(repo) / "runs" / "run.py")} <= set(loaded) <= hashed
     out = named_by_check()
-    assert f"made from other code ({edited['provenance']['code_sha256'][:12]}...): B3 seed 1993" in out
-    assert f"{MODIFIED}: B3 seed 1993" in out
+    revision = git(repo, "rev-parse", "HEAD").strip()
+    theirs, ours = edited["provenance"]["code_sha256"][:12], code_hash()[:12]
+    assert (
+        f"  B3 seed 1993: other code (its code {theirs}... against the checking code's {ours}...); a modified tree "
+        f"(of revision {revision[:12]}; code.diff beside its result.json)"
+    ) in out.splitlines()
 
     compile_pyc(launch, py_compile.PycInvalidationMode.UNCHECKED_HASH)
     launch.write_text(original)
     stale, _ = uh_run("--force")
     code = stale["provenance"]
-    pyc = importlib.util.cache_from_source(str(launch))
+    pyc = Path(importlib.util.cache_from_source(str(launch))).name
     assert (code["code_sha256"], code["tree_modified"]) == (code_hash(), False)
     assert code["unhashed_code"] == [f"uniform_herding.launch: its bytecode {pyc} is not its source's"]
     assert {tuple(t["unhashed_code"]) for t in stale["tasks"]} == {tuple(code["unhashed_code"])}
     assert stale["R"] == edited["R"]
     out = named_by_check()
-    assert f"{UNHASHED}: B3 seed 1993" in out and "made from other code" not in out
+    assert f"  B3 seed 1993: code that is not the hashed files ({code['unhashed_code'][0]})" in out.splitlines()

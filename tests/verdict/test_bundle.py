@@ -28,6 +28,7 @@ from rocrate.rocrate import ROCrate
 
 from uniform_herding.cli import main
 from uniform_herding.method.metrics import PAPER, REPORTED
+from uniform_herding.runs.provenance import checkout_state, code_hash
 from uniform_herding.runs.results import load_results
 from uniform_herding.verdict import bundle
 from uniform_herding.verdict.recompute import final_path, last_row
@@ -162,6 +163,109 @@ def test_uh_bundle_says_each_stage_on_standard_error(finished_result, tmp_path) 
     assert stages[-1].startswith("uh bundle: done in ") and res.stdout.startswith(f"wrote {tmp_path / 'b.zip'}: 2 runs")
 
 
+# Local copies of the JSON-LD contexts a crate names, for the validator, which would fetch them over the network: the
+# RO-Crate 1.1 context's terms are those rocrate ships (its context of RO-Crate 1.3, whose terms the crate uses map
+# alike), and the Process Run Crate's terms are https://w3id.org/ro/terms/workflow-run/context's.
+WORKFLOW_RUN_TERMS = [
+    *("ParameterConnection", "ContainerImage", "DockerImage", "SIFImage", "connection", "sourceParameter"),
+    *("targetParameter", "md5", "sha1", "sha256", "sha512", "environment", "registry", "tag", "containerImage"),
+    "resourceUsage",
+]
+
+
+def contexts() -> dict[str, dict]:
+    """{context URL: its JSON-LD document}, for the contexts a bundle's crate names."""
+    from rocrate.vocabs import RO_CRATE
+
+    terms = {term: f"https://w3id.org/ro/terms/workflow-run#{term}" for term in WORKFLOW_RUN_TERMS}
+    return {
+        "https://w3id.org/ro/crate/1.1/context": {"@context": RO_CRATE["@context"]},
+        bundle.WORKFLOW_RUN_CONTEXT: {"@context": terms},
+    }
+
+
+@pytest.mark.trains
+def test_a_smoke_bundle_passes_the_ro_crate_validator_at_required_for_process_run_crate(zipped, monkeypatch) -> None:
+    """Issue 61: the RO-Crate community's validator (roc-validator), profile process-run-crate-0.5, passes every
+    REQUIRED check of a smoke bundle; it failed the root's license. Its contexts come from local copies, and nothing
+    else is fetched."""
+    pytest.importorskip("rocrate_validator", reason="roc-validator is not installed (docs/testing.md)")
+    import requests
+    from rocrate_validator import models, services
+    from rocrate_validator.utils.http import HttpRequester
+
+    local, asked = contexts(), []
+
+    def get(_, url: str, *args: object, **kwargs: object) -> requests.Response:
+        asked.append(url)
+        response = requests.Response()
+        response.url, response.status_code = url, 200 if url in local else 404
+        response._content = json.dumps(local.get(url, {})).encode()
+        response.headers["Content-Type"] = "application/ld+json"
+        return response
+
+    monkeypatch.setattr(HttpRequester, "get", get, raising=False)  # its requests are looked up on the instance
+    required = models.Severity.REQUIRED
+    profile = "process-run-crate-0.5"
+    result = services.validate(
+        services.ValidationSettings(rocrate_uri=str(zipped), profile_identifier=profile, requirement_severity=required)
+    )
+    assert result.passed(), [issue.message for issue in result.get_issues()]
+    assert set(asked) <= set(local)
+
+
+@pytest.mark.trains
+def test_a_bundle_of_runs_made_now_holds_no_absolute_path_of_the_machine(smoke_sweep, sent, zipped, tmp_path) -> None:
+    """Issue 61: result.json (its command), check_report.json, the crate's metadata, the jobs' logs and submission
+    records (submitit and uh print paths: redacted as the zip names them) hold neither the results folder's absolute
+    path, nor the data folder's, nor the home folder."""
+    with zipfile.ZipFile(zipped) as zf:
+        zf.extractall(tmp_path / "unzipped")
+    machine = {str(sent[1].resolve()), str(sent[1]), str(smoke_sweep[0].resolve()), str(Path.home())}
+    files = [p for p in (tmp_path / "unzipped").rglob("*") if p.is_file() and p.suffix != ".pt"]
+    assert any(p.name.endswith("_log.out") for p in files) and len(files) > 10
+    found = {(p.name, path) for p in files for path in machine if path.encode() in p.read_bytes()}
+    assert not found, found
+
+
+def test_the_crates_root_carries_the_projects_license_and_both_commands_count_the_zips_files(
+    finished_result, tmp_path
+) -> None:
+    """Issue 61: the crate's root names its license (the project's MIT license, a contextual entity with a name and
+    a description, as the RO-Crate validator asks), and uh bundle and uh check --bundle count the same files: those
+    in the zip, the crate's metadata and the manifest among them (they said 3 and 2)."""
+    finished_result(tmp_path / "r", "B3", SEED)
+    out = tmp_path / "b.zip"
+    sent = uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(out))
+    metadata = {e["@id"]: e for e in json.loads(zipfile.ZipFile(out).read(bundle.METADATA))["@graph"]}
+    assert metadata["./"]["license"] == {"@id": "https://spdx.org/licenses/MIT"}
+    license_entity = metadata["https://spdx.org/licenses/MIT"]
+    assert license_entity["name"] == "MIT License" and license_entity["description"]
+    assert (Path(__file__).parents[2] / "LICENSE").read_text().startswith(license_entity["name"])
+    checked = uh("check", "--bundle", str(out), "--json-out", str(tmp_path / "report.json"))
+    n = len(zipfile.ZipFile(out).namelist())
+    assert f"{n} files in the zip" in sent.output and f"{n} files in the zip" in checked.output, checked.output
+
+
+def test_the_receivers_page_names_the_checking_checkout_and_what_was_and_was_not_verified(
+    finished_result, tmp_path
+) -> None:
+    """Issue 61: uh check --bundle names the checkout that checks (its code hash, revision, modified or not), what it
+    verified (the files' hashes, the crate's listing, the verdict derived again; R's rows only under --recompute)
+    and what it cannot (who made the files)."""
+    finished_result(tmp_path / "r", "B3", SEED)
+    uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(tmp_path / "b.zip"))
+    lines = uh("check", "--bundle", str(tmp_path / "b.zip"), "--json-out", str(tmp_path / "j"), "--wide").output
+    lines = lines.splitlines()
+    assert f"checked by this checkout: {checkout_state()}" in lines
+    verified = "verified: every file's SHA-256 (manifest-sha256.txt); the crate lists exactly the zip's files; the"
+    assert any(line.startswith(verified) and "the verdict below is derived again" in line for line in lines)
+    assert any(line.startswith("R's rows: taken as recorded, not recomputed") for line in lines)
+    assert any(line.startswith("not verifiable: who made the files") for line in lines)
+    others = "the others are named under provenance below, with every cause"
+    assert f"results: 0 of 1 made plainly by the checking code; {others}" in lines
+
+
 # --- uh bundle's refusals -----------------------------------------------------------------------------------------
 
 
@@ -198,7 +302,7 @@ def test_uh_check_bundle_exits_as_uh_check_results_dir_does_wherever_the_zip_is(
         res = uh("check", "--bundle", str(zip_path))
         assert (res.exit_code, verdict(res)) == (direct.exit_code, verdict(direct)), res.output
         assert "each as manifest-sha256.txt records it" in res.output
-        assert f"code {code}: this checkout's" in res.output
+        assert code == code_hash() and "results: 3 of 3 made plainly by the checking code" in res.output
         stack = r"stack: cpu: .*, torch .*, python .*, compile \w+, step eager; 3 run\(s\)"
         assert re.search(stack, res.output), res.output
     report = json.loads((elsewhere / "check_report.json").read_text())  # --bundle writes ./check_report.json
@@ -551,6 +655,8 @@ def test_a_malformed_result_whose_hashes_agree_is_one_line_and_exit_2(kind, fini
         res = uh(*args)
         assert res.exit_code == 2 and name.removeprefix("results/") in error_line(res), res.output
         assert words.removeprefix("profile.json") in error_line(res), res.output
+    error = error_line(uh("check", "--bundle", str(forged)))  # issue 61: the bundle's member, not the temporary folder
+    assert f"{forged}: member {name}" in error and "uh-bundle-" not in error, error
 
 
 @pytest.mark.parametrize(("entity", "key", "value"), [("#run-B3-seed-1993", "result", 5), ("./", "conformsTo", [7])])

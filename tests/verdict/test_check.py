@@ -152,7 +152,7 @@ def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Pat
     assert res.exit_code == 0, res.output
     assert report["verdict"] == "RESULTS REPLICATED (ACM v1.1)" and report["next_step"] == {}
     assert claims(report)["C1"].startswith("SUPPORTED (look 3 of 5, 8 seeds")
-    assert report["not_made_by_this_code"] == {} and "not made by this checkout's code" not in res.output
+    assert report["not_made_by_this_code"] == {} and "not plainly made" not in res.output
     copy = copy_expected_set(tmp_path / "copy", paper)
     (copy / "tolerances.toml").write_text((copy / "tolerances.toml").read_text() + "\n")
     res, report = check(tmp_path, table, "--expected", str(copy), results=True)
@@ -165,8 +165,9 @@ def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Pat
 
 def made_elsewhere(results_dir: Path) -> None:
     """Five of the results in `results_dir` (made by this checkout's code) as other code would have made them: B3's
-    seeds 1993 and 2023 from other code, a1 seed 42 from a modified tree, s1 seed 1993 resumed after an edit (its
-    second task under other code), B0 seed 42 before results recorded their code."""
+    seeds 1993 and 2023 from other code, a1 seed 42 from a modified tree of this code (its code.diff beside it), s1
+    seed 1993 resumed after an edit (its second task under other code), B0 seed 42 before results recorded their
+    code."""
 
     def edit(run_id: str, seed: int, change: dict) -> None:
         path = results_dir / run_id / f"seed-{seed}" / "result.json"
@@ -175,7 +176,9 @@ def made_elsewhere(results_dir: Path) -> None:
 
     for seed in (1993, 2023):
         edit("B3", seed, {"provenance": THIS_CODE | {"code_sha256": "ab" * 32}})
-    edit("a1", 42, {"provenance": THIS_CODE | {"git_revision_verified": True, "tree_modified": True}})
+    modified = {"git_revision": "12" * 20, "git_revision_verified": True, "tree_modified": True}
+    edit("a1", 42, {"provenance": THIS_CODE | modified})
+    (results_dir / "a1" / "seed-42" / "code.diff").write_text("+# an edit\n")
     edit("s1", 1993, {"tasks": [{"task": 0, "code_sha256": THIS_CODE["code_sha256"]},
                                 {"task": 1, "code_sha256": "cd" * 32}]})  # fmt: skip
     edit("B0", 42, {"provenance": None})
@@ -194,17 +197,23 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
     res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "results"), "--expected", str(EXPECTED)])
     report = json.loads((tmp_path / "results" / "check_report.json").read_text())
     this = code_hash()
-    block = [f"results not made by this checkout's code (code {this[:12]}...):",
-             "  made from other code (abababababab...): B3 seeds 1993, 2023",
-             "  made from a modified tree (code.diff beside it): a1 seed 42",
-             "  tasks made under different code (a run resumed after an edit): s1 seed 1993",
-             "  no code recorded (made before results recorded it): B0 seed 42",
-             "verdict: EXPECTED SET MATCHED (5 results not made by this checkout's code: no badge) -> exit 6"]
+    withheld = "5 results not plainly made by this checkout's code"
+    block = [
+        f"provenance: results not plainly made by the checking code ({this[:12]}...), with every cause:",
+        "  B0 seed 42: no code recorded (made before results recorded it)",
+        f"  B3 seeds 1993, 2023: other code (its code abababababab... against the checking code's {this[:12]}...)",
+        "  a1 seed 42: a modified tree (of revision 121212121212; code.diff beside its result.json)",
+        "  s1 seed 1993: tasks made under different code (a run resumed after an edit)",
+        f"  on the paper profile: no badge ({withheld})",
+        f"verdict: EXPECTED SET MATCHED ({withheld}: no badge) -> exit 6",
+    ]
     lines = res.output.splitlines()
-    assert res.exit_code == 6 and lines[-7:-1] == block, res.output
+    assert res.exit_code == 6 and lines[-8:-1] == block, res.output
+    assert report["provenance_meaning"] == block[-2].strip()
+    assert {"results": [["a1", 42]], "causes": [block[3].partition(": ")[2]]} in report["provenance"]
     assert report["not_made_by_this_code"] == {
         "made from other code (abababababab...)": [["B3", 1993], ["B3", 2023]],
-        "made from a modified tree (code.diff beside it)": [["a1", 42]],
+        "made from a modified tree": [["a1", 42]],
         "tasks made under different code (a run resumed after an edit)": [["s1", 1993]],
         "no code recorded (made before results recorded it)": [["B0", 42]]}  # fmt: skip
     assert report["code_sha256"] == this
@@ -215,12 +224,13 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
     res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "smoke-results"), "--expected",
                                     str(smoke)])  # fmt: skip
     assert res.exit_code == 0 and res.output.splitlines()[-2].startswith("verdict: PIPELINE CHECK PASSED"), res.output
-    assert res.output.splitlines()[-7:-2] == block[:-1]
+    meaning = "  on profile smoke: this changes no verdict (only the paper profile has a badge)"
+    assert res.output.splitlines()[-8:-2] == [*block[:-2], meaning], res.output
     write_results(tmp_path / "old-results", paper, "smoke")  # all made before results recorded their code
     res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "old-results"), "--expected",
                                     str(smoke)])  # fmt: skip
-    assert res.exit_code == 0 and res.output.splitlines()[-4:-2] == [
-        block[0], "  no code recorded (made before results recorded it): all 36 results"], res.output
+    assert res.exit_code == 0 and res.output.splitlines()[-5:-2] == [
+        block[0], "  all 36 results: no code recorded (made before results recorded it)", meaning], res.output
 
 
 def test_a_setting_that_changes_numbers_is_named_beside_the_provenance(
@@ -243,15 +253,16 @@ def test_a_setting_that_changes_numbers_is_named_beside_the_provenance(
         write_json_atomic(path, json.loads(path.read_text()) | {"environment": cpu})
     args = ["check", "--results-dir", str(results), "--expected", str(smoke)]
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0 and "settings that change numbers" not in res.output, res.output
+    assert res.exit_code == 0 and "provenance:" not in res.output, res.output
     for seed, env in ((1993, {"precision": "16-mixed"}), (2023, {"compile": "default"})):
         path = results / "B3" / f"seed-{seed}" / "result.json"
         write_json_atomic(path, json.loads(path.read_text()) | {"environment": cpu | env})
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0 and res.output.splitlines()[-5:-2] == [
-        "settings that change numbers, where the results differ in them or leave the profile's default:",
-        "  precision: 16-mixed for B3 seed 1993; 32-true for the other 35 (the profile's default: 32-true)",
-        "  compile: default for B3 seed 2023; off for the other 35 (the profile's default: off)",
+    assert res.exit_code == 0 and res.output.splitlines()[-6:-2] == [
+        f"provenance: results not plainly made by the checking code ({code_hash()[:12]}...), with every cause:",
+        "  B3 seed 1993: precision 16-mixed (the profile's default: 32-true)",
+        "  B3 seed 2023: compile default (the profile's default: off)",
+        "  on profile smoke: this changes no verdict (only the paper profile has a badge)",
     ], res.output
     report = json.loads((results / "check_report.json").read_text())
     assert report["settings_named"]["precision"]["values"]["16-mixed"] == [["B3", 1993]]

@@ -130,6 +130,29 @@ def git_revision(checkout: Path = CHECKOUT) -> str | None:
     return os.environ.get("UH_GIT_REVISION") or None
 
 
+MODIFIED_WORDS = {True: "yes", False: "no", None: "unknown (no git to compare with)"}
+
+
+def checkout_state(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str:
+    """Which checkout this is, as uh --version and uh check name it: its code hash, revision and whether its hashed
+    files differ from that revision."""
+    diff = tree_diff(package, checkout)
+    modified = None if diff is None else bool(diff)
+    revision = git_revision(checkout) or "unknown"
+    return f"code sha256 {code_hash(package, checkout)}, revision {revision}, modified: {MODIFIED_WORDS[modified]}"
+
+
+def modified_notice(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str | None:
+    """What uh run says once at its start where the tree differs from its revision (None where it does not)."""
+    if not tree_diff(package, checkout):
+        return None
+    return (
+        f"note: this tree differs from its revision {git_revision(checkout)} (git diff HEAD -- src/{package.name} "
+        f"{CONSTRAINTS}): each result records it (provenance.tree_modified) and the diff goes to {DIFF_NAME} beside "
+        "each result.json"
+    )
+
+
 def unhashed_code(modules: Mapping[str, ModuleType] | None = None, package: Path = PACKAGE) -> list[str]:
     """The package's modules in `modules` (this process's sys.modules) that did not come from the hashed files, each
     as "<module>: <why>", sorted; [] when every one did. The hash covers the files, not what ran: a module imported
@@ -152,10 +175,10 @@ def _not_hashed(module: ModuleType, package: Path) -> str | None:
         return "loaded from no file"
     path = Path(file)
     inside = path.resolve().is_relative_to(package.resolve()) and "__pycache__" not in path.parts
-    if path.suffix != ".py" or not inside:
-        return f"loaded from {file}, not from the hashed files under {package}"
+    if path.suffix != ".py" or not inside:  # its name only: a result records no path of the machine
+        return f"loaded from {path.name} outside the package, not from its hashed files"
     pyc = Path(importlib.util.cache_from_source(file))
-    return f"its bytecode {pyc} is not its source's" if _bytecode_differs(pyc, path) else None
+    return f"its bytecode {pyc.name} is not its source's" if _bytecode_differs(pyc, path) else None
 
 
 def _bytecode_differs(pyc: Path, source: Path) -> bool:
@@ -207,12 +230,34 @@ def provenance(
     }, diff or None
 
 
+def portable(path: str | Path, base: Path) -> str:
+    """A path as a result or a report records it, with no absolute path of the machine: relative to `base` (the
+    results folder) where it is inside it, as given where it is relative, else ".../<its name>"."""
+    path = Path(path)
+    if path.resolve().is_relative_to(base.resolve()):
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    return f".../{path.name}" if path.is_absolute() else path.as_posix()
+
+
+def portable_command(argv: list[str], base: Path) -> str:
+    """The command that made a result as result.json records it: the program by its name, each absolute path
+    (an argument, or an option's value after "=") `portable` against `base` (the results folder)."""
+    program, *args = argv or [""]
+    shown = [Path(program).name]
+    for arg in args:
+        option, equals, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
+        shown.append(option + equals + (portable(value, base) if Path(value).is_absolute() else value))
+    return " ".join(shown)
+
+
 # --- read back: the results this checkout's code did not make ------------------------------------------------------
 
 NO_CODE = "no code recorded (made before results recorded it)"
-MODIFIED = f"made from a modified tree ({DIFF_NAME} beside it)"
+MODIFIED = "made from a modified tree"
 MIXED = "tasks made under different code (a run resumed after an edit)"
 UNHASHED = "made by code that is not the hashed files (provenance.unhashed_code)"
+
+Pair = tuple[str, int]  # a result: its run ID and seed
 
 
 def other_code(digest: object) -> str:
@@ -222,17 +267,20 @@ def other_code(digest: object) -> str:
 
 @dataclass(frozen=True)
 class Made:
-    """Which results of an input this checkout's code (`this`) did not make, grouped by why, each why as uh check
-    prints it (a result may have more than one); `recorded` False for an input that records no code at all (a
-    per-seed CSV). On the paper profile either keeps the badge from the input (verdict/judge.py). `read`: how many
-    results the input held. `settings`: the settings that change numbers (NUMERIC) where the results differ in them
-    or leave the profile's default, as {setting: (the profile's default, {value: results})}; named, never withheld."""
+    """Which results of an input this checkout's code (`this`) did not make, grouped by why (a result may have more
+    than one); `recorded` False for an input that records no code at all (a per-seed CSV). On the paper profile
+    either keeps the badge from the input (verdict/judge.py). `read`: how many results the input held. `settings`:
+    the settings that change numbers (NUMERIC) where the results differ in them or leave the profile's default, as
+    {setting: (the profile's default, {value: results})}; named, never withheld. `causes`: each result that is not
+    plainly this code's with all its causes (the whys' and the settings' it leaves at another value) as uh check
+    prints them on one line."""
 
     this: str
-    others: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    others: dict[str, tuple[Pair, ...]] = field(default_factory=dict)
     recorded: bool = True
     read: int = 0
-    settings: dict[str, tuple[str, dict[str, tuple[tuple[str, int], ...]]]] = field(default_factory=dict)
+    settings: dict[str, tuple[str, dict[str, tuple[Pair, ...]]]] = field(default_factory=dict)
+    causes: dict[Pair, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -244,35 +292,66 @@ class Made:
         if not self.recorded:
             return "a per-seed CSV records no code"
         n = self.count
-        return f"{n} result{'s' if n != 1 else ''} not made by this checkout's code" if n else None
+        return f"{n} result{'s' if n != 1 else ''} not plainly made by this checkout's code" if n else None
+
+    def grouped(self) -> dict[tuple[str, ...], tuple[Pair, ...]]:
+        """The results not plainly this code's, grouped by the same causes: {causes: results}."""
+        groups: dict[tuple[str, ...], list[Pair]] = {}
+        for pair, causes in sorted(self.causes.items()):
+            groups.setdefault(causes, []).append(pair)
+        return {causes: tuple(pairs) for causes, pairs in groups.items()}
 
 
-def made_by(results: Iterable[dict[str, Any]], this: str | None = None) -> Made:
-    """The results (load_results') not made by the code `this` (this checkout's by default): made from other
-    code, from a modified tree, by loaded code that was not the hashed files (`unhashed_code`, of the result or of
-    any task), with tasks made under different code (resumed after an edit; a task without a code hash, from before
-    results recorded it, counts as other), or with no code recorded at all (results written before `provenance`). A
-    tree that git could not compare (an archive, the image) is judged by its code hash alone. And the settings that
-    change numbers where the results differ in them or leave their profile's default (`numeric_settings`)."""
+def _whys(result: dict[str, Any], this: str, results_dir: Path | None) -> dict[str, str]:
+    """Why a result is not this code's, as {why (Made.others' key): the cause as uh check prints it}."""
+    code = result.get("provenance")
+    if not isinstance(code, dict):
+        return {NO_CODE: NO_CODE}
+    tasks = [t for t in result.get("tasks") or [] if isinstance(t, dict)]
+    whys = {}
+    if code["code_sha256"] != this:
+        theirs = str(code["code_sha256"])[:12]
+        whys[other_code(theirs)] = f"other code (its code {theirs}... against the checking code's {this[:12]}...)"
+    if code.get("tree_modified"):
+        diff = None if results_dir is None else results_dir / result["run_id"] / f"seed-{result['seed']}" / DIFF_NAME
+        kept = f"{DIFF_NAME} beside its result.json" if diff and diff.is_file() else f"no {DIFF_NAME} beside it"
+        revision = f"of revision {str(code['git_revision'])[:12]}" if code.get("git_revision") else "no revision"
+        whys[MODIFIED] = f"a modified tree ({revision}; {kept})"
+    unhashed = [*(code.get("unhashed_code") or []), *(u for t in tasks for u in t.get("unhashed_code") or [])]
+    if unhashed:
+        whys[UNHASHED] = f"code that is not the hashed files ({'; '.join(dict.fromkeys(map(str, unhashed)))})"
+    if {t.get("code_sha256") for t in tasks} - {code["code_sha256"]}:
+        whys[MIXED] = MIXED
+    return whys
+
+
+def made_by(results: Iterable[dict[str, Any]], this: str | None = None, results_dir: Path | None = None) -> Made:
+    """The results (load_results', of `results_dir` where given: then a modified tree's code.diff is looked for)
+    not made by the code `this` (this checkout's by default): made from other code, from a modified tree, by
+    loaded code that was not the hashed files (`unhashed_code`, of the result or of any task), with tasks made
+    under different code (resumed after an edit; a task without a code hash, from before results recorded it,
+    counts as other), or with no code recorded at all (results written before `provenance`). A tree that git could
+    not compare (an archive, the image) is judged by its code hash alone. And the settings that change numbers
+    where the results differ in them or leave their profile's default (`numeric_settings`)."""
     this = code_hash() if this is None else this
     results = list(results)
-    others: dict[str, list[tuple[str, int]]] = {}
+    others: dict[str, list[Pair]] = {}
+    causes: dict[Pair, list[str]] = {}
     for result in results:
-        pair, code = (result["run_id"], result["seed"]), result.get("provenance")
-        if not isinstance(code, dict):
-            others.setdefault(NO_CODE, []).append(pair)
-            continue
-        tasks = [t for t in result.get("tasks") or [] if isinstance(t, dict)]
-        whys = [other_code(code["code_sha256"])] if code["code_sha256"] != this else []
-        whys += [MODIFIED] if code.get("tree_modified") else []
-        whys += [UNHASHED] if code.get("unhashed_code") or any(t.get("unhashed_code") for t in tasks) else []
-        whys += [MIXED] if {t.get("code_sha256") for t in tasks} - {code["code_sha256"]} else []
-        for why in whys:
+        pair, whys = (result["run_id"], result["seed"]), _whys(result, this, results_dir)
+        for why, cause in whys.items():
             others.setdefault(why, []).append(pair)
+            causes.setdefault(pair, []).append(cause)
+    settings = numeric_settings(results)
+    for name, (default, values) in settings.items():
+        for value, pairs in values.items():
+            for pair in pairs if value != default else ():
+                causes.setdefault(pair, []).append(f"{name} {value} (the profile's default: {default})")
     rank = (MODIFIED, UNHASHED, MIXED, NO_CODE)
     order = sorted(others, key=lambda why: (rank.index(why) + 1 if why in rank else 0, why))
     whys = {why: tuple(sorted(others[why])) for why in order}
-    return Made(this, whys, read=len(results), settings=numeric_settings(results))
+    causes_of = {pair: tuple(c) for pair, c in causes.items()}
+    return Made(this, whys, read=len(results), settings=settings, causes=causes_of)
 
 
 # What besides its config and seed changes a run's numbers (runs/run.py's numeric_settings), as result.json's

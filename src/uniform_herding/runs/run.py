@@ -46,7 +46,7 @@ from uniform_herding.runs.devices import (
 )
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.runs.final import FINAL_NAME, save_final
-from uniform_herding.runs.provenance import DIFF_NAME, code_hash, provenance, unhashed_code
+from uniform_herding.runs.provenance import DIFF_NAME, code_hash, portable_command, provenance, unhashed_code
 from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path, write_text_atomic
 
 
@@ -245,7 +245,10 @@ def run_seed(
                     f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
                 )
             code, diff = provenance()
-            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings) | {"provenance": code}
+            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings) | {
+                "provenance": code,
+                "command": portable_command(sys.argv, results_dir),
+            }
             keep_diff(out, diff)
             with checkpoint.writing(out.with_name(FINAL_NAME)):
                 save_final(out.with_name(FINAL_NAME), result, learner, memory)  # before the result: never one without
@@ -310,5 +313,4 @@ def assemble(
         "started": record.get("started"),  # None for a run resumed from a checkpoint written before it was recorded
         "finished": now(),
         "environment": environment(device, raw, settings) | steps_record(record["tasks"]),
-        "command": " ".join(sys.argv),
     }

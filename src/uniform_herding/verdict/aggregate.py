@@ -155,8 +155,9 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
     try:
         if per_seed is not None:
             return read_per_seed_csv(per_seed), None, Made(code_hash(), recorded=False)
-        results = load_results(results_dir or Path("results"))
-        return per_seed_table(results), results_profile(results), made_by(results)
+        results_dir = results_dir or Path("results")
+        results = load_results(results_dir)
+        return per_seed_table(results), results_profile(results), made_by(results, results_dir=results_dir)
     except ResultError as e:
         raise InputError(str(e)) from None
 

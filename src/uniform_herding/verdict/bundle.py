@@ -45,7 +45,7 @@ from uniform_herding.data.archive import DATASETS
 from uniform_herding.runs import schemas
 from uniform_herding.runs.final import FINAL_NAME
 from uniform_herding.runs.jsonfiles import read_json
-from uniform_herding.runs.provenance import DIFF_NAME, code_hash, sha256sum
+from uniform_herding.runs.provenance import DIFF_NAME, checkout_state, made_by, sha256sum
 from uniform_herding.runs.results import (
     PROFILE_FILE,
     ResultError,
@@ -62,6 +62,13 @@ MANIFEST = "manifest-sha256.txt"
 RESULTS = "results"  # the zip's folder that holds the results dir
 PROCESS_RUN_CRATE = "https://w3id.org/ro/wfrun/process/0.5"
 WORKFLOW_RUN_CONTEXT = "https://w3id.org/ro/terms/workflow-run/context"  # the profile's terms (sha256, environment)
+LICENSE = "https://spdx.org/licenses/MIT"  # the project's license (LICENSE, pyproject.toml), the crate's too
+LICENSE_ENTITY = {
+    "@type": "CreativeWork",
+    "name": "MIT License",
+    "identifier": "MIT",
+    "description": "The MIT License: use, copy, modify and distribute, keeping the copyright notice",
+}
 LOGS = (".out", ".err", ".json")  # under submitit/: its jobs' logs and uh's submission records, never its pickles
 CHUNK = 1 << 16  # bytes copied at a time; extracting, what a member may read of the zip ahead of what it has used
 FORMATS = {".pt": "application/octet-stream", ".out": "text/plain", ".err": "text/plain"}  # mimetypes guesses these
@@ -210,6 +217,7 @@ def crate_of(results: list[dict], files: dict[str, Path], here: dict[str, Any]) 
     crate.description = ("uh bundle: one CreateAction per run (run ID and seed); every file's SHA-256 in "
                          f"{MANIFEST}; check it with uh check --bundle")  # fmt: skip
     crate.datePublished = datetime.now(UTC).isoformat(timespec="seconds")
+    crate.root_dataset["license"] = crate.add(ContextEntity(crate, LICENSE, LICENSE_ENTITY))
     crate.root_dataset["conformsTo"] = profile
     crate.root_dataset["mentions"] = [_action(crate, r, parts, here) for r in results]
     return crate, parts
@@ -228,15 +236,32 @@ def _copy_hashed(src: BinaryIO, dst: BinaryIO, limit: Callable[[int], None] | No
     return digest.hexdigest(), size
 
 
-def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File]) -> None:
-    """Each file, hashed as it is written; then the crate's metadata, which holds those hashes; then the manifest."""
+REDACTED = (f"{RESULTS}/submitit/", f"{RESULTS}/report/")  # text that may hold the sender's paths: logs, uh report's
+
+
+def _redacted(src: BinaryIO, name: str, results_dir: Path) -> BinaryIO:
+    """A log's or a report's bytes (`REDACTED`) with the sender's absolute paths as the zip names them (submitit
+    and uh print them): the results folder as `results`, the home folder as `~`; any other file as it is. A bundle
+    holds no absolute path of the machine that made it."""
+    if not name.startswith(REDACTED):
+        return src
+    data, home = src.read(), Path.home()
+    for path, shown in ((results_dir.resolve(), RESULTS), (results_dir.absolute(), RESULTS), (home, "~")):
+        if len(path.parts) > 1:  # never "/" itself
+            data = data.replace(str(path).encode(), shown.encode())
+    return io.BytesIO(data)
+
+
+def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, File], results_dir: Path) -> None:
+    """Each file, hashed as it is written (logs and reports `_redacted`); then the crate's metadata, which holds
+    those hashes; then the manifest."""
     hashes = {}
     with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, source in files.items():
             info = zipfile.ZipInfo.from_file(source, name)  # its time and mode (a regular file's)
             info.compress_type = zipfile.ZIP_DEFLATED
             with source.open("rb") as src, zf.open(info, "w", force_zip64=True) as dst:
-                hashes[name], size = _copy_hashed(src, dst)
+                hashes[name], size = _copy_hashed(_redacted(src, name, results_dir), dst)
             parts[name]["sha256"], parts[name]["contentSize"] = hashes[name], str(size)
         metadata = b"".join(chunk for _, chunk in crate.metadata.stream())
         zf.writestr(METADATA, metadata)
@@ -245,8 +270,9 @@ def _zip(f: BinaryIO, crate: ROCrate, files: dict[str, Path], parts: dict[str, F
 
 
 def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int, int]:
-    """Write `results_dir` as a bundle at `out`, atomically and never over a file; (runs, files) bundled. Its progress
-    goes to standard error (runs/terminal.Progress: a line per stage; torch's import alone takes seconds)."""
+    """Write `results_dir` as a bundle at `out`, atomically and never over a file; (runs, files in the zip: the
+    crate's metadata and the manifest among them, as uh check --bundle counts them). Its progress goes to standard
+    error (runs/terminal.Progress: a line per stage; torch's import alone takes seconds)."""
     if out.exists():
         raise BundleError(f"{out} exists; uh bundle never overwrites a file: choose another -o name")
     with Progress("uh bundle", every=HEARTBEAT_S) as progress:
@@ -265,7 +291,7 @@ def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int,
         crate, parts = crate_of(results, files, here)
         progress.stage("each run described (the RO-Crate's metadata); zipping")
         try:
-            write_atomic(out, lambda f: _zip(f, crate, files, parts), replace=False)
+            write_atomic(out, lambda f: _zip(f, crate, files, parts, results_dir), replace=False)
         except FileExistsError:
             raise BundleError(f"{out} appeared while the bundle was written; choose another -o name") from None
         except OSError as e:
@@ -285,7 +311,7 @@ def bundle_command(results_dir: Path, out: Path, with_weights: bool) -> None:
     """Write the results as one zip to send (an RO-Crate, Process Run Crate profile): each run with its code hash,
     dataset md5 and stack, uh check's report, uh report's output, the logs, and every file's SHA-256."""
     runs, files = write_bundle(results_dir, out, with_weights)
-    click.echo(f"wrote {out}: {runs} runs, {files} files{' with weights' if with_weights else ''}, "
+    click.echo(f"wrote {out}: {runs} runs, {files} files in the zip{' with weights' if with_weights else ''}, "
                f"{out.stat().st_size / 1e6:.1f} MB; the receiver checks it with uh check --bundle {out}")
 
 
@@ -489,19 +515,46 @@ def opened(path: Path) -> Iterator[OpenedBundle]:
         yield OpenedBundle(path, into / RESULTS, crate)
 
 
-def provenance_lines(results: list[dict]) -> list[str]:
-    """Who made the bundle's results with what: each code hash against this checkout's, each stack."""
-    here, lines = code_hash(), []
-    for code in dict.fromkeys((r.get("provenance") or {}).get("code_sha256") for r in results):
-        runs = [r for r in results if (r.get("provenance") or {}).get("code_sha256") == code]
-        p = runs[0].get("provenance") or {}
-        same = "this checkout's" if code == here else f"NOT this checkout's ({here})" if code else "not recorded"
-        modified = {True: "yes", False: "no"}.get(p.get("tree_modified"), "unknown (no git)")
-        git = (f"git {p.get('git_revision')} ({'verified' if p.get('git_revision_verified') else 'claimed'}), "
-               f"tree modified: {modified}")  # fmt: skip
-        lines.append(f"code {code}: {same}; {git}; {len(runs)} run(s)" if code else
-                     f"code not recorded (made before uh recorded it); {len(runs)} run(s)")
-    return lines + [f"stack: {label}; {n} run(s)" for label, n in stack_labels(results).items()]
+def receivers_page(results: list[dict], recompute: bool) -> list[str]:
+    """What uh check --bundle verified and what it cannot, and by which checkout: the receiver's page. Which results
+    the checking code did not plainly make, with every cause, is uh check's provenance block below it."""
+    made = made_by(results)
+    plain = made.read - len(made.causes)
+    rows = (
+        "R's last rows: evaluated again below from each run's final.pt (--recompute)"
+        if recompute
+        else "R's rows: taken as recorded, not recomputed (uh check --bundle --recompute evaluates the last ones again)"
+    )
+    return [
+        f"checked by this checkout: {checkout_state()}",
+        f"verified: every file's SHA-256 ({MANIFEST}); the crate lists exactly the zip's files; the verdict below is "
+        "derived again from the bundled result.json files (the bundled check_report.json is not read)",
+        rows,
+        "not verifiable: who made the files: the hashes prove their integrity, not their authorship (anyone can "
+        "make a bundle whose hashes agree)",
+        f"results: {plain} of {made.read} made plainly by the checking code"
+        + ("; the others are named under provenance below, with every cause" if made.causes else ""),
+        *(f"stack: {label}; {n} run(s)" for label, n in stack_labels(results).items()),
+    ]
+
+
+@contextmanager
+def _named_in(bundle: OpenedBundle) -> Iterator[None]:
+    """An error about a bundled file names the bundle and the member, never the temporary folder it was extracted
+    to (removed by then)."""
+    try:
+        yield
+    except ResultError as e:
+        raise BundleError(_members(str(e), bundle)) from None
+    except click.ClickException as e:
+        e.message = _members(e.message, bundle)
+        raise
+
+
+def _members(message: str, bundle: OpenedBundle) -> str:
+    """`message` with each path under the extracted folder as `<bundle>: member <name>`."""
+    extracted = str(bundle.results_dir.parent)
+    return message.replace(f"{extracted}{os.sep}", f"{bundle.path}: member ").replace(extracted, str(bundle.path))
 
 
 def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path, run_ids: tuple[str, ...],
@@ -516,15 +569,13 @@ def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_di
     if given:
         raise click.UsageError(f"give --bundle or {given[0]}, not both")
     width = columns(bool(ctx.params.get("wide")))
-    with opened(path) as bundle:
-        opening = (f"bundle {path}: {len(bundle.crate.data_entities)} files, each as {MANIFEST} records it; an "
+    with opened(path) as bundle, _named_in(bundle):
+        count = len(bundle.crate.data_entities) + 1  # and the crate's metadata: the files in the zip, as uh bundle's
+        opening = (f"bundle {path}: {count} files in the zip, each as {MANIFEST} records it; an "
                    f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json")  # fmt: skip
         click.echo(fit_line(opening, width))
-        try:
-            results = load_results(bundle.results_dir)
-        except ResultError as e:
-            raise BundleError(str(e)) from None
-        click.echo("\n".join(fit_line(line, width) for line in provenance_lines(results)))
+        results = load_results(bundle.results_dir)
+        click.echo("\n".join(fit_line(line, width) for line in receivers_page(results, recompute)))
         if recompute:
             from uniform_herding.verdict.recompute import recompute_last_rows
 

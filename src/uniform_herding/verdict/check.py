@@ -33,7 +33,7 @@ import click
 
 from uniform_herding.catalogue import PROFILES, RUNS, sort_key
 from uniform_herding.method.config import SEEDS
-from uniform_herding.runs.provenance import Made
+from uniform_herding.runs.provenance import Made, portable
 from uniform_herding.runs.results import ResultError, write_json_atomic
 from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
 from uniform_herding.verdict import decide
@@ -137,30 +137,39 @@ def format_claims(checks: list[ClaimCheck], width: int | None = None) -> list[st
     return fit_lines(lines, width)
 
 
-def format_made(made: Made, width: int | None = None) -> list[str]:
-    """The results this checkout's code did not make, one line per why, then the settings that change numbers where
-    the results differ in them or leave the profile's default, one line per setting: each run ID's seeds together,
-    in the order the paper lists them, or "all N results"."""
-    lines = [f"results not made by this checkout's code (code {made.this[:12]}...):"] if made.others else []
-    lines += [f"  {why}: {_pairs_text(pairs, made.read)}" for why, pairs in made.others.items()]
-    if made.settings:
-        lines.append("settings that change numbers, where the results differ in them or leave the profile's default:")
-    for name, (default, values) in made.settings.items():
-        *fewer, (most, pairs) = sorted(values.items(), key=lambda item: len(item[1]))
-        held = [f"{value} for {_pairs_text(p, made.read)}" for value, p in fewer]
-        held.append(f"{most} for the other {len(pairs)}" if fewer else f"{most} for {_pairs_text(pairs, made.read)}")
-        lines.append(f"  {name}: {'; '.join(held)} (the profile's default: {default})")
-    return fit_lines(lines, width)
+def format_made(made: Made, profile: str, width: int | None = None) -> list[str]:
+    """Provenance in one voice: one line per result, or group of results with the same causes, that is not plainly
+    this checkout's code's, with all its causes (other code, a modified tree, code not hashed, tasks under other
+    code, a setting that changes numbers left at another value), each run ID's seeds together in the paper's order,
+    or "all N results"; then one line saying what that means on `profile`."""
+    if not made.causes:
+        return []
+    lines = [f"provenance: results not plainly made by the checking code ({made.this[:12]}...), with every cause:"]
+    groups = sorted(made.grouped().items(), key=lambda group: min(map(_paper_order, group[1])))
+    lines += [f"  {_pairs_text(pairs, made.read)}: {'; '.join(causes)}" for causes, pairs in groups]
+    return fit_lines([*lines, f"  {made_meaning(made, profile)}"], width)
+
+
+def made_meaning(made: Made, profile: str) -> str:
+    """What the results' provenance means for the verdict on `profile` (judge.py decides it; this says it)."""
+    if profile != "paper":
+        return f"on profile {profile}: this changes no verdict (only the paper profile has a badge)"
+    costs = "; the settings that change numbers cost nothing" if made.settings else ""
+    if why := made.withheld():
+        return f"on the paper profile: no badge ({why}){costs}"
+    return "on the paper profile: the settings that change numbers cost nothing: the badge is decided as for the rest"
+
+
+def _paper_order(pair: tuple[str, int]) -> tuple[Any, ...]:
+    """A result's place in the order the paper lists run IDs and seeds."""
+    return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
 
 
 def _pairs_text(pairs: Iterable[tuple[str, int]], read: int) -> str:
     """Results as uh check names them: each run ID's seeds together, in the order the paper lists them, or "all N
     results" where they are all `read` of the input's."""
 
-    def order(pair: tuple[str, int]) -> tuple[Any, ...]:
-        return sort_key(pair[0]), SEEDS.index(pair[1]) if pair[1] in SEEDS else len(SEEDS), pair[1]
-
-    pairs = sorted(pairs, key=order)
+    pairs = sorted(pairs, key=_paper_order)
     if len(pairs) == read > 1:
         return f"all {read} results"
     seeds: dict[str, list[int]] = {}
@@ -286,8 +295,8 @@ def check_command(
                         "numbers)")  # fmt: skip
                 code = VerdictKind.INCOMPLETE.code
                 echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
-                _write_report(json_out, {"source": source, "profile": profile, "verdict": line, "exit_code": code},
-                              code)  # fmt: skip
+                incomplete = {"source": _recorded(source), "profile": profile, "verdict": line, "exit_code": code}
+                _write_report(json_out, incomplete, code)
                 click.get_current_context().exit(code)
         expected = load_expected(expected_dir)
     except (ExpectedError, ResultError) as e:
@@ -315,19 +324,24 @@ def check_command(
         + (f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
            f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)" if variants else "")
     )
-    if made.others or made.settings:
-        click.echo("\n".join(format_made(made, width)))
+    if made.causes:
+        click.echo("\n".join(format_made(made, expected.profile, width)))
     echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
-    report: dict[str, Any] = {
-        "source": source,
+    report: dict[str, Any] = {  # no absolute path of the machine: a bundle carries the report
+        "source": _recorded(source),
         "profile": expected.profile,
-        "expected_dir": str(expected_dir),
+        "expected_dir": portable(expected_dir, Path.cwd()),
         "expected_sha256": expected.sha256,
         "code_sha256": made.this,  # this checkout's: the checker's own, and the one its results are held to
         # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
         "not_made_by_this_code": (
             {why: list(map(list, pairs)) for why, pairs in made.others.items()} if made.recorded else None),
+        # each group of results not plainly this code's with all its causes, and what that means on this profile
+        "provenance": [
+            {"results": list(map(list, pairs)), "causes": list(causes)} for causes, pairs in made.grouped().items()
+        ],
+        "provenance_meaning": made_meaning(made, expected.profile) if made.causes else None,
         # the settings that change numbers where the results differ in them or leave the profile's default
         "settings_named": {
             name: {"default": default, "values": {v: list(map(list, p)) for v, p in values.items()}}
@@ -351,6 +365,13 @@ def check_command(
     _write_report(json_out, report, verdict.code)
     echo(f"wrote {json_out}")
     click.get_current_context().exit(verdict.code)
+
+
+def _recorded(source: str) -> str:
+    """The checked input as the JSON report records it: its path `portable` against the working folder (a bundle
+    carries its sender's report)."""
+    option, _, path = source.partition(" ")
+    return f"{option} {portable(path, Path.cwd())}"
 
 
 def _write_report(path: Path, report: dict[str, Any], code: int) -> None:
