@@ -21,18 +21,26 @@ def on_the_gpu(monkeypatch):
     monkeypatch.setenv("UH_DEVICE", "cuda")
 
 
-@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
-def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
+def learner_past_task_0(cfg):
+    """A learner on the GPU from seed 0, its head grown for task 1, and its frozen teacher of task 0."""
     from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import fit_task, freeze
+    from uniform_herding.method.train import freeze
 
-    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)
-    stream = tiny_stream(cfg, "cuda")
     torch.manual_seed(0)
     learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(CUDA)
     learner.head.grow(cfg.classes_per_task)
     teacher = freeze(learner)
     learner.head.grow(cfg.classes_per_task)
+    return learner, teacher
+
+
+@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
+def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
+    from uniform_herding.method.train import fit_task
+
+    cfg = dataclasses.replace(resolve("B3", "smoke"), epochs=2, batch_size=8)
+    stream = tiny_stream(cfg, "cuda")
+    learner, teacher = learner_past_task_0(cfg)
     gen = torch.Generator(device=CUDA).manual_seed(0)
     stats = fit_task(cfg, learner, teacher, stream, stream.train_items(0), stream.train_items(1), gen, precision)
     assert stats.steps == 6 and stats.divergence() is None and len(stats.epoch_loss) == 2
@@ -103,8 +111,7 @@ def test_the_step_replayed_as_a_cuda_graph_equals_the_eager_step_bitwise(precisi
     3 warm-up steps, the capture, 16 replays and the partial batches eagerly; fp16 overflows forced (a first loss
     scale of 2^24, skipped steps inside the replays). The same weights, BatchNorm statistics and record as the
     eager step, bit for bit."""
-    from uniform_herding.method.model import Learner
-    from uniform_herding.method.train import fit_task, freeze
+    from uniform_herding.method.train import fit_task
 
     init = torch.amp.GradScaler.__init__
     monkeypatch.setattr(torch.amp.GradScaler, "__init__", lambda self, device: init(self, device, init_scale=2.0**24))
@@ -113,11 +120,7 @@ def test_the_step_replayed_as_a_cuda_graph_equals_the_eager_step_bitwise(precisi
 
     def fit(step: str):
         monkeypatch.setenv("UH_STEP", step)
-        torch.manual_seed(0)
-        learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(CUDA)
-        learner.head.grow(cfg.classes_per_task)
-        teacher = freeze(learner)
-        learner.head.grow(cfg.classes_per_task)
+        learner, teacher = learner_past_task_0(cfg)
         gen = torch.Generator(device=CUDA).manual_seed(0)
         items = stream.train_items(1)[:20]
         stats = fit_task(cfg, learner, teacher, stream, stream.train_items(0), items, gen, precision)
