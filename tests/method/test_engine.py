@@ -125,7 +125,7 @@ def test_uh_compile_on_a_host_that_cannot_build_kernels_is_refused_before_anythi
     else:
         monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"include": str(tmp_path / "no-headers")})
     result = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--results-dir", str(tmp_path / "r")])
-    assert result.exit_code == 1 and result.output.count("\n") == 1 and message in result.output, result.output
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and message in result.output, result.output
     assert "install it (Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE" in result.output
     assert not (tmp_path / "r").exists()
 
