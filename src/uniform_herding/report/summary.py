@@ -275,8 +275,8 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
     so a full or read-only disk leaves `out` as it was (or absent), never a partial report. Files
     are moved one by one, not `out` swapped whole: `out` may be a folder with other files (paper/).
     """
+    runs = load_runs(results_dir)  # read before the progress starts: a malformed result is one line, nothing before
     with Progress("uh report", unit="figure", every=HEARTBEAT_S) as progress:  # a line per stage: tens of seconds
-        runs = load_runs(results_dir)
         paper = published_values(runs, overlay, echo)
         runs = dataclasses.replace(compared_with(runs, base) if base else runs, paper=paper)
         progress.stage(f"read {len(runs.per_seed)} results")

@@ -275,11 +275,11 @@ def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int,
     error (runs/terminal.Progress: a line per stage; torch's import alone takes seconds)."""
     if out.exists():
         raise BundleError(f"{out} exists; uh bundle never overwrites a file: choose another -o name")
+    try:  # read before the progress starts: a malformed result is one line, nothing before it
+        results = load_results(results_dir)
+    except ResultError as e:
+        raise BundleError(str(e)) from None
     with Progress("uh bundle", every=HEARTBEAT_S) as progress:
-        try:
-            results = load_results(results_dir)
-        except ResultError as e:
-            raise BundleError(str(e)) from None
         files = bundled_files(results_dir, results, with_weights)
         progress.stage(f"read {len(results)} runs: {len(files)} files to bundle")
         import torch
