@@ -40,11 +40,22 @@ from uniform_herding.method.config import OPEN_CHOICES
 from uniform_herding.verdict.words import EXIT_INPUT, ClaimKind, MetricKind, VerdictKind
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", "data", "results", "results-smoke", "build", "node_modules"}
-DOCS = sorted(
-    p for p in ROOT.rglob("*.md")
-    if not SKIP_DIRS & set(p.relative_to(ROOT).parts) and not any(s.endswith(".egg-info") for s in p.parts)
-)  # fmt: skip
+SKIP_DIRS = {".git", "data", "results", "results-smoke", "build", "node_modules"}
+
+
+def is_document(path: Path, root: Path = ROOT) -> bool:
+    """A Markdown file of the repository's own: not in data, results or build output, and not in a virtual
+    environment, whatever its name (.venv, .venv312: any folder holding pyvenv.cfg), whose packages ship theirs."""
+    parts = path.relative_to(root).parts
+    folders = [root.joinpath(*parts[:i]) for i in range(1, len(parts))]
+    return not (
+        SKIP_DIRS & set(parts)
+        or any(part.endswith(".egg-info") for part in parts)
+        or any((folder / "pyvenv.cfg").exists() for folder in folders)
+    )
+
+
+DOCS = sorted(p for p in ROOT.rglob("*.md") if is_document(p))
 # Folders of the repository whose paths a document may write in code (`docs/design.md`, `tests/x.py::test`).
 REPO_FOLDERS = ("src", "tests", "docs", "expected_results", "paper", "benchmarks", ".ci")
 # What a document or comment must not point to: the design notes and data folder beside the repository.
@@ -164,6 +175,15 @@ def name_problems(text: str) -> list[str]:
         if name not in profiles:
             problems.append(f"profile `{name}`: no such profile")
     return problems
+
+
+def test_a_package_readme_in_any_virtual_environment_is_not_a_document(tmp_path: Path) -> None:
+    for venv in (".venv", ".venv312", "env"):
+        (tmp_path / venv).mkdir()
+        (tmp_path / venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        readme = tmp_path / venv / "lib" / "site-packages" / "README.md"
+        assert not is_document(readme, tmp_path)
+    assert is_document(tmp_path / "docs" / "design.md", tmp_path)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
