@@ -40,7 +40,7 @@ from uniform_herding.method.config import OPEN_CHOICES
 from uniform_herding.verdict.words import EXIT_INPUT, ClaimKind, MetricKind, VerdictKind
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", "data", "results", "results-smoke", "build", "node_modules"}
+SKIP_DIRS = {".git", ".pytest_cache", ".ruff_cache", ".hypothesis", "data", "results", "results-smoke", "build", "node_modules"}
 
 
 def is_document(path: Path, root: Path = ROOT) -> bool:
