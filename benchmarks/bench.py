@@ -65,8 +65,15 @@ HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float_
 # the name torch.cuda.get_device_name() gives counts, so each PCIe or NVL card comes before its SXM sibling:
 # "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL",
 # "NVIDIA A100-SXM4-80GB" / "NVIDIA A100 80GB PCIe" (one peak), "Tesla T4".
-PEAK_FP16_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "H200 NVL": 835.0, "H200": 989.0,
-                    "A100": 312.0, "T4": 65.0}
+PEAK_FP16_TFLOPS = {
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H100": 989.0,
+    "H200 NVL": 835.0,
+    "H200": 989.0,
+    "A100": 312.0,
+    "T4": 65.0,
+}
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -119,23 +126,35 @@ def print_before_after(args: argparse.Namespace) -> None:
     and of this code, each measured by this script in its own process (--fit-only) with the same settings,
     alternating --rounds times so that the machine's load falls on both alike."""
     here = str(Path(train.__file__).parents[2])  # this code's src folder
-    child = [sys.executable, __file__, "--fit-only", "--device", args.device, "--repeats", str(args.repeats),
-             "--data-dir", str(args.data_dir)]  # fmt: skip
+    child = [
+        sys.executable,
+        __file__,
+        "--fit-only",
+        "--device",
+        args.device,
+        "--repeats",
+        str(args.repeats),
+        "--data-dir",
+        str(args.data_dir),
+    ]
     for flag in ("precision", "width", "steps", "threads"):
         if getattr(args, flag) is not None:
             child += [f"--{flag}", str(getattr(args, flag))]
     figures: dict[str, list[dict]] = {"before": [], "after": []}
     for _ in range(args.rounds):
         for side, src in (("before", str(args.before)), ("after", here)):
-            out = subprocess.run(child, env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True,
-                                 check=True).stdout  # fmt: skip
+            out = subprocess.run(
+                child, env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True, check=True
+            ).stdout
             figures[side].append(json.loads(out.strip().splitlines()[-1]))
     print(f"before: {args.before}; after: {here}; {args.rounds} rounds of {args.repeats} repeats each")
     for side, runs in figures.items():
         rates = sorted(r for run in runs for r in run["rates"])
         ops = sorted({run["dispatches"] for run in runs})
-        print(f"fit    {side:6} {statistics.median(rates):8.0f} img/s (median of {len(rates)}; "
-              f"{rates[0]:.0f}-{rates[-1]:.0f})   {', '.join(f'{o:g}' for o in ops)} operator dispatches per step")
+        print(
+            f"fit    {side:6} {statistics.median(rates):8.0f} img/s (median of {len(rates)}; "
+            f"{rates[0]:.0f}-{rates[-1]:.0f})   {', '.join(f'{o:g}' for o in ops)} operator dispatches per step"
+        )
 
 
 @dataclass
@@ -156,11 +175,13 @@ def fit(task: Task, items: Tensor) -> train.TaskStats:
     """One task's fit through the code under test: train.fit_task's loop; or, where PYTHONPATH holds the code
     before the loop (--before: 33981c2's, whose train.py has a LightningModule), that module's Trainer.fit."""
     if hasattr(train, "TaskModule"):  # the code before the loop, for --before only
-        module = train.TaskModule(task.cfg, task.learner, task.teacher, task.stream, task.replay, task.generator,
-                                  task.precision)  # fmt: skip
+        module = train.TaskModule(
+            task.cfg, task.learner, task.teacher, task.stream, task.replay, task.generator, task.precision
+        )
         return train.fit_task(module, items, task.stream.device, False)
-    return train.fit_task(task.cfg, task.learner, task.teacher, task.stream, task.replay, items, task.generator,
-                          task.precision)  # fmt: skip
+    return train.fit_task(
+        task.cfg, task.learner, task.teacher, task.stream, task.replay, items, task.generator, task.precision
+    )
 
 
 def ours(task: Task, items: Tensor, steps: int) -> Iterator[tuple]:
@@ -288,8 +309,11 @@ def step_flops(learner: Learner, device: torch.device) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=engine.PRECISIONS,
-                        help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU")
+    parser.add_argument(
+        "--precision",
+        choices=engine.PRECISIONS,
+        help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU",
+    )
     parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
     parser.add_argument("--steps", type=int, help="training steps per repetition (default 108 GPU, 6 CPU)")
     parser.add_argument("--data-steps", type=int, default=36, help="batches per data-only repetition (one epoch)")
@@ -299,8 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("data/bench"), help="where the synthetic archive goes")
     parser.add_argument("--run", metavar="PROFILE", help="also time `uh run B3 --profile PROFILE --seed 1993`")
     parser.add_argument("--profile-steps", type=int, default=0, help="profile this many training steps")
-    parser.add_argument("--before", type=Path, metavar="SRC",
-                        help="only the fit's images/s and dispatches, of the code in SRC (a src folder) and of this")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="SRC",
+        help="only the fit's images/s and dispatches, of the code in SRC (a src folder) and of this",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="--before: alternations of the two codes")
     parser.add_argument("--fit-only", action="store_true", help=argparse.SUPPRESS)  # --before's measuring process
     args = parser.parse_args(argv)
@@ -403,29 +431,37 @@ def main(argv: list[str] | None = None) -> None:
     print(line + (f"   MFU {100 * fit_rate * flops / 1e12 / peak:.1f}% of {peak:.0f}" if peak else ""))
 
     syncs, ops = per_step(lambda fn: host_syncs(fn, gpu)), per_step(dispatches)
-    print(f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
-          "(fit of 3 steps minus fit of 1)")
+    print(
+        f"host   {syncs:g} host synchronisations and {ops:g} operator dispatches per training step "
+        "(fit of 3 steps minus fit of 1)"
+    )
     if SYNC_SITES:  # where the synchronising ops were called (the fits of 3 and of 1 together)
         print("host   synchronised at " + ", ".join(f"{site} ({n}x)" for site, n in SYNC_SITES.most_common(8)))
     if not gpu and precision == "32-true":  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
         task.precision = "16-mixed"
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
-        print(f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
-              f"synchronisations and {ops:g} operator dispatches per training step (run here on the CPU)")
+        print(
+            f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
+            f"synchronisations and {ops:g} operator dispatches per training step (run here on the CPU)"
+        )
         train.sgd, fused_sgd = unfused, train.sgd  # the alternative: unfused SGD, whose scaler step reads found_inf
         try:
             ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         finally:
             train.sgd = fused_sgd
-        print(f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
-              f"reads found_inf before each step) and {ops:g} operator dispatches per training step")
+        print(
+            f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
+            f"reads found_inf before each step) and {ops:g} operator dispatches per training step"
+        )
         task.precision = "32-true"
         learner.to(memory_format=torch.contiguous_format)
         teacher.to(memory_format=torch.contiguous_format)
     run_steps_paper = cfg.epochs * cfg.n_tasks * len(train.Batches(items, cfg.batch_size, gen))  # cfg: paper B3
-    print(f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * fit_s / steps:.2f} ms "
-          f"= {run_steps_paper * fit_s / steps:.0f} s of training at width {width} (target: 120 s for "
-          f"the whole run at width 64, i.e. {120_000 / run_steps_paper:.2f} ms per step)")
+    print(
+        f"projection  {run_steps_paper} steps of a paper-size B3 run x {1000 * fit_s / steps:.2f} ms "
+        f"= {run_steps_paper * fit_s / steps:.0f} s of training at width {width} (target: 120 s for "
+        f"the whole run at width 64, i.e. {120_000 / run_steps_paper:.2f} ms per step)"
+    )
 
     if args.profile_steps:
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])

@@ -42,10 +42,12 @@ def exact(first: float, gamma: float) -> decide.Procedure:
 
 
 BEFORE = decide.Procedure(E.procedure.seeds, E.procedure.looks, (0.005, 0.002, 0.003, 0.005, 0.035))
-DESIGNS = {"Bonferroni (before)": (BEFORE, False),
-           "exact 0.2, gamma -2 (shipped)": (exact(0.2, -2.0), False),
-           "exact 0.2, gamma -1": (exact(0.2, -1.0), False),
-           "exact 0.2, gamma -2, futility": (exact(0.2, -2.0), True)}  # fmt: skip
+DESIGNS = {
+    "Bonferroni (before)": (BEFORE, False),
+    "exact 0.2, gamma -2 (shipped)": (exact(0.2, -2.0), False),
+    "exact 0.2, gamma -1": (exact(0.2, -1.0), False),
+    "exact 0.2, gamma -2, futility": (exact(0.2, -2.0), True),
+}
 
 
 def run(job: tuple) -> str:
@@ -54,8 +56,9 @@ def run(job: tuple) -> str:
     decide.PairedTest.outcome = futile_outcome if futility else outcome  # this worker process only
     model = Model("design", faithful="a", rho=rho, tau=tau, kind="faithful")
     s, _ = cell(replace(E, procedure=procedure), model, n, paper_seconds(E), 20, np.random.default_rng(seed))
-    return (f"{name:30} (a) rho {rho:g} tau {tau:g} n {n}: +runs {s.extra_runs:5.2f} RR {pct(s.passed)} "
-            f"NOT {pct(s.failed)}")
+    return (
+        f"{name:30} (a) rho {rho:g} tau {tau:g} n {n}: +runs {s.extra_runs:5.2f} RR {pct(s.passed)} NOT {pct(s.failed)}"
+    )
 
 
 if __name__ == "__main__":

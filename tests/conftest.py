@@ -54,8 +54,11 @@ def _only_where_marked(trains, name: str):
     @functools.wraps(trains)
     def trains_if_marked(self, *args, **kwargs):
         if _running and _running[-1].get_closest_marker("trains") is None:
-            pytest.fail(f"{_running[-1].nodeid} trains ({name}) but is not marked @pytest.mark.trains: "
-                        "mark it, so that `-m 'not trains'` stays the fast suite", pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"{_running[-1].nodeid} trains ({name}) but is not marked @pytest.mark.trains: "
+                "mark it, so that `-m 'not trains'` stays the fast suite",
+                pytrace=False,
+            )
         return trains(self, *args, **kwargs)
 
     return trains_if_marked
@@ -66,8 +69,10 @@ Trainer.fit = _only_where_marked(Trainer.fit, "Trainer.fit")
 
 
 SYSTEM_TESTS = "UH_SYSTEM_TESTS"
-SYSTEM_SKIP = (f"changes the host (installs packages, starts daemons as root, builds an image): "
-               f"run as root with {SYSTEM_TESTS}=1 ./reproduce.sh test, as .ci/run does")  # fmt: skip
+SYSTEM_SKIP = (
+    f"changes the host (installs packages, starts daemons as root, builds an image): "
+    f"run as root with {SYSTEM_TESTS}=1 ./reproduce.sh test, as .ci/run does"
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -109,7 +114,7 @@ def teardown_to_meta(monkeypatch):
                 prefix = next((f"{name}." if name else "" for name, m in root.named_modules() if m is self), None)
                 if prefix is not None:
                     self.to_empty(device="cpu")
-                    self.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+                    self.load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
                     break
         return to(self, *args, **kwargs)
 
@@ -125,10 +130,14 @@ def tiny_stream():
         rng = np.random.default_rng(0)
         y, test_y = np.repeat(np.arange(100), 60), np.repeat(np.arange(100), 4)
         raw = RawData(
-            rng.integers(0, 256, (len(y), 3, 32, 32), dtype=np.uint8), y,
-            rng.integers(0, 256, (len(test_y), 3, 32, 32), dtype=np.uint8), test_y,
-            [f"c{i}" for i in range(100)], "0" * 32, "synthetic",
-        )  # fmt: skip
+            rng.integers(0, 256, (len(y), 3, 32, 32), dtype=np.uint8),
+            y,
+            rng.integers(0, 256, (len(test_y), 3, 32, 32), dtype=np.uint8),
+            test_y,
+            [f"c{i}" for i in range(100)],
+            "0" * 32,
+            "synthetic",
+        )
         return TaskStream(raw, cfg, torch.device(device))
 
     return build
@@ -143,8 +152,21 @@ def smoke_sweep(tmp_path_factory) -> tuple[Path, Path, str]:
     from uniform_herding.cli import main
 
     root = tmp_path_factory.mktemp("sweep")
-    args = ["sweep", "B3", "rho=1,3,5", "--seed", "1993", "--profile", "smoke", "--jobs", "2",
-            "--data-dir", str(root / "data"), "--results-dir", str(root / "results")]  # fmt: skip
+    args = [
+        "sweep",
+        "B3",
+        "rho=1,3,5",
+        "--seed",
+        "1993",
+        "--profile",
+        "smoke",
+        "--jobs",
+        "2",
+        "--data-dir",
+        str(root / "data"),
+        "--results-dir",
+        str(root / "results"),
+    ]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     return root / "data", root / "results", res.output
@@ -160,9 +182,16 @@ def finished_result():
     def write(results_dir: Path, run_id: str, seed: int, acc: float = 50.0, profile: str = "smoke") -> Path:
         T = resolve(run_id, profile).n_tasks
         R = [[acc] * (i + 1) + [None] * (T - i - 1) for i in range(T)]
-        body = {"config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
-                "config": resolve(run_id, profile).to_dict(), **record(run_id), "R": R,
-                "metrics": {"acc": acc, "forgetting": 0.0, "bwt": 0.0}}  # fmt: skip
+        body = {
+            "config_version": CONFIG_VERSION,
+            "run_id": run_id,
+            "seed": seed,
+            "profile": profile,
+            "config": resolve(run_id, profile).to_dict(),
+            **record(run_id),
+            "R": R,
+            "metrics": {"acc": acc, "forgetting": 0.0, "bwt": 0.0},
+        }
         path = result_path(results_dir, run_id, seed)
         write_json_atomic(path, body)
         return path
@@ -239,8 +268,9 @@ def one_at_a_time(tmp_path_factory):
     root = tmp_path_factory.mktemp("one-at-a-time")
 
     def get(run_id: str, seed: int) -> dict:
-        path = run_seed(run_id, resolve(run_id, "smoke"), seed, "smoke", root / "data", root / "results",
-                        echo=lambda _: None)
+        path = run_seed(
+            run_id, resolve(run_id, "smoke"), seed, "smoke", root / "data", root / "results", echo=lambda _: None
+        )
         return json.loads(path.read_text())
 
     return get
@@ -269,8 +299,15 @@ def next_look(paper: pd.DataFrame, runs: list[str], seeds: list[int], lead: floa
             mean = paper[paper["run_id"] == run_id][["acc", "forgetting", "bwt"]].mean()
             wobble = (-0.3, 0.2, 0.1, -0.2, 0.3, -0.1, 0.0)[k % 7]
             acc = mean["acc"] + wobble + (lead if run_id == "B3" else 0.0)
-            rows.append({"run_id": run_id, "seed": seed, "acc": acc, "forgetting": mean["forgetting"] + wobble,
-                         "bwt": mean["bwt"] - wobble})  # fmt: skip
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "seed": seed,
+                    "acc": acc,
+                    "forgetting": mean["forgetting"] + wobble,
+                    "bwt": mean["bwt"] - wobble,
+                }
+            )
     return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
 
 
@@ -291,10 +328,10 @@ def smoke_rehearsal(directory: Path) -> Path:
     rows = [r for r in (smoke / "per_seed.csv").read_text().splitlines() if r.startswith(("run_id,", "B3,", "a2,"))]
     (directory / "per_seed.csv").write_text("\n".join(rows) + "\n")
     toml = (smoke / "tolerances.toml").read_text().replace("gate_exit_code = false", "gate_exit_code = true")
-    (directory / "tolerances.toml").write_text(toml + "\n[procedure]\nseeds = [1993, 2023, 42, 1]\nlooks = [3, 4]\n"
-                                                      "alpha = [0.0001, 0.0499]\n")  # fmt: skip
+    (directory / "tolerances.toml").write_text(
+        toml + "\n[procedure]\nseeds = [1993, 2023, 42, 1]\nlooks = [3, 4]\nalpha = [0.0001, 0.0499]\n"
+    )
     return directory
-
 
 
 def fake_slurm_clients(folder: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:

@@ -132,8 +132,11 @@ StorageLoc=slurm_acct_db
 
     def _sql(self, statement: str) -> bool:
         client = shutil.which("mariadb") or shutil.which("mysql") or "mysql"
-        out = subprocess.run([client, f"--socket={self.root}/db/mysql.sock", "-u", "root", "-e", statement],
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            [client, f"--socket={self.root}/db/mysql.sock", "-u", "root", "-e", statement],
+            capture_output=True,
+            text=True,
+        )
         return out.returncode == 0
 
     def start(self) -> SlurmCluster:
@@ -150,26 +153,60 @@ StorageLoc=slurm_acct_db
         key = r / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        self._start("munged", [_binary("munged"), f"--socket={r}/munge/munge.socket", f"--key-file={key}",
-                               f"--pid-file={r}/munge/munged.pid", f"--log-file={r}/log/munged.log",
-                               f"--seed-file={r}/munge/munged.seed", "--force"],
-                    r / "munge" / "munged.pid")  # fmt: skip
-        subprocess.run([_binary("mysql_install_db"), "--no-defaults", f"--datadir={r}/db/data", "--user=root",
-                        "--auth-root-authentication-method=socket", "--skip-test-db"],
-                       check=True, capture_output=True, timeout=120)  # fmt: skip
-        mariadbd = [_binary("mariadbd"), "--no-defaults", f"--datadir={r}/db/data", f"--socket={r}/db/mysql.sock",
-                    f"--port={self.db_port}", "--bind-address=127.0.0.1", "--skip-name-resolve", "--user=root",
-                    f"--pid-file={r}/db/mariadbd.pid", f"--log-error={r}/log/mariadbd.log",
-                    "--innodb-buffer-pool-size=32M"]  # fmt: skip
+        self._start(
+            "munged",
+            [
+                _binary("munged"),
+                f"--socket={r}/munge/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={r}/munge/munged.pid",
+                f"--log-file={r}/log/munged.log",
+                f"--seed-file={r}/munge/munged.seed",
+                "--force",
+            ],
+            r / "munge" / "munged.pid",
+        )
+        subprocess.run(
+            [
+                _binary("mysql_install_db"),
+                "--no-defaults",
+                f"--datadir={r}/db/data",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        mariadbd = [
+            _binary("mariadbd"),
+            "--no-defaults",
+            f"--datadir={r}/db/data",
+            f"--socket={r}/db/mysql.sock",
+            f"--port={self.db_port}",
+            "--bind-address=127.0.0.1",
+            "--skip-name-resolve",
+            "--user=root",
+            f"--pid-file={r}/db/mariadbd.pid",
+            f"--log-error={r}/log/mariadbd.log",
+            "--innodb-buffer-pool-size=32M",
+        ]
         subprocess.Popen(mariadbd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.pids.append(("mariadbd", r / "db" / "mariadbd.pid"))
         self._wait(lambda: self._sql("SELECT 1"), "mariadbd did not start")
-        self._sql("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'uh'; "
-                  "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'")  # fmt: skip
+        self._sql(
+            "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'uh'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'"
+        )
         self._start("slurmdbd", [_binary("slurmdbd")], r / "slurmdbd.pid", self._dbd_up)
         self._start("slurmctld", [_binary("slurmctld"), "-f", str(self.conf)], r / "slurmctld.pid")
-        self._start("slurmd", [_binary("slurmd"), "-f", str(self.conf), "-N", socket.gethostname()],
-                    r / "slurmd.pid", self._node_idle)  # fmt: skip
+        self._start(
+            "slurmd",
+            [_binary("slurmd"), "-f", str(self.conf), "-N", socket.gethostname()],
+            r / "slurmd.pid",
+            self._node_idle,
+        )
         return self
 
     def _dbd_up(self) -> bool:
@@ -182,8 +219,7 @@ StorageLoc=slurm_acct_db
 
     def stop(self) -> None:
         """Cancel what is left, then stop each daemon by its PID, last started first."""
-        subprocess.run(["scancel", "--full", f"--cluster={CLUSTER}", "-u", "root"], env=self.env(),
-                       capture_output=True)  # fmt: skip
+        subprocess.run(["scancel", "--full", f"--cluster={CLUSTER}", "-u", "root"], env=self.env(), capture_output=True)
         for _name, pid_file in reversed(self.pids):
             try:
                 pid = int(pid_file.read_text().split()[0])

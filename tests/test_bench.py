@@ -25,16 +25,35 @@ def data_dir(tmp_path_factory):
 
 @pytest.mark.trains
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
-def test_bench_runs_its_fits_in_the_precision_asked_for(precision, bench, data_dir, gpu_like_fp16_conv, capsys,
-                                                        monkeypatch):  # fmt: skip
+def test_bench_runs_its_fits_in_the_precision_asked_for(
+    precision, bench, data_dir, gpu_like_fp16_conv, capsys, monkeypatch
+):
     """Every fit goes through train.fit_task in `precision` (on a GPU the default is 16-mixed, the paper's)."""
     from uniform_herding.method import train
 
     seen = []
     fit_task = train.fit_task
     monkeypatch.setattr(train, "fit_task", lambda *a: (seen.append(a[7] == "16-mixed"), fit_task(*a))[1])
-    bench.main(["--device", "cpu", "--precision", precision, "--width", "8", "--steps", "2", "--data-steps", "2",
-                "--repeats", "1", "--workers", "0", "--data-dir", str(data_dir)])  # fmt: skip
+    bench.main(
+        [
+            "--device",
+            "cpu",
+            "--precision",
+            precision,
+            "--width",
+            "8",
+            "--steps",
+            "2",
+            "--data-steps",
+            "2",
+            "--repeats",
+            "1",
+            "--workers",
+            "0",
+            "--data-dir",
+            str(data_dir),
+        ]
+    )
     out = capsys.readouterr().out
     assert f"; {precision}; width 8; 2 steps of 192 images" in out
     assert "projection  25200 steps of a paper-size B3 run" in out
@@ -64,16 +83,32 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
     assert len(train.Batches(items, cfg.batch_size, torch.Generator())) == 36
     learner = Learner(8, cfg.head, cfg.cos_scale)
     learner.head.grow(2 * cfg.classes_per_task)
-    task = bench.Task(dataclasses.replace(cfg, epochs=1), learner, train.freeze(learner), stream, items,
-                      torch.Generator().manual_seed(0), "32-true")  # fmt: skip
+    task = bench.Task(
+        dataclasses.replace(cfg, epochs=1),
+        learner,
+        train.freeze(learner),
+        stream,
+        items,
+        torch.Generator().manual_seed(0),
+        "32-true",
+    )
     assert bench.fit_steps(task, items, 40) == (40, 40 * (128 + 64))
 
 
-
-@pytest.mark.parametrize(("name", "peak"), [("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 PCIe", 756.0),
-                                            ("NVIDIA H100 NVL", 835.0), ("NVIDIA H200", 989.0),
-                                            ("NVIDIA H200 NVL", 835.0), ("NVIDIA A100-SXM4-80GB", 312.0),
-                                            ("NVIDIA A100 80GB PCIe", 312.0), ("Tesla T4", 65.0), ("NVIDIA L4", None)])
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA H100 NVL", 835.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA H200 NVL", 835.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA A100 80GB PCIe", 312.0),
+        ("Tesla T4", 65.0),
+        ("NVIDIA L4", None),
+    ],
+)
 def test_mfu_uses_the_peak_of_the_gpu_model_not_of_its_family(bench, name, peak):
     assert bench.peak_tflops(name) == peak
 

@@ -70,9 +70,17 @@ def test_every_config_field_is_a_key_a_size_or_the_split():
 
 @pytest.mark.parametrize(
     ("key", "text", "value"),
-    [("rho", "5", 5), ("M", "1000", 1000), ("lr", "0.05", 0.05), ("lr", "5e-2", 0.05), ("weight_decay", "0", 0.0),
-     ("memory", "icarl", "icarl"), ("imprint", "false", False), ("kd_lambda", "2", 2.0)],
-)  # fmt: skip
+    [
+        ("rho", "5", 5),
+        ("M", "1000", 1000),
+        ("lr", "0.05", 0.05),
+        ("lr", "5e-2", 0.05),
+        ("weight_decay", "0", 0.0),
+        ("memory", "icarl", "icarl"),
+        ("imprint", "false", False),
+        ("kd_lambda", "2", 2.0),
+    ],
+)
 def test_values_are_parsed_by_the_fields_type(key, text, value):
     parsed = parse_value(key, text)
     assert parsed == value and type(parsed) is type(value)
@@ -100,10 +108,16 @@ def test_a_variant_whose_config_is_a_run_ids_is_that_run_id(run_id):
 
 
 VARIANTS = [
-    ["lr=0.05"], ["weight_decay=1e-5"], ["kd_lambda=1e20"], ["cos_margin=0.000001"], ["imprint=false"],
-    ["memory=closest_to_mean", "M=1000"], ["loss=icarl_bce", "head=linear"], ["M=1000", "b=32", "momentum=0.5"],
+    ["lr=0.05"],
+    ["weight_decay=1e-5"],
+    ["kd_lambda=1e20"],
+    ["cos_margin=0.000001"],
+    ["imprint=false"],
+    ["memory=closest_to_mean", "M=1000"],
+    ["loss=icarl_bce", "head=linear"],
+    ["M=1000", "b=32", "momentum=0.5"],
     ["selection=random", "readout=head", "grad_clip=2.5", "kd_temperature=0.5", "cos_scale=16"],
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("sets", VARIANTS)
@@ -112,8 +126,12 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
     assert SAFE.fullmatch(run_id) and shlex.quote(run_id) == run_id and not set(run_id) & set("[]*?{}~$`'\" ")
     assert parse(run_id).run_id == run_id  # the ID reads back as the same variant
     (tmp_path / "x.txt").touch()  # something a glob could match
-    echoed = subprocess.run(["bash", "-O", "failglob", "-c", f"cd {tmp_path} && printf '%s\\n' {run_id}"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    echoed = subprocess.run(
+        ["bash", "-O", "failglob", "-c", f"cd {tmp_path} && printf '%s\\n' {run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert echoed == run_id + "\n"
     (tmp_path / run_id).mkdir()
 
@@ -138,31 +156,64 @@ def test_ids_are_folder_names_and_shell_words_that_need_no_quoting(sets, tmp_pat
         (["--set", "momentum=1"], ["momentum=1", "[0, 1)"]),
         (["--set", "rho=5", "--set", "rho=4"], ["rho is given twice"]),
         (["--set", "memory=none"], ["memory=none", "readout=head"]),
-        (["--set", "memory=reservoir"], ["B3+memory=reservoir: readout=nme needs an exemplar of every seen class",
-                                         "memory=reservoir may leave a class without one", "readout=head"]),
+        (
+            ["--set", "memory=reservoir"],
+            [
+                "B3+memory=reservoir: readout=nme needs an exemplar of every seen class",
+                "memory=reservoir may leave a class without one",
+                "readout=head",
+            ],
+        ),
         (["--set", "M=100"], ["M=100", "profile smoke", "M >= 380"]),
-        (["--set", "memory=static", "--set", "rho=5"], ["B3+memory=static+rho=5: nothing in this run reads rho",
-                                                        "only memory=uniform_herding reads it", "drop it"]),
-        (["--set", "kd_lambda=0", "--set", "kd_temperature=4"], ["nothing in this run reads kd_temperature",
-                                                                  "only loss=ce_kd when kd_lambda > 0 reads it"]),
-        (["--set", "loss=icarl_bce", "--set", "cos_margin=0.5"], ["nothing in this run reads cos_margin",
-                                                                   "only loss=ce_kd when head=cosine reads it"]),
-        (["--set", "head=linear", "--set", "cos_scale=16"], ["nothing in this run reads cos_scale",
-                                                              "only head=cosine reads it"]),
+        (
+            ["--set", "memory=static", "--set", "rho=5"],
+            [
+                "B3+memory=static+rho=5: nothing in this run reads rho",
+                "only memory=uniform_herding reads it",
+                "drop it",
+            ],
+        ),
+        (
+            ["--set", "kd_lambda=0", "--set", "kd_temperature=4"],
+            ["nothing in this run reads kd_temperature", "only loss=ce_kd when kd_lambda > 0 reads it"],
+        ),
+        (
+            ["--set", "loss=icarl_bce", "--set", "cos_margin=0.5"],
+            ["nothing in this run reads cos_margin", "only loss=ce_kd when head=cosine reads it"],
+        ),
+        (
+            ["--set", "head=linear", "--set", "cos_scale=16"],
+            ["nothing in this run reads cos_scale", "only head=cosine reads it"],
+        ),
         (["--set", "memory=none", "--set", "readout=head", "--set", "b=32"], ["nothing in this run reads b"]),
         # values the profile makes the same run as another value (variants.level): one name per run
-        (["--set", "rho=40"], ["B3+rho=40: in profile smoke, rho=40 is the same run as rho=20",
-                               "pools of 20 * q_c hold all 100 training items of a class", "give rho=20"]),
+        (
+            ["--set", "rho=40"],
+            [
+                "B3+rho=40: in profile smoke, rho=40 is the same run as rho=20",
+                "pools of 20 * q_c hold all 100 training items of a class",
+                "give rho=20",
+            ],
+        ),
         (["--set", "M=200000"], ["M=200000 is the same run as M=40000", "keeps all 1000 training items", "M=40000"]),
         (["--set", "M=2001"], ["M=2001 is the same run as M=2000, B3's own (M gives 50 exemplars); drop it"]),
         (["--set", "M=490"], ["M=490 is the same run as M=500 (M gives 12 exemplars); give M=500"]),
         (["--set", "b=59"], ["b=59 is the same run as b=60 (b gives 15 items replayed per step); give b=60"]),
         (["--set", "M=40000", "--set", "rho=5"], ["rho=5 is the same run as rho=3, B3's own", "drop it"]),
     ],
-)  # fmt: skip
+)
 def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words, no_training, tmp_path):
-    res = uh("run", "B3", *args, "--profile", "smoke", "--data-dir", str(tmp_path / "data"),
-             "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    res = uh(
+        "run",
+        "B3",
+        *args,
+        "--profile",
+        "smoke",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(tmp_path / "results"),
+    )
     line = only_line(res)
     assert res.exit_code == 2 and all(w in line for w in words), line
     assert list(tmp_path.iterdir()) == []
@@ -170,11 +221,14 @@ def test_a_bad_setting_is_one_line_naming_the_key_and_writes_nothing(args, words
 
 @pytest.mark.parametrize(
     ("run_id", "words"),
-    [("B9+rho=5", "unknown run ID 'B9'"), ("B3+rho=5+rho=4", "twice"),
-     ("B2+rho=5", "B2+rho=5: nothing in this run reads rho (only memory=uniform_herding reads it)"),
-     ("a1+kd_temperature=4", "a1+kd_temperature=4.0: nothing in this run reads kd_temperature"),
-     ("B1+selection=random", "B1+selection=random: nothing in this run reads selection")],
-)  # fmt: skip
+    [
+        ("B9+rho=5", "unknown run ID 'B9'"),
+        ("B3+rho=5+rho=4", "twice"),
+        ("B2+rho=5", "B2+rho=5: nothing in this run reads rho (only memory=uniform_herding reads it)"),
+        ("a1+kd_temperature=4", "a1+kd_temperature=4.0: nothing in this run reads kd_temperature"),
+        ("B1+selection=random", "B1+selection=random: nothing in this run reads selection"),
+    ],
+)
 def test_a_bad_variant_id_is_refused_alike(run_id, words, tmp_path):
     res = uh("run", run_id, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
     assert res.exit_code == 2 and words in only_line(res)
@@ -197,13 +251,17 @@ def test_what_a_run_reads_decides_which_variants_run():
 
 @pytest.mark.parametrize(
     ("spellings", "name"),
-    [(["a2+memory=reservoir", "B3+memory=reservoir+readout=head", "B0+memory=reservoir+kd_lambda=1"],
-      "a2+memory=reservoir"),  # the run ID it needs the fewest --set keys from
-     (["B3+M=500+rho=1", "s1+rho=1", "r2+M=500"], "s1+rho=1"),  # s1 and r2 need one key each: RUNS order
-     (["B2+memory=reservoir", "B0+memory=reservoir+M=2000"], "B2+memory=reservoir"),  # B0 reads no M: B2 is nearer
-     (["B3+loss=icarl_bce", "a1+loss=icarl_bce"], "a1+loss=icarl_bce"),  # icarl_bce reads no kd_lambda: one run
-     (["B3+memory=icarl+M=500", "s1+memory=icarl", "r1+M=500"], "r1+M=500")],
-)  # fmt: skip
+    [
+        (
+            ["a2+memory=reservoir", "B3+memory=reservoir+readout=head", "B0+memory=reservoir+kd_lambda=1"],
+            "a2+memory=reservoir",
+        ),  # the run ID it needs the fewest --set keys from
+        (["B3+M=500+rho=1", "s1+rho=1", "r2+M=500"], "s1+rho=1"),  # s1 and r2 need one key each: RUNS order
+        (["B2+memory=reservoir", "B0+memory=reservoir+M=2000"], "B2+memory=reservoir"),  # B0 reads no M: B2 is nearer
+        (["B3+loss=icarl_bce", "a1+loss=icarl_bce"], "a1+loss=icarl_bce"),  # icarl_bce reads no kd_lambda: one run
+        (["B3+memory=icarl+M=500", "s1+memory=icarl", "r1+M=500"], "r1+M=500"),
+    ],
+)
 def test_every_spelling_of_one_run_has_one_name(spellings, name):
     """The name of a run is its settings from the run ID that needs the fewest --set keys, ties to the one that reads
     the same settings most nearly, then RUNS order; its base is the run it is compared with (base_of)."""
@@ -216,8 +274,20 @@ def test_two_spellings_of_one_run_are_one_folder(finished_result, no_training, t
     """The issue's case: a2 with a reservoir, spelled from B3, is the run a2+memory=reservoir, found done in its folder;
     the command says so in one line."""
     path = finished_result(tmp_path, "a2+memory=reservoir", SEED)
-    res = uh("run", "B3", "--set", "memory=reservoir", "--set", "readout=head", "--seed", str(SEED), "--profile",
-             "smoke", "--results-dir", str(tmp_path))  # fmt: skip
+    res = uh(
+        "run",
+        "B3",
+        "--set",
+        "memory=reservoir",
+        "--set",
+        "readout=head",
+        "--seed",
+        str(SEED),
+        "--profile",
+        "smoke",
+        "--results-dir",
+        str(tmp_path),
+    )
     assert res.exit_code == 0 and res.output.splitlines() == [
         "B3+memory=reservoir+readout=head is a2+memory=reservoir (the same run, named from the run ID it needs the "
         "fewest --set keys from): running it as a2+memory=reservoir",
@@ -228,13 +298,21 @@ def test_two_spellings_of_one_run_are_one_folder(finished_result, no_training, t
 
 @pytest.mark.parametrize(
     ("run_id", "profile", "ok"),
-    [("B3+rho=23", "paper", True), ("B3+rho=24", "paper", False),  # q_c >= 20 of 450 items: rho = 23 holds all
-     ("B3+rho=20", "smoke", True), ("B3+rho=21", "smoke", False),  # q_c >= 5 of 100
-     ("s1+rho=100", "smoke", True), ("s1+rho=101", "smoke", False),  # s1's 12 exemplars: q_c >= 1
-     ("B3+M=1000", "smoke", True), ("B3+M=1001", "smoke", False),  # 25 exemplars, as M=1000
-     ("a2+M=40", "smoke", True), ("a2+M=39", "smoke", False),  # 1 exemplar (the least budget)
-     ("B3+M=45000", "paper", True), ("B3+M=45001", "paper", False)],  # all 100 x 450 items
-)  # fmt: skip
+    [
+        ("B3+rho=23", "paper", True),
+        ("B3+rho=24", "paper", False),  # q_c >= 20 of 450 items: rho = 23 holds all
+        ("B3+rho=20", "smoke", True),
+        ("B3+rho=21", "smoke", False),  # q_c >= 5 of 100
+        ("s1+rho=100", "smoke", True),
+        ("s1+rho=101", "smoke", False),  # s1's 12 exemplars: q_c >= 1
+        ("B3+M=1000", "smoke", True),
+        ("B3+M=1001", "smoke", False),  # 25 exemplars, as M=1000
+        ("a2+M=40", "smoke", True),
+        ("a2+M=39", "smoke", False),  # 1 exemplar (the least budget)
+        ("B3+M=45000", "paper", True),
+        ("B3+M=45001", "paper", False),
+    ],  # all 100 x 450 items
+)
 def test_a_value_is_refused_where_the_profile_makes_it_another_values_run(run_id, profile, ok):
     """Of the values of M, b or rho that are one run under a profile (variants.level), one is its name: the ceiling
     where rho's pools or M's budget hold every training item, the level in the paper's units where scaled."""
@@ -285,8 +363,17 @@ def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_swee
 @pytest.mark.trains
 def test_a_variant_killed_mid_run_resumes_to_the_identical_result(smoke_sweep, tmp_path):
     data, results, _ = smoke_sweep
-    args = ["B3+rho=5", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
-            "--results-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "B3+rho=5",
+        "--seed",
+        str(SEED),
+        "--profile",
+        "smoke",
+        "--data-dir",
+        str(data),
+        "--results-dir",
+        str(tmp_path),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "uniform_herding", "run", *args]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -332,18 +419,30 @@ def test_base_of_is_the_one_rule_for_what_every_run_is_compared_with():
     ID its name starts from, or the one its `+vs=` names (uh run --base)."""
     ablations_and_sweeps = dict.fromkeys(["a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"], "B3")
     assert {r: catalogue.base_of(r) for r in RUNS} == {
-        "B0": None, "B1": None, "B2": None, "B3": None, **ablations_and_sweeps, "r1": "B3", "r2": "B3", "r3": "B1"}
+        "B0": None,
+        "B1": None,
+        "B2": None,
+        "B3": None,
+        **ablations_and_sweeps,
+        "r1": "B3",
+        "r2": "B3",
+        "r3": "B1",
+    }
     assert catalogue.base_of("r1+memory=closest_to_mean") == "r1"
     assert catalogue.base_of("r1+memory=closest_to_mean+vs=B3") == "B3"
 
 
 @pytest.mark.parametrize(
     ("run_id", "base", "pinned"),
-    [("r1+memory=closest_to_mean", "B3", "r1+memory=closest_to_mean+vs=B3"),
-     ("r1+memory=closest_to_mean+vs=B3", "r1", "r1+memory=closest_to_mean"),  # its own base: no `vs`, one name
-     ("B3+rho=5", "B3", "B3+rho=5"), ("B3+rho=5", "a4", "B3+rho=5+vs=a4"),
-     ("a1", "B3", "a1"), ("B3", "B3", "B3")],  # a run ID keeps its own base
-)  # fmt: skip
+    [
+        ("r1+memory=closest_to_mean", "B3", "r1+memory=closest_to_mean+vs=B3"),
+        ("r1+memory=closest_to_mean+vs=B3", "r1", "r1+memory=closest_to_mean"),  # its own base: no `vs`, one name
+        ("B3+rho=5", "B3", "B3+rho=5"),
+        ("B3+rho=5", "a4", "B3+rho=5+vs=a4"),
+        ("a1", "B3", "a1"),
+        ("B3", "B3", "B3"),
+    ],  # a run ID keeps its own base
+)
 def test_pin_writes_the_chosen_base_into_the_variants_id(run_id, base, pinned):
     assert catalogue.pin(run_id, base) == pinned
     catalogue.check_id(pinned)  # a canonical ID: what a results folder and a CSV row may name
@@ -352,9 +451,12 @@ def test_pin_writes_the_chosen_base_into_the_variants_id(run_id, base, pinned):
 
 @pytest.mark.parametrize(
     ("run_id", "words"),
-    [("B3+rho=5+vs=B3", "is not a canonical ID: the same run is 'B3+rho=5'"),
-     ("s1+vs=B1", "is not a canonical ID: the same run is 's1'"), ("B3+rho=5+vs=X9", "vs=X9 names no run ID")],
-)  # fmt: skip
+    [
+        ("B3+rho=5+vs=B3", "is not a canonical ID: the same run is 'B3+rho=5'"),
+        ("s1+vs=B1", "is not a canonical ID: the same run is 's1'"),
+        ("B3+rho=5+vs=X9", "vs=X9 names no run ID"),
+    ],
+)
 def test_an_id_whose_vs_changes_nothing_or_names_no_run_is_refused(run_id, words):
     with pytest.raises(catalogue.ConfigError, match=re.escape(words)):
         catalogue.check_id(run_id)
@@ -364,25 +466,42 @@ def test_base_names_the_run_a_variant_is_compared_with_and_its_folder(finished_r
     """The issue's case: B3 with closest-to-mean selection is named from r1 (one setting away) and compared with it,
     a run beyond the paper; --base B3 compares it with B3 instead, and the ID says so (its own folder, found done)."""
     path = finished_result(tmp_path, "r1+memory=closest_to_mean+vs=B3", SEED)
-    res = uh("run", "B3", "--set", "memory=closest_to_mean", "--base", "B3", "--seed", str(SEED), "--profile", "smoke",
-             "--results-dir", str(tmp_path))  # fmt: skip
+    res = uh(
+        "run",
+        "B3",
+        "--set",
+        "memory=closest_to_mean",
+        "--base",
+        "B3",
+        "--seed",
+        str(SEED),
+        "--profile",
+        "smoke",
+        "--results-dir",
+        str(tmp_path),
+    )
     assert res.exit_code == 0 and res.output.splitlines() == [
         "B3+memory=closest_to_mean is r1+memory=closest_to_mean (the same run, named from the run ID it needs the "
         "fewest --set keys from): running it as r1+memory=closest_to_mean",
         "r1+memory=closest_to_mean is compared with B3 (--base): running it as r1+memory=closest_to_mean+vs=B3",
         f"r1+memory=closest_to_mean+vs=B3 seed {SEED}: done already ({path}); --force reruns it",
     ], res.output
-    assert json.loads(path.read_text())["variant"] == {"base": "r1", "changes": {"memory": "closest_to_mean"},
-                                                       "vs": "B3"}  # fmt: skip
+    assert json.loads(path.read_text())["variant"] == {
+        "base": "r1",
+        "changes": {"memory": "closest_to_mean"},
+        "vs": "B3",
+    }
 
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [(["a1", "--base", "B1"], "--base B1: a1 is a run ID, compared with B3 (uh list)"),
-     (["B0", "--base", "B3"], "--base B3: B0 is a run ID, compared with no run"),
-     (["B3", "--set", "rho=5", "--base", "X9"], "--base X9: not a run ID"),
-     (["B3+rho=5+vs=a4", "--base", "a1"], "B3+rho=5+vs=a4 is compared with a4, and --base asks for a1")],
-)  # fmt: skip
+    [
+        (["a1", "--base", "B1"], "--base B1: a1 is a run ID, compared with B3 (uh list)"),
+        (["B0", "--base", "B3"], "--base B3: B0 is a run ID, compared with no run"),
+        (["B3", "--set", "rho=5", "--base", "X9"], "--base X9: not a run ID"),
+        (["B3+rho=5+vs=a4", "--base", "a1"], "B3+rho=5+vs=a4 is compared with a4, and --base asks for a1"),
+    ],
+)
 def test_a_base_that_cannot_be_is_one_line_and_writes_nothing(args, words, no_training, tmp_path):
     res = uh("run", *args, "--profile", "smoke", "--results-dir", str(tmp_path / "results"))
     assert res.exit_code == 2 and words in only_line(res)
@@ -392,15 +511,26 @@ def test_a_base_that_cannot_be_is_one_line_and_writes_nothing(args, words, no_tr
 def test_a_sweep_with_base_compares_every_point_with_it(tmp_path):
     """An M sweep of B3 with closest-to-mean selection is named from three run IDs (s1, r1, s2); --base B3 compares
     each with B3."""
-    args = ["sweep", "B3+memory=closest_to_mean", "M=500,2000,4000", "--profile", "smoke", "--dry-run",
-            "--results-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "sweep",
+        "B3+memory=closest_to_mean",
+        "M=500,2000,4000",
+        "--profile",
+        "smoke",
+        "--dry-run",
+        "--results-dir",
+        str(tmp_path),
+    ]
     assert [line.split()[1] for line in uh(*args).output.splitlines()[2:5]] == [
-        "s1+memory=closest_to_mean", "r1+memory=closest_to_mean", "s2+memory=closest_to_mean"]
+        "s1+memory=closest_to_mean",
+        "r1+memory=closest_to_mean",
+        "s2+memory=closest_to_mean",
+    ]
     res = uh(*args, "--base", "B3")
     points = [line.split()[1] for line in res.output.splitlines()[2:5]]
-    assert res.exit_code == 0 and points == [f"{p}+vs=B3" for p in ("s1+memory=closest_to_mean",
-                                                                    "r1+memory=closest_to_mean",
-                                                                    "s2+memory=closest_to_mean")], res.output
+    assert res.exit_code == 0 and points == [
+        f"{p}+vs=B3" for p in ("s1+memory=closest_to_mean", "r1+memory=closest_to_mean", "s2+memory=closest_to_mean")
+    ], res.output
 
 
 def test_a_variant_run_with_base_b3_is_compared_with_b3_in_uh_check_and_the_report(finished_result, tmp_path):
@@ -426,9 +556,11 @@ def test_a_variant_run_with_base_b3_is_compared_with_b3_in_uh_check_and_the_repo
 
 def test_the_grid_is_the_product_in_the_order_given_with_canonical_ids():
     assert grid_points("B3", ("rho=1,5", "M=500,1000")) == [
-        ("rho=1 M=500", "s1+rho=1"), ("rho=1 M=1000", "r2+M=1000"),
-        ("rho=5 M=500", "s1+rho=5"), ("rho=5 M=1000", "B3+M=1000+rho=5"),
-    ]  # fmt: skip
+        ("rho=1 M=500", "s1+rho=1"),
+        ("rho=1 M=1000", "r2+M=1000"),
+        ("rho=5 M=500", "s1+rho=5"),
+        ("rho=5 M=1000", "B3+M=1000+rho=5"),
+    ]
     assert [rid for _, rid in grid_points("B3", ("rho=1,3,5",))] == ["r2", "B3", "B3+rho=5"]  # run IDs by config
     assert [rid for _, rid in grid_points("B3+M=1000", ("lr=0.05,0.2",))] == ["B3+M=1000+lr=0.05", "B3+M=1000+lr=0.2"]
 
@@ -489,13 +621,17 @@ def test_the_paper_sizes_of_other_run_ids():
 def test_run_names_state_the_sizes_the_profile_uses():
     assert [run_name(r) for r in RUNS] == [spec.name for spec in RUNS.values()]  # the paper's labels
     assert [run_name(r, "smoke") for r in ("s1", "s2", "s3", "s4")] == [
-        "Active budget 12", "Active budget 100", "Retrieval 8", "Retrieval 32"
+        "Active budget 12",
+        "Active budget 100",
+        "Retrieval 8",
+        "Retrieval 32",
     ]
     assert run_name("B3", "smoke") == "Uniform Herding"
 
 
-@pytest.mark.parametrize(("run_id", "profile", "message"), [("b3", "paper", "unknown run ID 'b3'"),
-                                                             ("B3", "tiny", "unknown profile 'tiny'")])
+@pytest.mark.parametrize(
+    ("run_id", "profile", "message"), [("b3", "paper", "unknown run ID 'b3'"), ("B3", "tiny", "unknown profile 'tiny'")]
+)
 def test_unknown_names_are_config_errors(run_id, profile, message):
     with pytest.raises(ConfigError, match=message):
         resolve(run_id, profile)

@@ -19,17 +19,32 @@ from uniform_herding.verdict.words import VerdictKind
 
 
 def test_cancel_without_a_chain_changes_nothing(tmp_path: Path) -> None:
-    res = CliRunner().invoke(main, ["run", "all", "--executor", "slurm", "--procedure", "--cancel",
-                                    "--results-dir", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["run", "all", "--executor", "slurm", "--procedure", "--cancel", "--results-dir", str(tmp_path)]
+    )
     assert res.exit_code == 0 and res.output == f"No active chain in {tmp_path}; nothing to cancel.\n"
     assert not (tmp_path / "chain.json").exists()
 
 
 def chain(results: Path, ended: dict | None) -> None:
-    write_json_atomic(results / "chain.json", {
-        "id": "20261127-120000", "started": 0.0, "profile": "smoke", "ended": ended,
-        "steps": [{"step": {"run_ids": ["B0"], "seeds": [1993]}, "by": "the command", "array": "4", "controller": "5",
-                   "rescue": "6"}]})  # fmt: skip
+    write_json_atomic(
+        results / "chain.json",
+        {
+            "id": "20261127-120000",
+            "started": 0.0,
+            "profile": "smoke",
+            "ended": ended,
+            "steps": [
+                {
+                    "step": {"run_ids": ["B0"], "seeds": [1993]},
+                    "by": "the command",
+                    "array": "4",
+                    "controller": "5",
+                    "rescue": "6",
+                }
+            ],
+        },
+    )
 
 
 def test_status_says_where_the_chain_stands_ended_or_stalled(tmp_path: Path, monkeypatch) -> None:
@@ -43,13 +58,16 @@ def test_status_says_where_the_chain_stands_ended_or_stalled(tmp_path: Path, mon
     assert "chain 20261127-120000: ended: a run of step 1 did not finish: B0 seed 1993: failed" in res.output
     chain(results, None)
     res = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results)])
-    assert (f"chain 20261127-120000: stalled at step 1: its jobs ended without a verdict (log: {results}/submitit/"
-            "slurm/6_0_log.out); the same command resumes from the results") in res.output.splitlines()  # fmt: skip
+    assert (
+        f"chain 20261127-120000: stalled at step 1: its jobs ended without a verdict (log: {results}/submitit/"
+        "slurm/6_0_log.out); the same command resumes from the results"
+    ) in res.output.splitlines()
     fake_slurm_clients(tmp_path / "bin", monkeypatch, "exit 1")
     res = CliRunner().invoke(main, ["status", "--wide", "--results-dir", str(results)])
-    assert ("chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
-            "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown"
-            ) in res.output.splitlines()  # fmt: skip
+    assert (
+        "chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
+        "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown"
+    ) in res.output.splitlines()
 
 
 def checked(kind: VerdictKind, step: dict) -> SimpleNamespace:
@@ -93,8 +111,9 @@ def test_the_controller_submits_each_look_once_and_never_loops(tmp_path: Path, m
 
     Controller(the_chain, 1)()  # look 2's runs moved nothing: the check asks for them again
     ended = json.loads((tmp_path / "chain.json").read_text())["ended"]
-    assert ended["reason"] == ("the check asks again for B1, B3 on seeds 1, 2, 3, which step 2 ran; the verdict did "
-                               "not move: UNDECIDED (why)")  # fmt: skip
+    assert ended["reason"] == (
+        "the check asks again for B1, B3 on seeds 1, 2, 3, which step 2 ran; the verdict did not move: UNDECIDED (why)"
+    )
     assert submitted == [1, 1] and reported == []
 
     chain(tmp_path, None)

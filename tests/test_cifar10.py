@@ -40,6 +40,10 @@ def test_cifar10_archive_flows_through_load_data_and_the_stream(tmp_path):
     assert stream.mean.flatten().tolist() == pytest.approx(DATASETS["cifar10"].mean)
     assert sorted(stream.split.order.tolist()) == list(range(10))
     assert stream.manifest()["per_class"] == {
-        "probe": [30], "validation": [20], "train_available": [250], "train_used": [250], "test_used": [200]
-    }  # fmt: skip
+        "probe": [30],
+        "validation": [20],
+        "train_available": [250],
+        "train_used": [250],
+        "test_used": [200],
+    }
     assert [list(stream.classes(t)) for t in (0, 4)] == [[0, 1], [8, 9]]

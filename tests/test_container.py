@@ -106,9 +106,11 @@ def test_torch_build_arguments_default_to_the_papers_cu128_builds(dockerfile):
     assert re.findall(r"\btorchvision==(\S+)", run) == ['$TORCHVISION_VERSION"']
     assert '--extra-index-url "$TORCH_INDEX_URL"' in run
     # The build fails unless pip kept the requested builds and torch reports the requested CUDA.
-    for check in ("version('torch') == os.environ['TORCH_VERSION']",
-                  "version('torchvision') == os.environ['TORCHVISION_VERSION']",
-                  "torch.version.cuda == os.environ['TORCH_CUDA']"):  # fmt: skip
+    for check in (
+        "version('torch') == os.environ['TORCH_VERSION']",
+        "version('torchvision') == os.environ['TORCHVISION_VERSION']",
+        "torch.version.cuda == os.environ['TORCH_CUDA']",
+    ):
         assert check in run
 
 
@@ -116,8 +118,14 @@ def test_ci_build_overrides_only_the_base_and_torchs_source():
     """Issue 15: nothing but the base and torch's source may differ between a reviewer's build and CI's."""
     script = CI_CONTAINER.read_text()
     overridden = set(re.findall(r"--build-arg ([A-Z_]+)=", script))
-    assert overridden == {"BASE_IMAGE", "TORCH_VERSION", "TORCHVISION_VERSION", "TORCH_INDEX_URL", "TORCH_CUDA",
-                          "GIT_REVISION"}  # fmt: skip
+    assert overridden == {
+        "BASE_IMAGE",
+        "TORCH_VERSION",
+        "TORCHVISION_VERSION",
+        "TORCH_INDEX_URL",
+        "TORCH_CUDA",
+        "GIT_REVISION",
+    }
     build = script[script.index("docker build") :]
     build = build[: build.index(" . ")]  # up to the context: the repository, with its own Dockerfile
     assert "--file" not in build and " -f " not in build
@@ -242,8 +250,10 @@ def test_nothing_but_the_base_argument_needs_the_cuda_base(dockerfile):
     """torch's cu128 wheels bring CUDA, and the NVIDIA runtime the driver: no step may use what only the CUDA
     base image has (its CUDA directory, its variables), so that BASE_IMAGE=ubuntu:24.04 builds the same image.
     CI's build on a bare Debian base is the real proof (docs/reproducing.md)."""
-    cuda_base_only = re.compile(r"/usr/local/cuda|\bCUDA_VERSION\b|\bNV_[A-Z]|LD_LIBRARY_PATH|cuda-compat|"
-                                r"NVIDIA_REQUIRE|NVIDIA_VISIBLE_DEVICES")  # fmt: skip
+    cuda_base_only = re.compile(
+        r"/usr/local/cuda|\bCUDA_VERSION\b|\bNV_[A-Z]|LD_LIBRARY_PATH|cuda-compat|"
+        r"NVIDIA_REQUIRE|NVIDIA_VISIBLE_DEVICES"
+    )
     steps = [f"{i['instruction']} {i['value']}" for i in dockerfile.structure if i["instruction"] != "COMMENT"]
     assert [s for s in steps if cuda_base_only.search(s)] == []
     assert dockerfile.envs["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # set by the CUDA base, so here too
@@ -283,8 +293,9 @@ def test_ci_container_fails_on_a_broken_dockerfile(tmp_path):
     build (the cached layers before the broken step make it quick on a warm cache), which must fail."""
     if os.geteuid() != 0:
         pytest.skip(".ci/container needs root (it installs docker.io and starts dockerd)")
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
-                            capture_output=True)  # fmt: skip
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True
+    )
     if listed.returncode != 0:
         pytest.skip(f"{ROOT} is not a git checkout")
     copy = tmp_path / "repo"
@@ -412,8 +423,10 @@ def test_shellcheck_passes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize(("name", "ids"), [("RUN_IDS", PAPER_RUNS), ("BEYOND_PAPER_IDS", BEYOND_PAPER),
-                                           ("REFRESH_IDS", RUN_GROUPS["refresh"])])
+@pytest.mark.parametrize(
+    ("name", "ids"),
+    [("RUN_IDS", PAPER_RUNS), ("BEYOND_PAPER_IDS", BEYOND_PAPER), ("REFRESH_IDS", RUN_GROUPS["refresh"])],
+)
 def test_reproduce_sh_knows_the_run_ids_of_the_config(name, ids):
     match = re.search(rf"^readonly {name}=\(([^)]*)\)", REPRODUCE.read_text(), re.MULTILINE)
     assert match and match.group(1).split() == list(ids)
@@ -510,8 +523,15 @@ def reproduce(tmp_path):
 
     def run(*args: str, in_container: bool = False, cwd: Path | None = None, **env: str):
         environ = fake_uh(tmp_path, in_container, **env)
-        result = subprocess.run([str(REPRODUCE), *args], capture_output=True, text=True, env=environ, timeout=60,
-                                cwd=cwd, stdin=subprocess.DEVNULL)  # fmt: skip
+        result = subprocess.run(
+            [str(REPRODUCE), *args],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=60,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
         return result, [json.loads(line) for line in (tmp_path / "uh.log").read_text().splitlines()]
 
     return run
@@ -535,13 +555,16 @@ def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_termi
     assert calls == [["price", "--results-dir", results, "--device", "cpu"]]
     assert "the paper's 12 run IDs on seeds 1993 2023 42: 36 runs\n" in result.stdout
     assert "mean " in result.stdout and "at most, every look run" in result.stdout
-    assert last_said(result.stderr) == ("reproduce.sh: standard input is not a terminal, so no one "
-                                                      "can answer: pass --yes to start these runs")  # fmt: skip
+    assert last_said(result.stderr) == (
+        "reproduce.sh: standard input is not a terminal, so no one can answer: pass --yes to start these runs"
+    )
     result, calls = reproduce("all", "--device", "cpu", "--results-dir", results, "--yes", FAKE_UH_REAL="price")
     assert result.returncode == 0, result.stderr
     assert ": 36 runs\n" in result.stdout
-    assert calls[:2] == [["price", "--results-dir", results, "--device", "cpu"],
-                         ["run", "B0", "--results-dir", results, "--device", "cpu"]]  # fmt: skip
+    assert calls[:2] == [
+        ["price", "--results-dir", results, "--device", "cpu"],
+        ["run", "B0", "--results-dir", results, "--device", "cpu"],
+    ]
 
 
 def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price_in_hours(reproduce, tmp_path):
@@ -569,15 +592,21 @@ def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_ru
     shutil.copytree(ROOT / "expected_results", repo / "expected_results")
     shutil.copy2(REPRODUCE, repo / "reproduce.sh")
     toml = repo / "expected_results" / "smoke" / "tolerances.toml"
-    toml.write_text(toml.read_text() + "\n[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\n"
-                    "alpha = [0.01, 0.04]\n")  # fmt: skip
+    toml.write_text(
+        toml.read_text() + "\n[procedure]\nseeds = [1993, 2023, 42, 1, 2]\nlooks = [3, 5]\nalpha = [0.01, 0.04]\n"
+    )
     results = str(tmp_path / "r")
 
     def reproduce(*args: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
         environ = fake_uh(tmp_path, FAKE_UH_REAL="price")
-        result = subprocess.run([str(repo / "reproduce.sh"), "all", "--profile", "smoke", "--results-dir", results,
-                                 *args], capture_output=True, text=True, env=environ, timeout=120,
-                                stdin=subprocess.DEVNULL)  # fmt: skip
+        result = subprocess.run(
+            [str(repo / "reproduce.sh"), "all", "--profile", "smoke", "--results-dir", results, *args],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
         return result, [json.loads(line) for line in (tmp_path / "uh.log").read_text().splitlines()]
 
     result, calls = reproduce()
@@ -595,8 +624,14 @@ def test_all_on_a_terminal_asks_whether_to_go_on(tmp_path, answer, code):
     """On a terminal `all` asks after its price: y goes on, anything else (Enter: the default, N) runs nothing."""
     controller, terminal = pty.openpty()
     results = str(tmp_path / "r")
-    script = subprocess.Popen([str(REPRODUCE), "all", "--results-dir", results], env=fake_uh(tmp_path),
-                              stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    script = subprocess.Popen(
+        [str(REPRODUCE), "all", "--results-dir", results],
+        env=fake_uh(tmp_path),
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     os.close(terminal)
     os.write(controller, answer.encode())
     _, stderr = script.communicate(timeout=60)
@@ -622,8 +657,14 @@ def test_all_without_a_usable_gpu_is_refused_once_before_anything(tmp_path):
         pytest.skip("a GPU is usable here")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UH")}  # no UH_DEVICE=cpu (conftest's)
     env["UH"] = str(Path(sys.executable).parent / "uh")
-    result = subprocess.run([str(REPRODUCE), "all", "--yes", "--results-dir", str(tmp_path / "r")], env=env,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [str(REPRODUCE), "all", "--yes", "--results-dir", str(tmp_path / "r")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("reproduce.sh: + uh price"), result.stderr
@@ -643,8 +684,9 @@ def test_all_stops_when_a_run_is_interrupted(reproduce, status):
 def test_all_succeeds_when_every_run_succeeds(reproduce):
     result, calls = reproduce("all", "--seed", "7", "--yes")
     assert result.returncode == 0, result.stderr
-    assert calls == ([["price", "--seed", "7"]] + [["run", run_id, "--seed", "7"] for run_id in PAPER_RUNS]
-                     + [["check"], ["report"]])  # fmt: skip
+    assert calls == (
+        [["price", "--seed", "7"]] + [["run", run_id, "--seed", "7"] for run_id in PAPER_RUNS] + [["check"], ["report"]]
+    )
 
 
 def test_refresh_runs_the_refresh_isolation_study_then_checks_and_reports(reproduce):
@@ -661,12 +703,16 @@ def test_next_runs_next_step_and_checks_again_until_decided(reproduce, tmp_path)
     stops at the first verdict that is not UNDECIDED; then reports. Seeds come from the procedure only."""
     results = str(tmp_path / "r")
     Path(results).mkdir()
-    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3")),
-                                                                                       (0, {})))  # fmt: skip
+    result, calls = reproduce(
+        "next", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3")), (0, {}))
+    )
     assert result.returncode == 0, result.stderr
-    assert calls == [["check", "--results-dir", results],
-                     ["run", "B1", "B3", "--seed", "1", "--seed", "2", "--seed", "3", "--results-dir", results],
-                     ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+    assert calls == [
+        ["check", "--results-dir", results],
+        ["run", "B1", "B3", "--seed", "1", "--seed", "2", "--seed", "3", "--results-dir", results],
+        ["check", "--results-dir", results],
+        ["report", "--results-dir", results],
+    ]
     result, calls = reproduce("next", "--seed", "5")
     assert result.returncode == 2 and calls == [] and "next takes its seeds from the procedure" in result.stderr
 
@@ -679,14 +725,16 @@ def test_all_follows_the_procedure_look_by_look_until_the_verdict_is_decided(rep
     verdicts = checks((4, step("B1 B2 B3 a4", "1 2 3")), (4, step("B3 a4", "4 5 6")), (1, {}))
     result, calls = reproduce("all", "--yes", "--results-dir", results, FAKE_UH_CHECKS=verdicts)
     assert result.returncode == 1, result.stderr
-    assert calls == [["price", "--results-dir", results],
-                     *(["run", run_id, "--results-dir", results] for run_id in PAPER_RUNS),
-                     ["check", "--results-dir", results],
-                     step_run("B1 B2 B3 a4", "1 2 3", "--results-dir", results),
-                     ["check", "--results-dir", results],
-                     step_run("B3 a4", "4 5 6", "--results-dir", results),
-                     ["check", "--results-dir", results],
-                     ["report", "--results-dir", results]]  # fmt: skip
+    assert calls == [
+        ["price", "--results-dir", results],
+        *(["run", run_id, "--results-dir", results] for run_id in PAPER_RUNS),
+        ["check", "--results-dir", results],
+        step_run("B1 B2 B3 a4", "1 2 3", "--results-dir", results),
+        ["check", "--results-dir", results],
+        step_run("B3 a4", "4 5 6", "--results-dir", results),
+        ["check", "--results-dir", results],
+        ["report", "--results-dir", results],
+    ]
     assert last_said(result.stderr) == "reproduce.sh: verdict NOT REPLICATED (look 3) (exit 1)"
 
 
@@ -696,13 +744,17 @@ def test_all_paper_runs_only_stops_after_the_36_runs(reproduce, tmp_path):
     results = str(tmp_path / "r")
     Path(results).mkdir()
     for options in (["--paper-runs-only"], ["--seed", "7"]):
-        result, calls = reproduce("all", *options, "--yes", "--results-dir", results,
-                                  FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))))  # fmt: skip
+        result, calls = reproduce(
+            "all", *options, "--yes", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3")))
+        )
         assert result.returncode == 4, result.stderr
         seeds = options[1:] and ["--seed", "7"]
-        assert calls == [["price", *seeds, "--results-dir", results],
-                         *(["run", run_id, *seeds, "--results-dir", results] for run_id in PAPER_RUNS),
-                         ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+        assert calls == [
+            ["price", *seeds, "--results-dir", results],
+            *(["run", run_id, *seeds, "--results-dir", results] for run_id in PAPER_RUNS),
+            ["check", "--results-dir", results],
+            ["report", "--results-dir", results],
+        ]
         assert "./reproduce.sh next" in result.stderr
 
 
@@ -712,12 +764,16 @@ def test_next_follows_an_incomplete_verdicts_next_step_too(reproduce, tmp_path):
     results = str(tmp_path / "r")
     Path(results).mkdir()
     others = "B0 a1 a2 a3 a4 s1 s2 s3 s4"
-    result, calls = reproduce("next", "--results-dir", results,
-                              FAKE_UH_CHECKS=checks((3, step(others, "1993 2023 42")), (6, {})))  # fmt: skip
+    result, calls = reproduce(
+        "next", "--results-dir", results, FAKE_UH_CHECKS=checks((3, step(others, "1993 2023 42")), (6, {}))
+    )
     assert result.returncode == 6, result.stderr
-    assert calls == [["check", "--results-dir", results],
-                     step_run(others, "1993 2023 42", "--results-dir", results),
-                     ["check", "--results-dir", results], ["report", "--results-dir", results]]  # fmt: skip
+    assert calls == [
+        ["check", "--results-dir", results],
+        step_run(others, "1993 2023 42", "--results-dir", results),
+        ["check", "--results-dir", results],
+        ["report", "--results-dir", results],
+    ]
     assert last_said(result.stderr) == "reproduce.sh: verdict EXPECTED SET MATCHED (look 2) (exit 6)"
 
 
@@ -726,11 +782,18 @@ def test_next_says_when_report_failed_after_a_passing_check(reproduce, tmp_path)
     (exit 1)" as if the verdict had exit 1."""
     results = str(tmp_path / "r")
     Path(results).mkdir()
-    result, _ = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})),
-                          FAKE_UH_FAIL_COMMAND="report", FAKE_UH_STATUS="1")  # fmt: skip
+    result, _ = reproduce(
+        "next",
+        "--results-dir",
+        results,
+        FAKE_UH_CHECKS=checks((0, {})),
+        FAKE_UH_FAIL_COMMAND="report",
+        FAKE_UH_STATUS="1",
+    )
     assert result.returncode == 1, result.stderr
     assert last_said(result.stderr) == (
-        "reproduce.sh: verdict RESULTS REPLICATED (look 1) (uh check exit 0); uh report failed (exit 1)")
+        "reproduce.sh: verdict RESULTS REPLICATED (look 1) (uh check exit 0); uh report failed (exit 1)"
+    )
 
 
 def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, tmp_path):
@@ -741,8 +804,11 @@ def test_next_stops_when_next_step_asks_again_for_the_runs_just_run(reproduce, t
     again = (4, step("B1 B3", "1 2 3"))
     result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(again, again, again, (0, {})))
     assert result.returncode == 1, result.stderr
-    assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results),
-                     ["check", "--results-dir", results]]  # fmt: skip
+    assert calls == [
+        ["check", "--results-dir", results],
+        step_run("B1 B3", "1 2 3", "--results-dir", results),
+        ["check", "--results-dir", results],
+    ]
     last = last_said(result.stderr)
     assert "again" in last and "B1 B3" in last and "1 2 3" in last
 
@@ -756,8 +822,13 @@ def test_next_refuses_a_next_step_it_ran_before_not_only_the_last(reproduce, tmp
     result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(x, y, x, y, x, y, (0, {})))
     assert result.returncode == 1, result.stderr
     check = ["check", "--results-dir", results]
-    assert calls == [check, step_run("B1 B3", "1 2 3", "--results-dir", results), check,
-                     step_run("B3 a4", "4 5 6", "--results-dir", results), check]  # fmt: skip
+    assert calls == [
+        check,
+        step_run("B1 B3", "1 2 3", "--results-dir", results),
+        check,
+        step_run("B3 a4", "4 5 6", "--results-dir", results),
+        check,
+    ]
     last = last_said(result.stderr)
     assert "asks again for B1 B3 on seeds 1 2 3, which ran before" in last
 
@@ -768,21 +839,26 @@ def test_next_stops_after_the_procedures_looks_plus_one_steps(reproduce, tmp_pat
     results = str(tmp_path / "r")
     Path(results).mkdir()
     steps = [(4, step("B3", seed)) for seed in ("1", "2", "3", "4", "5")]
-    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks(*steps, (0, {})),
-                              FAKE_UH_LOOKS="[3, 6]")  # fmt: skip
+    result, calls = reproduce(
+        "next", "--results-dir", results, FAKE_UH_CHECKS=checks(*steps, (0, {})), FAKE_UH_LOOKS="[3, 6]"
+    )
     assert result.returncode == 1, result.stderr
     assert [c for c in calls if c[0] == "run"] == [step_run("B3", s, "--results-dir", results) for s in "123"]
     assert calls[-1][0] == "check"
     assert last_said(result.stderr) == (
         "reproduce.sh: next_step asks for B3 on seeds 4 after 3 steps, the most its procedure can need (its 2 "
-        "looks + 1); stopping: see uh check's output above and uh status")
+        "looks + 1); stopping: see uh check's output above and uh status"
+    )
 
 
-@pytest.mark.parametrize(("target", "signum", "how"), [
-    ("next", signal.SIGTERM, "./reproduce.sh next goes on"),
-    ("next", signal.SIGINT, "./reproduce.sh next goes on"),
-    ("doctor", signal.SIGINT, "run the same command again"),  # a uh that keeps Python's SIGINT, which bash ignores
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("target", "signum", "how"),
+    [
+        ("next", signal.SIGTERM, "./reproduce.sh next goes on"),
+        ("next", signal.SIGINT, "./reproduce.sh next goes on"),
+        ("doctor", signal.SIGINT, "run the same command again"),  # a uh that keeps Python's SIGINT, which bash ignores
+    ],
+)
 def test_a_signal_to_the_script_reaches_the_running_uh_and_says_how_to_go_on(tmp_path, target, signum, how):
     """Issue 45.4: SIGTERM to reproduce.sh alone (a scheduler, `timeout`, `kill PID`) ended bash at once and left
     `uh run` training, orphaned. Now the signal reaches uh, the script waits for it to end, says how to go on
@@ -790,8 +866,14 @@ def test_a_signal_to_the_script_reaches_the_running_uh_and_says_how_to_go_on(tmp
     results, marker = tmp_path / "r", tmp_path / "uh.pid"
     results.mkdir()
     env = fake_uh(tmp_path, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))), FAKE_UH_SLEEP=str(marker))
-    script = subprocess.Popen([str(REPRODUCE), target, "--results-dir", str(results)], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    script = subprocess.Popen(
+        [str(REPRODUCE), target, "--results-dir", str(results)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
@@ -809,7 +891,8 @@ def test_a_signal_to_the_script_reaches_the_running_uh_and_says_how_to_go_on(tmp
     assert script.returncode == 128 + signum
     assert last_said(stderr) == (
         f"reproduce.sh: stopped by {signum.name} (exit {128 + signum}); finished runs are kept and an interrupted "
-        f"run resumes from its last finished task: {how}")
+        f"run resumes from its last finished task: {how}"
+    )
 
 
 @pytest.mark.parametrize(("status", "code"), [("3", 1), ("130", 130)])
@@ -817,8 +900,14 @@ def test_next_stops_when_a_next_step_run_fails(reproduce, tmp_path, status, code
     """A next_step run that fails stops the procedure (exit 1, naming it; a signal's status when interrupted)."""
     results = str(tmp_path / "r")
     Path(results).mkdir()
-    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))),
-                              FAKE_UH_FAIL="B1", FAKE_UH_STATUS=status)  # fmt: skip
+    result, calls = reproduce(
+        "next",
+        "--results-dir",
+        results,
+        FAKE_UH_CHECKS=checks((4, step("B1 B3", "1 2 3"))),
+        FAKE_UH_FAIL="B1",
+        FAKE_UH_STATUS=status,
+    )
     assert result.returncode == code
     assert calls == [["check", "--results-dir", results], step_run("B1 B3", "1 2 3", "--results-dir", results)]
     assert "B1 B3 on seeds 1 2 3" in last_said(result.stderr)
@@ -828,8 +917,9 @@ def test_next_fails_when_report_fails(reproduce, tmp_path):
     """A report that crashes after a passing check is not hidden: logged, and the exit status is not 0."""
     results = str(tmp_path / "r")
     Path(results).mkdir()
-    result, calls = reproduce("next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})),
-                              FAKE_UH_FAIL_COMMAND="report")  # fmt: skip
+    result, calls = reproduce(
+        "next", "--results-dir", results, FAKE_UH_CHECKS=checks((0, {})), FAKE_UH_FAIL_COMMAND="report"
+    )
     assert result.returncode == 3
     assert calls == [["check", "--results-dir", results], ["report", "--results-dir", results]]
     assert "uh report exited 3" in result.stderr
@@ -856,9 +946,24 @@ def test_options_are_passed_through_to_uh_run(reproduce, tmp_path):
     result, calls = reproduce("B3", *options, "--force", "--jobs", "3")
     assert result.returncode == 0, result.stderr
     assert calls == [
-        ["run", "B3", "--seed", "1993", "--seed", "2023", "--profile", "smoke",
-         "--data-dir", data, "--results-dir", results, "--force", "--jobs", "3"]
-    ]  # fmt: skip
+        [
+            "run",
+            "B3",
+            "--seed",
+            "1993",
+            "--seed",
+            "2023",
+            "--profile",
+            "smoke",
+            "--data-dir",
+            data,
+            "--results-dir",
+            results,
+            "--force",
+            "--jobs",
+            "3",
+        ]
+    ]
 
 
 def test_repeated_seed_option(reproduce):
@@ -901,8 +1006,9 @@ def test_relative_dirs_are_the_callers(reproduce, tmp_path):
 def test_doctor_target(reproduce, tmp_path):
     result, calls = reproduce("doctor", "--profile", "smoke", "--data-dir", "D", "--results-dir", "R", cwd=tmp_path)
     assert result.returncode == 0
-    assert calls == [["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "D"),
-                      "--results-dir", str(tmp_path / "R")]]  # fmt: skip
+    assert calls == [
+        ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "D"), "--results-dir", str(tmp_path / "R")]
+    ]
 
 
 def test_smoke_runs_everything_on_the_smoke_profile_in_a_scratch_dir(reproduce, tmp_path):

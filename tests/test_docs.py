@@ -40,7 +40,17 @@ from uniform_herding.method.config import OPEN_CHOICES
 from uniform_herding.verdict.words import EXIT_INPUT, ClaimKind, MetricKind, VerdictKind
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".pytest_cache", ".ruff_cache", ".hypothesis", "data", "results", "results-smoke", "build", "node_modules"}
+SKIP_DIRS = {
+    ".git",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "data",
+    "results",
+    "results-smoke",
+    "build",
+    "node_modules",
+}
 
 
 def is_document(path: Path, root: Path = ROOT) -> bool:
@@ -255,8 +265,13 @@ def test_the_table_check_finds_rows_out_of_shape_and_reads_escaped_pipes_as_text
 # The documents a reviewer follows. `./reproduce.sh` calls `.venv/bin/uh` itself, but a `uh ...` they write
 # works only once the venv is on PATH: the README's setup says so, and every other document says it or links
 # there before its first such command.
-REVIEWER_DOCS = [ROOT / "README.md", ROOT / "ARTIFACT.md", *sorted((ROOT / "docs").glob("*.md")),
-                 ROOT / "expected_results" / "README.md", ROOT / "paper" / "README.md"]  # fmt: skip
+REVIEWER_DOCS = [
+    ROOT / "README.md",
+    ROOT / "ARTIFACT.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "expected_results" / "README.md",
+    ROOT / "paper" / "README.md",
+]
 README_SETUP = "Try it on a CPU (no GPU, no dataset download)"
 ACTIVATE = "source .venv/bin/activate"
 UH_ON_PATH = re.compile(rf"{re.escape(ACTIVATE)}|README\.md#{re.escape(anchors(None, '# ' + README_SETUP).pop())}")
@@ -282,7 +297,8 @@ def test_every_bare_uh_command_comes_after_the_reader_is_told_to_put_uh_on_path(
         told = UH_ON_PATH.search(text)
         line = text.count("\n", 0, first) + 1
         assert told and told.start() < first, (
-            f"line {line} writes a `uh` command before it says `{ACTIVATE}` or links the README's setup")
+            f"line {line} writes a `uh` command before it says `{ACTIVATE}` or links the README's setup"
+        )
 
 
 def test_the_uh_check_finds_a_command_before_the_reader_is_told() -> None:
@@ -340,15 +356,20 @@ def rendered_words(text: str) -> list[str]:
         if token.type in ("fence", "code_block"):
             words += token.content.split()
         elif token.type == "inline":
-            parts = (" " if c.type in ("softbreak", "hardbreak") else c.content for c in token.children or []
-                     if c.type in ("text", "code_inline", "softbreak", "hardbreak"))  # fmt: skip
+            parts = (
+                " " if c.type in ("softbreak", "hardbreak") else c.content
+                for c in token.children or []
+                if c.type in ("text", "code_inline", "softbreak", "hardbreak")
+            )
             words += "".join(parts).split()
     return words
 
 
 def test_the_word_count_reads_the_rendered_page() -> None:
-    text = ("# Title\n\nTwo **bold** [words](https://example.org/a-long-target)<!-- no -->\n\n"
-            "| a | `b c` |\n|---|---|\n\n```bash\nuh check\n```\n")
+    text = (
+        "# Title\n\nTwo **bold** [words](https://example.org/a-long-target)<!-- no -->\n\n"
+        "| a | `b c` |\n|---|---|\n\n```bash\nuh check\n```\n"
+    )
     assert rendered_words(text) == ["Title", "Two", "bold", "words", "a", "b", "c", "uh", "check"]
 
 
@@ -360,12 +381,21 @@ def test_the_readme_is_one_rendered_page_in_the_reviewers_order() -> None:
     words = len(rendered_words(readme.read_text()))
     assert words <= README_WORDS, f"the README renders {words} words, more than a page ({README_WORDS})"
     assert re.findall(r"^## (.+)$", readme.read_text(), re.M) == [
-        "Status", README_SETUP, "The paper's runs, on a GPU", "The verdicts of `uh check`", "More",
-    ]  # fmt: skip
+        "Status",
+        README_SETUP,
+        "The paper's runs, on a GPU",
+        "The verdicts of `uh check`",
+        "More",
+    ]
     never = section(readme, "## Status").split("**Never run:**")[1]
     assert all(s in never for s in ("the paper's size", "torch 2.11.0+cu128"))
-    cells = [c.strip() for p in (readme, ROOT / "ARTIFACT.md") for line in p.read_text().splitlines()
-             if line.startswith("|") for c in line.strip("|").split("|")]  # fmt: skip
+    cells = [
+        c.strip()
+        for p in (readme, ROOT / "ARTIFACT.md")
+        for line in p.read_text().splitlines()
+        if line.startswith("|")
+        for c in line.strip("|").split("|")
+    ]
     assert max(map(len, cells)) <= 250
 
 
@@ -384,8 +414,11 @@ def rows_outside_tables(text: str) -> list[str]:
     for token in MARKDOWN.parse(text):
         if token.type in ("table_open", "fence", "code_block") and token.map:
             inside.update(range(*token.map))
-    return [f"line {i + 1}: {line.strip()[:60]}" for i, line in enumerate(text.splitlines())
-            if line.lstrip().startswith("|") and i not in inside]  # fmt: skip
+    return [
+        f"line {i + 1}: {line.strip()[:60]}"
+        for i, line in enumerate(text.splitlines())
+        if line.lstrip().startswith("|") and i not in inside
+    ]
 
 
 @pytest.mark.parametrize("doc", tracked_docs(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -465,8 +498,11 @@ def test_the_exit_code_check_finds_a_word_paired_with_a_code() -> None:
 
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
-GLOSSARY_WORDS = {"### A metric's words": MetricKind, "### A claim's words": ClaimKind,
-                  "### The verdict's words": VerdictKind}
+GLOSSARY_WORDS = {
+    "### A metric's words": MetricKind,
+    "### A claim's words": ClaimKind,
+    "### The verdict's words": VerdictKind,
+}
 
 
 def test_the_glossary_defines_every_word_uh_check_prints() -> None:
@@ -510,8 +546,9 @@ def test_the_paper_t4_times_quoted_are_the_sums_of_its_table() -> None:
     figure = re.compile(rf"\b(?:{re.escape(str(every))}|{round(every)}) ?(?:h\b|hours|GPU-hours|T4)")
     elsewhere = [p.relative_to(ROOT) for p in DOCS if figure.search(p.read_text().replace(guide, ""))]
     assert elsewhere == []
-    claims = re.findall(r"^\| C\d \| `uh run ([\w ]+) && uh check --claim C\d` \| ([\d.]+) \|",
-                        (ROOT / "ARTIFACT.md").read_text(), re.M)  # fmt: skip
+    claims = re.findall(
+        r"^\| C\d \| `uh run ([\w ]+) && uh check --claim C\d` \| ([\d.]+) \|", (ROOT / "ARTIFACT.md").read_text(), re.M
+    )
     assert len(claims) == 5 and all(float(h) == hours(ids.split()) for ids, h in claims)
 
 
@@ -519,8 +556,9 @@ def test_the_design_table_has_a_row_for_every_open_choice() -> None:
     """docs/design.md's one-line table names every open choice a result can record: config.OPEN_CHOICES (every
     run's) and each component's (components.py), no more."""
     table = section(ROOT / "docs" / "design.md", "## Every choice, one line each")
-    every = set(OPEN_CHOICES) | {key for registry in components.CHOICES.values() for part in registry.values()
-                                 for key in part.choices}  # fmt: skip
+    every = set(OPEN_CHOICES) | {
+        key for registry in components.CHOICES.values() for part in registry.values() for key in part.choices
+    }
     assert set(re.findall(r"^\| [^|`]+\(`(\w+)`\) \|", table, re.M)) == every
 
 

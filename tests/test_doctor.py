@@ -23,8 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_meta):
     """With Lightning's teardown moving modules to `meta` (a GPU run's move to the CPU), so that the self-test
     and the timing must not read a module after fit."""
-    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--steps", "4", "--data-dir", str(tmp_path / "d"),
-                                    "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "doctor",
+            "--profile",
+            "smoke",
+            "--steps",
+            "4",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = res.output
     assert "uh doctor on a CPU" in out and "the self-test runs at width 8, not the paper's 64" in out
@@ -44,11 +56,14 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
     assert report["peak_gpu_memory_gb"] is None  # a CPU
 
 
-@pytest.mark.parametrize(("driver", "advice"), [
-    ("550.144.03", "update the NVIDIA driver to 570.26 or newer"),  # the image's CUDA 12.8 base refuses it
-    ("570.26", "use the image (docs/reproducing.md)"),  # torch 13.0 would need 580, the image's 12.8 runs
-    ("575.57.08", "use the image (docs/reproducing.md)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("driver", "advice"),
+    [
+        ("550.144.03", "update the NVIDIA driver to 570.26 or newer"),  # the image's CUDA 12.8 base refuses it
+        ("570.26", "use the image (docs/reproducing.md)"),  # torch 13.0 would need 580, the image's 12.8 runs
+        ("575.57.08", "use the image (docs/reproducing.md)"),
+    ],
+)
 def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, advice, tmp_path, monkeypatch):
     """A driver that torch cannot use: below CUDA 12.8's 570.26 the image does not even start, so the
     advice is a newer driver, not the image."""
@@ -70,8 +85,20 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
     from uniform_herding.method import engine
 
     monkeypatch.setattr(engine, "zero_fill_momentum", lambda optimizer: None)
-    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--steps", "4", "--data-dir", str(tmp_path / "d"),
-                                    "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "doctor",
+            "--profile",
+            "smoke",
+            "--steps",
+            "4",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert res.exit_code == 1
     assert "FAIL  self-test    weights not finite (ours False, reference True)" in res.output
     assert "\nuh doctor: FAIL: self-test (report: " in res.output
@@ -85,11 +112,17 @@ def test_the_speedup_of_jobs_needs_timings_that_overlap_and_no_step_faster_in_co
     from uniform_herding.doctor import together_speedup
 
     assert together_speedup([(0.0, 1.0, 0.03), (0.5, 1.5, 0.03), (0.9, 2.0, 0.03)], 3, 0.02, 0.0) == (
-        pytest.approx(2.0), "measured speed-up 2.00x")
+        pytest.approx(2.0),
+        "measured speed-up 2.00x",
+    )
     assert together_speedup([(0.0, 1.0, 0.03), (1.0, 2.0, 0.03), (0.5, 1.5, 0.03)], 3, 0.02, 0.0) == (
-        None, "the 3 processes' timings did not overlap")
+        None,
+        "the 3 processes' timings did not overlap",
+    )
     assert together_speedup([(0.0, 1.0, 0.03), (0.5, 1.5, 0.03)], 2, 0.02, 0.2) == (
-        None, "a timing process started before the others were ready")
+        None,
+        "a timing process started before the others were ready",
+    )
     speedup, said = together_speedup([(0.0, 1.0, 0.0189), (0.1, 1.1, 0.0189)], 2, 0.0269, 0.0)
     assert speedup is None and said.startswith("a step took 18.9 ms with 2 at once, 26.9 ms alone")
     assert together_speedup([(0.0, 1.0)], 1, 0.02, 0.0)[0] is None
@@ -133,7 +166,7 @@ def test_uh_price_on_the_smoke_profile_with_a_registered_procedure(tmp_path, mon
         "  the paper's 12 run IDs on seeds 1993 2023 42: 36 runs",
         "  at most, every look run (claims C1-C5's run IDs on 5 seeds, the others' on 3): 56 runs",
         "no price in hours for this CPU until `uh doctor --profile smoke --device cpu` times it",
-    ]  # fmt: skip
+    ]
     (tmp_path / "r").mkdir()
     timed = {"profile": "smoke", "device": "cuda:0", "estimates": {"per_run_s": {r: {"total_s": 60.0} for r in RUNS}}}
     (tmp_path / "r" / "doctor.json").write_text(json.dumps(timed))  # a GPU's times: not this CPU's
@@ -155,10 +188,12 @@ def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_
     res = CliRunner().invoke(main, ["price", "--executor", "slurm", "--results-dir", str(tmp_path)])
     assert res.exit_code == 0 and max(map(len, res.output.splitlines())) <= 120, res.output  # issue 61.5
     t4 = pd.read_csv(ROOT / "expected_results" / "paper_compute.csv").set_index("run_id")["seconds_mean"]
-    whole = procedure_seconds({r: {"total_s": t4[r]} for r in PAPER_RUNS},
-                              pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
-    runs = procedure_seconds({r: {"total_s": 1.0} for r in PAPER_RUNS},
-                             pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv"))  # fmt: skip
+    whole = procedure_seconds(
+        {r: {"total_s": t4[r]} for r in PAPER_RUNS}, pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv")
+    )
+    runs = procedure_seconds(
+        {r: {"total_s": 1.0} for r in PAPER_RUNS}, pd.read_csv(ROOT / "expected_results" / "procedure_runs.csv")
+    )
     claims = ["B1", "B2", "B3", "a1", "a2", "a4", "s1", "s2", "s3", "s4"]
     most = 20 * t4[claims].sum() + 3 * t4[["B0", "a3"]].sum()
     # issue 52: the device that will train named, and the T4's hours named as such, not as the nodes'
@@ -170,8 +205,10 @@ def test_uh_price_on_the_paper_profile_is_the_t4s_without_uh_doctors_timing(tmp_
     )
     assert f"devices: {hours} the paper's 12 run IDs" in " ".join(res.output.split())  # however it is wrapped
     assert f"36 runs, {duration(3 * t4.sum())}" in res.output
-    assert (f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
-            f"{duration(whole['p90_s'])}") in res.output
+    assert (
+        f"mean {runs['mean_s']:.1f} runs, {duration(whole['mean_s'])}; 90th percentile {runs['p90_s']:.0f} runs, "
+        f"{duration(whole['p90_s'])}"
+    ) in res.output
     assert f"on 20 seeds, the others' on 3): 206 runs, {duration(most)}" in res.output
 
 
@@ -200,20 +237,24 @@ def test_uh_price_refuses_a_machine_that_cannot_train_the_profile_in_one_line(tm
     monkeypatch.setattr(devices, "gpu_problem", lambda: "no NVIDIA GPU is visible (no driver found)")
     res = CliRunner().invoke(main, ["price", "--results-dir", str(tmp_path)])
     assert res.exit_code == 1 and res.output.count("\n") == 1
-    assert res.output.startswith("Error: profile 'paper' trains at the paper's size, which takes days on a CPU, and "
-                                 "no NVIDIA GPU is visible") and res.output.endswith(": ./reproduce.sh smoke\n")
+    assert res.output.startswith(
+        "Error: profile 'paper' trains at the paper's size, which takes days on a CPU, and no NVIDIA GPU is visible"
+    ) and res.output.endswith(": ./reproduce.sh smoke\n")
     assert CliRunner().invoke(main, ["price", "--executor", "slurm", "--results-dir", str(tmp_path)]).exit_code == 0
 
 
-@pytest.mark.parametrize(("variable", "value", "message"), [
-    ("UH_CPU_THREADS", "two", "UH_CPU_THREADS='two' is not a thread count; set an integer >= 1"),
-    ("UH_COMPILE", "fast", "UH_COMPILE='fast' is not a setting; use 0, 1, reduce-overhead, max-autotune"),
-])  # fmt: skip
-def test_a_bad_setting_in_the_environment_is_one_line_before_any_check(variable, value, message, tmp_path,
-                                                                      monkeypatch):  # fmt: skip
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("UH_CPU_THREADS", "two", "UH_CPU_THREADS='two' is not a thread count; set an integer >= 1"),
+        ("UH_COMPILE", "fast", "UH_COMPILE='fast' is not a setting; use 0, 1, reduce-overhead, max-autotune"),
+    ],
+)
+def test_a_bad_setting_in_the_environment_is_one_line_before_any_check(variable, value, message, tmp_path, monkeypatch):
     monkeypatch.setenv(variable, value)
-    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "d"),
-                                    "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")]
+    )
     # no check printed (standard output), the error one line, after the line that says what is being checked
     assert res.exit_code == 1 and res.stdout == "" and res.stderr.count("\n") == 2
     assert res.stderr.splitlines()[-1].startswith(f"Error: {message}")
@@ -236,24 +277,43 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
 
     trace = selftest.Trace([1.0], [1], [torch.zeros(1)], [0.1])
     monkeypatch.setattr(doctor, "HEARTBEAT_S", 0.3)
-    monkeypatch.setattr(selftest, "compare", lambda *a, progress=None, **k: slow(
-        selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress))  # fmt: skip
+    monkeypatch.setattr(
+        selftest,
+        "compare",
+        lambda *a, progress=None, **k: slow(selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress),
+    )
     monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
     overhead = {"feature_image_s": 1e-4, "herd_step_s": 1e-4, "checkpoint_s": 0.1}
     monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow(overhead))
     monkeypatch.setattr(doctor, "run_startup_seconds", lambda *a: slow(0.5))
     monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))
     monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow((1.5, "measured speed-up 1.50x")))
-    res = CliRunner().invoke(main, ["doctor", "--profile", "smoke", "--device", "cpu", "--jobs", "2", "--data-dir",
-                                    str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "doctor",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--jobs",
+            "2",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert res.exit_code == 0, res.output
-    steps = ["environment: Python, torch, Lightning, the GPU, the archive, the disk",
-             "self-test: 8 fp16 steps through our path, then Lightning's, at width 8",
-             "timing: a B3 training step (32+16 images, width 8, 32-true), fits of 1, 1 and 4 or more steps",
-             "timing: the features of 512 images, herding's selection, writing a checkpoint",
-             "timing: a run's start-up (its archive read and put on the device)",
-             "timing: the start of a process (a fresh one importing a run)",
-             "timing: 2 processes each timing a step at once (the speed-up of --jobs 2)"]  # fmt: skip
+    steps = [
+        "environment: Python, torch, Lightning, the GPU, the archive, the disk",
+        "self-test: 8 fp16 steps through our path, then Lightning's, at width 8",
+        "timing: a B3 training step (32+16 images, width 8, 32-true), fits of 1, 1 and 4 or more steps",
+        "timing: the features of 512 images, herding's selection, writing a checkpoint",
+        "timing: a run's start-up (its archive read and put on the device)",
+        "timing: the start of a process (a fresh one importing a run)",
+        "timing: 2 processes each timing a step at once (the speed-up of --jobs 2)",
+    ]
     err = res.stderr.splitlines()
     starts = [err.index(f"{step} ...") for step in steps]
     assert starts == sorted(starts)

@@ -53,9 +53,24 @@ def test_the_gpu_path_equals_lightnings_stock_path_at_paper_size():
 
 
 def run_smoke(tmp_path, name: str, *args: str) -> dict:
-    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda",
-                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / name),
-                                    *args])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "--profile",
+            "smoke",
+            "--seed",
+            "1993",
+            "--device",
+            "cuda",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(tmp_path / name),
+            *args,
+        ],
+    )
     assert res.exit_code == 0, res.output
     return json.loads((tmp_path / name / "B3" / "seed-1993" / "result.json").read_text())
 
@@ -88,8 +103,21 @@ def test_a_deterministic_gpu_run_killed_after_a_task_resumes_to_the_uninterrupte
         if t == 1:
             raise durability.Interrupted(15)
 
-    args = ["run", "B3", "--profile", "smoke", "--seed", "1993", "--device", "cuda", "--deterministic",
-            "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")]  # fmt: skip
+    args = [
+        "run",
+        "B3",
+        "--profile",
+        "smoke",
+        "--seed",
+        "1993",
+        "--device",
+        "cuda",
+        "--deterministic",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(tmp_path / "r"),
+    ]
     try:
         whole = run_smoke(tmp_path, "whole", "--deterministic")
         monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)

@@ -112,20 +112,27 @@ def test_a_host_that_cannot_build_kernels_skips_the_compile_modes_saying_why(acc
     acceptance.compiled(a)
     step = json.loads((tmp_path / "gpu-acceptance.json").read_text())["steps"]["compile"]
     assert step["passed"] and {step[m] for m in acceptance.COMPILE_MODES} == {
-        "skipped: torch.compile needs a C compiler (gcc or clang, or CC)"}
+        "skipped: torch.compile needs a C compiler (gcc or clang, or CC)"
+    }
 
 
-TWO_TASKS = ("B3 seed 1993 task 1/10: accuracy on seen tasks 80.10% (95.2 s)\n"
-             "B3 seed 1993 task 2/10: accuracy on seen tasks 61.00% (41.0 s)\n")
+TWO_TASKS = (
+    "B3 seed 1993 task 1/10: accuracy on seen tasks 80.10% (95.2 s)\n"
+    "B3 seed 1993 task 2/10: accuracy on seen tasks 61.00% (41.0 s)\n"
+)
 
 
-@pytest.mark.parametrize(("extra", "passed"), [
-    ("", True),
-    ("V1125 torch/_inductor/cudagraph_trees.py] skipping cudagraphs due to mutated inputs (1 instances)\n", False),
-    ("W1125 torch._dynamo hit config.recompile_limit (8)\n   function: 'forward' (resnet.py:40)\n", False),
-])
+@pytest.mark.parametrize(
+    ("extra", "passed"),
+    [
+        ("", True),
+        ("V1125 torch/_inductor/cudagraph_trees.py] skipping cudagraphs due to mutated inputs (1 instances)\n", False),
+        ("W1125 torch._dynamo hit config.recompile_limit (8)\n   function: 'forward' (resnet.py:40)\n", False),
+    ],
+)
 def test_the_compiled_two_task_run_fails_on_a_recompile_limit_hit_or_a_skipped_cuda_graph(
-        acceptance, tmp_path, monkeypatch, extra, passed):  # fmt: skip
+    acceptance, tmp_path, monkeypatch, extra, passed
+):
     """The compiled run past task 0 is read from torch's own log lines (TORCH_LOGS): a frame past the recompile
     limit falls back to eager, a skipped CUDA graph runs without replay; neither raises, so the log must be read."""
     a = acceptance.Acceptance(tmp_path, False, 3600)

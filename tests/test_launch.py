@@ -30,8 +30,24 @@ def test_uh_run_resolves_each_run_once_and_trains_it_with_that_config(tmp_path: 
 
     monkeypatch.setattr(launch, "resolve", resolve)
     monkeypatch.setattr(run, "run_seed", run_seed)
-    res = CliRunner().invoke(main, ["run", "B3", "a1", "--set", "kd_lambda=0", "--profile", "smoke", "--seed", "1",
-                                    "--seed", "2", "--results-dir", str(tmp_path / "results")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "a1",
+            "--set",
+            "kd_lambda=0",
+            "--profile",
+            "smoke",
+            "--seed",
+            "1",
+            "--seed",
+            "2",
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert resolved == [("a1", "smoke")]  # B3 and a1 with kd_lambda=0 are both run ID a1: one run, one resolution
     assert trained == [("a1", catalogue.resolve("a1", "smoke"), 1), ("a1", catalogue.resolve("a1", "smoke"), 2)]
@@ -44,8 +60,9 @@ def test_run_names_gives_each_canonical_id_its_config_in_the_order_named() -> No
 
 
 def test_a_run_that_cannot_be_is_one_line_with_exit_2(tmp_path: Path) -> None:
-    res = CliRunner().invoke(main, ["run", "B3", "--set", "M=981", "--profile", "smoke",
-                                    "--results-dir", str(tmp_path)])
+    res = CliRunner().invoke(
+        main, ["run", "B3", "--set", "M=981", "--profile", "smoke", "--results-dir", str(tmp_path)]
+    )
     assert res.exit_code == 2 and res.output.count("\n") == 1 and "M=981 is the same run as M=1000" in res.output
     assert list(tmp_path.iterdir()) == []
 

@@ -24,8 +24,9 @@ PLANTED_IN = Path("method") / "metrics.py"
 PLANTED = "from uniform_herding.verdict import decide  # noqa: F401\n"
 
 
-def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED, planted_in: Path = PLANTED_IN
-                 ) -> subprocess.CompletedProcess:  # fmt: skip
+def lint_imports(
+    tmp_path: Path, plant: bool, planted: str = PLANTED, planted_in: Path = PLANTED_IN
+) -> subprocess.CompletedProcess:
     """`lint-imports` with pyproject.toml's contracts on a copy of the package under `tmp_path` (checked to be
     the package it imports), with the import `planted` in module `planted_in` if `plant`."""
     if not LINT_IMPORTS.exists():
@@ -41,11 +42,22 @@ def lint_imports(tmp_path: Path, plant: bool, planted: str = PLANTED, planted_in
     config = tmp_path / "pyproject.toml"
     shutil.copy(ROOT / "pyproject.toml", config)
     env = {**os.environ, "PYTHONPATH": str(src)}
-    where = subprocess.run([sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
-                           env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    where = subprocess.run(
+        [sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert Path(where.strip()).is_relative_to(src), where
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", "--no-logo", str(config)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(config)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_package_as_it_is_keeps_its_layers(tmp_path: Path) -> None:
@@ -72,14 +84,19 @@ def test_the_method_importing_the_run_catalogue_breaks_the_contract(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("importer", "imported"), [("chain", "progress"), ("sweep", "cli")])
-def test_either_import_circle_put_back_breaks_the_top_level_contract(tmp_path: Path, importer: str, imported: str
-                                                                     ) -> None:  # fmt: skip
+def test_either_import_circle_put_back_breaks_the_top_level_contract(
+    tmp_path: Path, importer: str, imported: str
+) -> None:
     """The two circles that once were: progress.py (uh status) imports chain.py, so chain.py importing progress.py (as
     it did for checked_now, now verdict/judge.py's); cli.py loads sweep.py when `sweep` is named (LAZY_COMMANDS), so
     sweep.py importing cli.py (as it did for uh run, now launch.py's). Either fails the top-level contract, naming
     that import."""
-    result = lint_imports(tmp_path, plant=True, planted=f"from uniform_herding import {imported}  # noqa: F401\n",
-                          planted_in=Path(f"{importer}.py"))  # fmt: skip
+    result = lint_imports(
+        tmp_path,
+        plant=True,
+        planted=f"from uniform_herding import {imported}  # noqa: F401\n",
+        planted_in=Path(f"{importer}.py"),
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     top_level = "The top level: cli > sweep | doctor | progress > launch > chain | estimate"
     assert f"{top_level} BROKEN" in result.stdout, result.stdout
@@ -89,8 +106,12 @@ def test_either_import_circle_put_back_breaks_the_top_level_contract(tmp_path: P
 def test_a_layer_importing_a_top_level_module_breaks_its_contract(tmp_path: Path) -> None:
     """The top level drives the layers, never the reverse: runs/executor.py importing chain.py (which imports it)
     fails the contract that no layer imports a top-level module."""
-    result = lint_imports(tmp_path, plant=True, planted="from uniform_herding import chain  # noqa: F401\n",
-                          planted_in=Path("runs") / "executor.py")  # fmt: skip
+    result = lint_imports(
+        tmp_path,
+        plant=True,
+        planted="from uniform_herding import chain  # noqa: F401\n",
+        planted_in=Path("runs") / "executor.py",
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "No layer imports a top-level module BROKEN" in result.stdout, result.stdout
     assert "uniform_herding.runs.executor -> uniform_herding.chain" in result.stdout, result.stdout
@@ -123,9 +144,12 @@ def test_each_class_of_verdict_has_one_name_that_no_import_changes() -> None:
             if isinstance(node, ast.ClassDef):
                 defined.setdefault(node.name, []).append(path.name)
     assert {name: where for name, where in defined.items() if len(where) > 1} == {}
-    aliased = [f"{path.relative_to(ROOT)}: {alias.name} as {alias.asname}"
-               for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")])
-               for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("uniform_herding.verdict")
-               for alias in node.names if alias.asname and alias.name in defined]  # fmt: skip
+    aliased = [
+        f"{path.relative_to(ROOT)}: {alias.name} as {alias.asname}"
+        for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")])
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("uniform_herding.verdict")
+        for alias in node.names
+        if alias.asname and alias.name in defined
+    ]
     assert aliased == []

@@ -53,13 +53,17 @@ BUGS = {
         "method/stream.py",
         "generator=generator) < 0.5",
         "generator=generator) < 1.0",
-        ("tests/method/test_stream.py::test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images",),
+        (
+            "tests/method/test_stream.py::test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images",
+        ),
     ),
     "crop offsets 0-7": Bug(
         "method/stream.py",
         "torch.randint(0, 2 * PAD + 1,",
         "torch.randint(0, 2 * PAD,",
-        ("tests/method/test_stream.py::test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images",),
+        (
+            "tests/method/test_stream.py::test_augment_draws_each_of_the_nine_offsets_each_way_and_flips_half_the_images",
+        ),
     ),
     "REPLICATED only strictly inside the tolerance": Bug(
         "verdict/decide.py",
@@ -89,8 +93,10 @@ BUGS = {
         "verdict/decide.py",
         "return alpha / (2 * m)",
         "return alpha / m",
-        ("tests/verdict/test_decide.py::test_a_claim_of_several_comparisons_needs_each_one",
-         "tests/verdict/test_decide.py::test_a_claim_with_no_true_effect_is_contradicted_at_most_2_5_percent_of_the_time"),
+        (
+            "tests/verdict/test_decide.py::test_a_claim_of_several_comparisons_needs_each_one",
+            "tests/verdict/test_decide.py::test_a_claim_with_no_true_effect_is_contradicted_at_most_2_5_percent_of_the_time",
+        ),
     ),
     "quota remainder to the highest labels": Bug(
         "method/memory.py",
@@ -150,8 +156,13 @@ def run_tests(bug: Bug, src: Path) -> subprocess.CompletedProcess:
     """Plant the bug under `src`, then run its tests importing the package from there (checked)."""
     plant(bug, src)
     env = {**os.environ, "PYTHONPATH": str(src)}
-    where = subprocess.run([sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
-                           env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    where = subprocess.run(
+        [sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert Path(where.strip()).is_relative_to(src), where
     command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not mutations"]
     return subprocess.run([*command, *bug.tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

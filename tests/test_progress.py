@@ -21,15 +21,25 @@ from uniform_herding.runs.status import SLURM_WAIT_S
 EXPECTED = Path(__file__).resolve().parents[1] / "expected_results"
 
 
-def write(results: Path, table: pd.DataFrame, wall_s: float | None = None, profile: str = "paper",
-          code: dict | None = None) -> None:
+def write(
+    results: Path, table: pd.DataFrame, wall_s: float | None = None, profile: str = "paper", code: dict | None = None
+) -> None:
     for row in table.itertuples():
         config = resolve(row.run_id, profile)
-        write_json_atomic(results / row.run_id / f"seed-{row.seed}" / "result.json", {
-            "config_version": CONFIG_VERSION, "run_id": row.run_id, "seed": int(row.seed), "profile": profile,
-            "config": config.to_dict(), "R": matrix_with(row.acc, row.forgetting, row.bwt, config.n_tasks),
-            "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
-            **({"wall_s": wall_s} if wall_s else {}), **({"provenance": code} if code else {})})  # fmt: skip
+        write_json_atomic(
+            results / row.run_id / f"seed-{row.seed}" / "result.json",
+            {
+                "config_version": CONFIG_VERSION,
+                "run_id": row.run_id,
+                "seed": int(row.seed),
+                "profile": profile,
+                "config": config.to_dict(),
+                "R": matrix_with(row.acc, row.forgetting, row.bwt, config.n_tasks),
+                "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
+                **({"wall_s": wall_s} if wall_s else {}),
+                **({"provenance": code} if code else {}),
+            },
+        )
 
 
 def status(results: Path, *options: str) -> list[str]:
@@ -50,13 +60,13 @@ def test_status_says_where_the_procedure_stands(tmp_path: Path) -> None:
         "waiting: C1 (look 2), C3 (look 2)",
         "verdict now: UNDECIDED (exit 4); next: seeds 1, 2 of B1, B3, a4",
         "ETA: 6 runs left; their time is unknown until one is done or uh doctor has timed them",
-    ]  # fmt: skip
+    ]
     write(tmp_path / "partial", paper[paper["run_id"] != "B3"])
     assert status(tmp_path / "partial")[1:3] == [
         "procedure: look 1 of 5; claims decided: none; waiting: C1 (look 1), C2 (look 1), C3 (look 1), C4 (look 1), "
         "C5 (look 1)",
         "verdict now: INCOMPLETE (exit 3); next: seeds 1993, 2023, 42 of B3",
-    ]  # fmt: skip
+    ]
 
 
 def test_the_verdict_now_gives_no_badge_to_results_of_other_code(tmp_path: Path) -> None:
@@ -87,13 +97,17 @@ def test_the_eta_is_timed_by_the_runs_done_else_by_uh_doctor(tmp_path: Path) -> 
     done (result.json), else uh doctor's estimate for this machine (doctor.json, of the same profile)."""
     paper = read_per_seed_csv(EXPECTED / "paper_per_seed.csv")
     write(tmp_path / "r", paper, wall_s=600.0)
-    assert status(tmp_path / "r")[-1] == ("ETA: 6 runs left, about 60.0 min of run time one at a time, less where "
-                                          "they run at once (from the done runs' own times)")  # fmt: skip
+    assert status(tmp_path / "r")[-1] == (
+        "ETA: 6 runs left, about 60.0 min of run time one at a time, less where "
+        "they run at once (from the done runs' own times)"
+    )
     write(tmp_path / "d", paper)
     doctor = {"profile": "paper", "estimates": {"per_run_s": {r: {"total_s": 300.0} for r in set(paper["run_id"])}}}
     write_json_atomic(tmp_path / "d" / "doctor.json", doctor)
-    assert status(tmp_path / "d")[-1] == ("ETA: 6 runs left, about 30.0 min of run time one at a time, less where "
-                                          "they run at once (from uh doctor's estimate)")  # fmt: skip
+    assert status(tmp_path / "d")[-1] == (
+        "ETA: 6 runs left, about 30.0 min of run time one at a time, less where "
+        "they run at once (from uh doctor's estimate)"
+    )
     write_json_atomic(tmp_path / "d" / "doctor.json", {**doctor, "profile": "smoke"})  # another profile's timing
     assert status(tmp_path / "d")[-1].startswith("ETA: 6 runs left; their time is unknown")
 
@@ -138,21 +152,52 @@ def test_status_waits_seconds_for_a_slurm_that_does_not_answer(tmp_path: Path, m
     be read."""
     fake_slurm_clients(tmp_path / "bin", monkeypatch, "sleep 60")
     results = tmp_path / "r"
-    write_json_atomic(results / "chain.json", {
-        "id": "20261127-120000", "started": 0.0, "profile": "smoke", "ended": None,
-        "steps": [{"step": {"run_ids": ["B0"], "seeds": [1993]}, "by": "the command", "array": "4", "controller": "5",
-                   "rescue": "6"}]})  # fmt: skip
-    write_json_atomic(results / "submitit" / "submissions" / "1.json", {"written": 1.0, "pairs": [
-        {"run_id": "B0", "seed": 1993, "profile": "smoke", "executor": "slurm", "job_id": "4_0",
-         "folder": str(results / "submitit" / "slurm")}]})  # fmt: skip
+    write_json_atomic(
+        results / "chain.json",
+        {
+            "id": "20261127-120000",
+            "started": 0.0,
+            "profile": "smoke",
+            "ended": None,
+            "steps": [
+                {
+                    "step": {"run_ids": ["B0"], "seeds": [1993]},
+                    "by": "the command",
+                    "array": "4",
+                    "controller": "5",
+                    "rescue": "6",
+                }
+            ],
+        },
+    )
+    write_json_atomic(
+        results / "submitit" / "submissions" / "1.json",
+        {
+            "written": 1.0,
+            "pairs": [
+                {
+                    "run_id": "B0",
+                    "seed": 1993,
+                    "profile": "smoke",
+                    "executor": "slurm",
+                    "job_id": "4_0",
+                    "folder": str(results / "submitit" / "slurm"),
+                }
+            ],
+        },
+    )
     tic = time.monotonic()
     lines = status(results, "--runs")
     assert time.monotonic() - tic < SLURM_WAIT_S + 4
     assert lines[0] == "1 run: 0 done, 0 running, 0 queued, 0 failed, 1 unknown"
-    assert ("chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
-            "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown") in lines
-    assert lines[-1] == ("B0 seed 1993: unknown [Slurm job 4_0] (Slurm's accounting could not be read: sacct failed or "
-                         f"gave no answer in time); log: {results}/submitit/slurm/4_0_0_log.err")  # fmt: skip
+    assert (
+        "chain 20261127-120000: step 1 (B0 on seeds 1993, asked by the command): Slurm's queue could not be read "
+        "(squeue failed or gave no answer in time), so whether its jobs are queued is unknown"
+    ) in lines
+    assert lines[-1] == (
+        "B0 seed 1993: unknown [Slurm job 4_0] (Slurm's accounting could not be read: sacct failed or "
+        f"gave no answer in time); log: {results}/submitit/slurm/4_0_0_log.err"
+    )
 
 
 def test_status_wraps_its_lines_to_columns_and_wide_keeps_them_whole(tmp_path: Path, monkeypatch) -> None:

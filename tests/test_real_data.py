@@ -106,8 +106,12 @@ def test_task_stream_on_rebuilt_archive_holds_the_pinned_split(rebuilt):
     manifest = stream.manifest()
     assert manifest["split_digest"] == SPLIT_DIGEST and manifest["class_order"][:10] == FIRST_CLASSES
     assert manifest["per_class"] == {
-        "probe": [30], "validation": [20], "train_available": [450], "train_used": [450], "test_used": [100]
-    }  # fmt: skip
+        "probe": [30],
+        "validation": [20],
+        "train_available": [450],
+        "train_used": [450],
+        "test_used": [100],
+    }
     # The stream's images of internal class 0 are exactly its 450 training images: no probe or validation.
     first = stream.train_x[stream.class_items[0]].numpy()
     assert np.array_equal(first, rebuilt.train_x[stream.split.train[0]])

@@ -53,8 +53,11 @@ class Uh:
         args = ["B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data), "--results-dir", str(results)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uniform_herding", "run", *args],
-            env=ENV, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-        )  # fmt: skip
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+        )
 
     def wait_for(self, text: str) -> None:
         """Read stdout until a line holds `text`."""
@@ -122,8 +125,9 @@ def uh_run(*args: str) -> Result:
 
 
 def smoke_run(data: Path, results: Path, *extra: str) -> Result:
-    return uh_run("B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
-                  "--results-dir", str(results), *extra)  # fmt: skip
+    return uh_run(
+        "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data), "--results-dir", str(results), *extra
+    )
 
 
 def one_error_line(result: Result) -> str:
@@ -213,10 +217,25 @@ main(sys.argv[3:])
 @pytest.mark.parametrize("module, signame", [("pandas", "SIGINT"), ("torch", "SIGTERM"), ("lightning", "SIGINT")])
 def test_a_signal_during_start_up_exits_like_one_during_a_task(module, signame, data, tmp_path) -> None:
     """Issue 14.8: Ctrl-C in the first seconds exited 1 ("Aborted!"), SIGTERM 143 with no message."""
-    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
-            "--results-dir", str(tmp_path)]  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", SIGNAL_AT_IMPORT, module, signame, *args],
-                          env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    args = [
+        "run",
+        "B3",
+        "--seed",
+        str(SEED),
+        "--profile",
+        "smoke",
+        "--data-dir",
+        str(data),
+        "--results-dir",
+        str(tmp_path),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_IMPORT, module, signame, *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     signum = getattr(signal, signame)
     assert done.returncode == 128 + signum, (done.returncode, done.stderr[-2000:])
     errors = [e for e in done.stderr.splitlines() if e.strip()]
@@ -232,8 +251,18 @@ def test_a_finished_run_is_found_done_without_importing_torch(data, tmp_path) ->
         "import sys\nfrom uniform_herding.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
         "    print('exit', e.code, sorted({'torch', 'lightning'} & set(sys.modules)))"
     )
-    args = ["run", "B3", "--seed", str(SEED), "--profile", "smoke", "--data-dir", str(data),
-            "--results-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "run",
+        "B3",
+        "--seed",
+        str(SEED),
+        "--profile",
+        "smoke",
+        "--data-dir",
+        str(data),
+        "--results-dir",
+        str(tmp_path),
+    ]
     done = subprocess.run([sys.executable, "-c", code, *args], env=ENV, capture_output=True, text=True, timeout=300)
     assert "done already" in done.stdout and done.stdout.splitlines()[-1] == "exit 0 []", done.stdout + done.stderr
 
@@ -317,8 +346,11 @@ def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data,
     assert set(settings) == {"device", "cpu_threads", "precision", "compile", "deterministic"}
     durability.Checkpoint(path, CFG, SEED, md5, torch.device("cpu"), settings).save(0, learner, memory, gens, {})
     kept = path.read_bytes()
-    for env, hint in [("UH_CPU_THREADS", "UH_CPU_THREADS=1"), ("UH_COMPILE", "UH_COMPILE=0"),
-                      ("UH_DETERMINISTIC", "no --deterministic")]:  # fmt: skip
+    for env, hint in [
+        ("UH_CPU_THREADS", "UH_CPU_THREADS=1"),
+        ("UH_COMPILE", "UH_COMPILE=0"),
+        ("UH_DETERMINISTIC", "no --deterministic"),
+    ]:
         with monkeypatch.context() as m, threads(1):
             m.setenv(env, "2" if env == "UH_CPU_THREADS" else "1")
             try:
@@ -437,9 +469,14 @@ def finished(**changes: object) -> dict:
     """A valid result.json of smoke B3, seed SEED (what `uh run` skips as done)."""
     R = [[50.0] * (i + 1) + [None] * (CFG.n_tasks - i - 1) for i in range(CFG.n_tasks)]
     return {
-        "config_version": CONFIG_VERSION, "run_id": "B3", "seed": SEED, "profile": "smoke",
-        "config": CFG.to_dict(), "R": R, "metrics": {"acc": 50.0, "forgetting": 0.0, "bwt": 0.0},
-    } | changes  # fmt: skip
+        "config_version": CONFIG_VERSION,
+        "run_id": "B3",
+        "seed": SEED,
+        "profile": "smoke",
+        "config": CFG.to_dict(),
+        "R": R,
+        "metrics": {"acc": 50.0, "forgetting": 0.0, "bwt": 0.0},
+    } | changes
 
 
 @pytest.mark.parametrize(
@@ -517,8 +554,18 @@ def test_a_results_dir_of_another_profile_is_refused_even_with_force(run_id, mar
         (tmp_path / "profile.json").write_text('{"profile": "paper"}')
     before = files(tmp_path)
     for extra in ([], ["--force"]):
-        result = uh_run(run_id, "--seed", "1993", "--profile", "smoke", "--data-dir", str(data),
-                        "--results-dir", str(tmp_path), *extra)  # fmt: skip
+        result = uh_run(
+            run_id,
+            "--seed",
+            "1993",
+            "--profile",
+            "smoke",
+            "--data-dir",
+            str(data),
+            "--results-dir",
+            str(tmp_path),
+            *extra,
+        )
         error = one_error_line(result)
         assert result.exit_code == 1 and "profile 'paper'" in error and "not 'smoke'" in error, error
         assert "choose another --results-dir" in error and "--force" not in error, error

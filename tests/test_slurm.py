@@ -51,8 +51,14 @@ def no_leftover_uh():
 
 def uh(cluster: SlurmCluster, *args: str, cwd: Path | None = None) -> subprocess.Popen:
     env = {**cluster.env(), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], env=env, text=True, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uniform_herding", *args],
+        env=env,
+        text=True,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     STARTED.append(proc)
     return proc
 
@@ -81,8 +87,23 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
     garbage = result_path(results, "B0", 42).with_name("checkpoint.pt")
     garbage.parent.mkdir(parents=True)
     garbage.write_bytes(b"not a checkpoint")
-    proc = uh(slurm, "run", "B0", "--seed", "42", "--seed", "1993", "--seed", "2023", *SLURM_RUN, "--wait",
-              "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
+    proc = uh(
+        slurm,
+        "run",
+        "B0",
+        "--seed",
+        "42",
+        "--seed",
+        "1993",
+        "--seed",
+        "2023",
+        *SLURM_RUN,
+        "--wait",
+        "--data-dir",
+        str(data),
+        "--results-dir",
+        str(results),
+    )
     assert proc.stdout is not None
     output, job = [], {}
     for line in proc.stdout:  # --wait follows the jobs' logs
@@ -100,8 +121,13 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
     assert re.search(r"B0 seed 1993: resuming after task [1-4]/5", output), output
 
     def starts() -> list[str]:  # -D: one row per start
-        return subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", job["1993"]], env=slurm.env(),
-                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        return subprocess.run(
+            ["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", job["1993"]],
+            env=slurm.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
 
     wait_for(lambda: starts()[-1] not in ("RUNNING", "COMPLETING"), "slurmdbd to record the end", 120)  # it lags
     assert (rows := starts()) == [job["1993"], "REQUEUED", job["1993"], "COMPLETED"], rows
@@ -120,8 +146,18 @@ def test_an_array_survives_a_requeue_reports_a_failing_task_and_gives_the_local_
 @pytest.mark.trains
 def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
     results = tmp_path / "results"
-    out, _ = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),
-                "--results-dir", str(results)).communicate(timeout=120)  # fmt: skip
+    out, _ = uh(
+        slurm,
+        "run",
+        "B0",
+        "--seed",
+        "7",
+        *SLURM_RUN,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    ).communicate(timeout=120)
     job = re.search(r"B0 seed 7: Slurm job (\S+)", out)[1]
     log = results / "submitit" / "slurm" / f"{job}_0_log.out"
     wait_for(lambda: log.exists() and "task 1/5" in log.read_text(), "the first task")
@@ -139,8 +175,20 @@ def test_scancel_is_seen_and_the_run_keeps_its_checkpoint(slurm, tmp_path):
 
 def test_a_setting_that_sbatch_refuses_is_one_line(slurm, tmp_path):
     results = tmp_path / "results"
-    proc = uh(slurm, "run", "B0", "--seed", "7", *SLURM_RUN, "--slurm-partition", "nosuchpartition",
-              "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    proc = uh(
+        slurm,
+        "run",
+        "B0",
+        "--seed",
+        "7",
+        *SLURM_RUN,
+        "--slurm-partition",
+        "nosuchpartition",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    )
     out, _ = proc.communicate(timeout=120)
     assert out.startswith("Error: sbatch refused the job array: ") and "invalid partition" in out.lower(), out
     assert out.count("\n") == 1
@@ -223,15 +271,33 @@ def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, k
     smoke_rehearsal(tmp_path / "expected_results" / "smoke")  # found from tmp_path, as uh check finds a set
     (tmp_path / "expected_results" / "tolerances.toml").write_text("")
     results = tmp_path / "results"
-    out, _ = uh(slurm, "run", "B3", "a2", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure",
-                *SLURM_RUN, "--data-dir", str(tmp_path / "data"), "--results-dir", str(results),
-                cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    out, _ = uh(
+        slurm,
+        "run",
+        "B3",
+        "a2",
+        "--seed",
+        "1993",
+        "--seed",
+        "2023",
+        "--seed",
+        "42",
+        "--procedure",
+        *SLURM_RUN,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+        cwd=tmp_path,
+    ).communicate(timeout=120)
     assert re.match(r"Submitted chain \S+: its runs as Slurm job \d+, then the controller, Slurm job \d+", out), out
     seen = follow_chain(slurm, results, tmp_path, kill_controller)
 
     state = chain_state(results)
-    assert [s["step"] for s in state["steps"]] == [{"run_ids": ["B3", "a2"], "seeds": [1993, 2023, 42]},
-                                                   {"run_ids": ["B3", "a2"], "seeds": [1]}]  # fmt: skip
+    assert [s["step"] for s in state["steps"]] == [
+        {"run_ids": ["B3", "a2"], "seeds": [1993, 2023, 42]},
+        {"run_ids": ["B3", "a2"], "seeds": [1]},
+    ]
     ended = state["ended"]
     assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
     assert (results / "report" / "summary.html").exists()
@@ -240,13 +306,19 @@ def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, k
     assert submitted_pairs(results) == sorted((r, s) for r in ("B3", "a2") for s in (1, 42, 1993, 2023))  # each once
     chain_id = state["id"]
     assert any(line.startswith(f"chain {chain_id}: step 1 (B3, a2 on seeds 1993, 2023, 42") for line in seen), seen
-    assert any(line.startswith(f"chain {chain_id}: step 2 (B3, a2 on seeds 1, asked by step 1's check: UNDECIDED")
-               for line in seen), seen  # fmt: skip
+    assert any(
+        line.startswith(f"chain {chain_id}: step 2 (B3, a2 on seeds 1, asked by step 1's check: UNDECIDED")
+        for line in seen
+    ), seen
     assert seen[-1] == f"chain {chain_id}: ended: verdict {ended['verdict']}; report written", seen
     if kill_controller:
         first = state["steps"][0]
-        rows = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", first["controller"]], env=slurm.env(),
-                              capture_output=True, text=True).stdout.split()  # fmt: skip
+        rows = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-o", "State", "-j", first["controller"]],
+            env=slurm.env(),
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         assert rows and rows[0] != "COMPLETED", rows  # it was killed, not done
         rescue_log = results / "submitit" / "slurm" / f"{first['rescue']}_0_log.out"
         assert "step 2: B3, a2 on seeds 1: Slurm job array" in rescue_log.read_text()
@@ -260,17 +332,33 @@ def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after
     --cancel ends the chain and its jobs; the same command then resumes from the results to a decided verdict."""
     b0_expected(tmp_path)
     results = tmp_path / "results"
-    command = ["run", "B0", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure", *SLURM_RUN,
-               "--data-dir", str(tmp_path / "data"), "--results-dir", str(results)]  # fmt: skip
+    command = [
+        "run",
+        "B0",
+        "--seed",
+        "1993",
+        "--seed",
+        "2023",
+        "--seed",
+        "42",
+        "--procedure",
+        *SLURM_RUN,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    ]
     first, _ = uh(slurm, *command, cwd=tmp_path).communicate(timeout=120)
     assert first.startswith("Submitted chain"), first
     jobs = [chain_state(results)["steps"][0][k] for k in ("array", "controller", "rescue")]
     proc = uh(slurm, *command, cwd=tmp_path)
     again, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, again
-    assert again == (f"Error: the chain {chain_state(results)['id']} in {results} is active (Slurm jobs "
-                     f"{' '.join(jobs)}): follow it with uh status --results-dir {results}; stop it with the same "
-                     "command and --cancel\n")  # fmt: skip
+    assert again == (
+        f"Error: the chain {chain_state(results)['id']} in {results} is active (Slurm jobs "
+        f"{' '.join(jobs)}): follow it with uh status --results-dir {results}; stop it with the same "
+        "command and --cancel\n"
+    )
     logs = (results / "submitit" / "slurm").glob
     wait_for(lambda: any("task 1/5" in log.read_text() for log in logs(f"{jobs[0]}_*_log.out")), "a first task")
     cancelled, _ = uh(slurm, *command, "--cancel", cwd=tmp_path).communicate(timeout=120)
@@ -278,7 +366,8 @@ def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after
     wait_for(lambda: not any(queued(slurm, j) for j in jobs), "the chain's jobs to leave the queue", 120)
     assert chain_state(results)["ended"]["reason"] == "cancelled (uh run --cancel)"
     assert status(slurm, results, tmp_path)[f"chain {chain_state(results)['id']}"] == (
-        "ended: cancelled (uh run --cancel)")
+        "ended: cancelled (uh run --cancel)"
+    )
 
     resumed, _ = uh(slurm, *command, cwd=tmp_path).communicate(timeout=120)
     assert resumed.startswith("Submitted chain"), resumed
@@ -299,14 +388,28 @@ def test_a_run_that_fails_ends_the_chain_with_one_line_and_no_loop(slurm, tmp_pa
     garbage = result_path(results, "B0", 42).with_name("checkpoint.pt")
     garbage.parent.mkdir(parents=True)
     garbage.write_bytes(b"not a checkpoint")
-    out, _ = uh(slurm, "run", "B0", "--seed", "42", "--procedure", *SLURM_RUN, "--data-dir", str(tmp_path / "data"),
-                "--results-dir", str(results), cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    out, _ = uh(
+        slurm,
+        "run",
+        "B0",
+        "--seed",
+        "42",
+        "--procedure",
+        *SLURM_RUN,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+        cwd=tmp_path,
+    ).communicate(timeout=120)
     assert out.startswith("Submitted chain"), out
     follow_chain(slurm, results, tmp_path)
     state = chain_state(results)
     reason = state["ended"]["reason"]
-    assert reason.startswith(f"a run of step 1 did not finish: B0 seed 42: failed [Slurm job "
-                             f"{state['steps'][0]['array']}] FAILED: Error: B0 seed 42: "), reason  # fmt: skip
+    assert reason.startswith(
+        f"a run of step 1 did not finish: B0 seed 42: failed [Slurm job "
+        f"{state['steps'][0]['array']}] FAILED: Error: B0 seed 42: "
+    ), reason
     assert "checkpoint.pt is damaged" in reason and len(state["steps"]) == 1
     log = results / "submitit" / "slurm" / f"{state['steps'][0]['controller']}_0_log.out"
     assert f"Error: chain {state['id']} ended: {reason}" in log.read_text()
@@ -324,9 +427,26 @@ def test_a_controller_timed_out_mid_report_is_requeued_by_its_checkpoint_and_car
     the chain with its verdict and report: no run lost or submitted twice, its rescue never started."""
     b0_expected(tmp_path)
     results = tmp_path / "results"
-    out, _ = uh(slurm, "run", "B0", "--seed", "1993", "--seed", "2023", "--seed", "42", "--procedure", *SLURM_RUN,
-                "--slurm-time", "10", "--data-dir", str(tmp_path / "data"), "--results-dir", str(results),
-                cwd=tmp_path).communicate(timeout=120)  # fmt: skip
+    out, _ = uh(
+        slurm,
+        "run",
+        "B0",
+        "--seed",
+        "1993",
+        "--seed",
+        "2023",
+        "--seed",
+        "42",
+        "--procedure",
+        *SLURM_RUN,
+        "--slurm-time",
+        "10",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+        cwd=tmp_path,
+    ).communicate(timeout=120)
     assert out.startswith("Submitted chain"), out
     first = chain_state(results)["steps"][0]
     log = results / "submitit" / "slurm" / f"{first['controller']}_0_log.out"
@@ -347,15 +467,21 @@ def test_a_controller_timed_out_mid_report_is_requeued_by_its_checkpoint_and_car
     assert text.count("step 1: verdict now") == 2, text  # its first start, then the requeued one
 
     def starts() -> list[str]:  # -D: one row per start
-        return subprocess.run(["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", first["controller"]],
-                              env=slurm.env(), capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        return subprocess.run(
+            ["sacct", "-X", "-D", "-n", "-o", "JobID,State", "-j", first["controller"]],
+            env=slurm.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
 
     wait_for(lambda: starts()[-1] not in ("RUNNING", "COMPLETING"), "slurmdbd to record the end", 120)  # it lags
     assert (rows := starts()) == [first["controller"], "REQUEUED", first["controller"], "COMPLETED"], rows
 
     def rescue() -> str:
-        return subprocess.run(["sacct", "-X", "-n", "-o", "State", "-j", first["rescue"]], env=slurm.env(),
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            ["sacct", "-X", "-n", "-o", "State", "-j", first["rescue"]], env=slurm.env(), capture_output=True, text=True
+        ).stdout.strip()
 
     wait_for(lambda: rescue().startswith("CANCELLED"), "the rescue's cancel", 60)
     assert not (log.parent / f"{first['rescue']}_0_log.out").exists()  # it never started

@@ -48,8 +48,18 @@ def test_a_sweep_resolves_each_point_once_and_trains_it_with_that_config(tmp_pat
 def test_a_sweep_of_another_spelling_of_a_run_prints_its_one_name(finished_result, no_training, tmp_path):
     """`uh sweep B3+readout=head memory=...` sweeps a2: the grid names a2's variants, and says so in one line."""
     finished_result(tmp_path, "a2+memory=reservoir", 42)
-    res = uh("sweep", "B3+readout=head", "memory=reservoir,uniform_herding", "--seed", "42", "--profile", "smoke",
-             "--results-dir", str(tmp_path), "--dry-run")  # fmt: skip
+    res = uh(
+        "sweep",
+        "B3+readout=head",
+        "memory=reservoir,uniform_herding",
+        "--seed",
+        "42",
+        "--profile",
+        "smoke",
+        "--results-dir",
+        str(tmp_path),
+        "--dry-run",
+    )
     assert res.exit_code == 0 and res.output.splitlines() == [
         f"sweep of a2: 2 settings x 1 seed = 2 runs (profile smoke, {tmp_path}); 1 done already",
         "B3+readout=head is a2 (the same run, by its canonical name)",
@@ -63,8 +73,9 @@ def test_a_sweep_of_one_setting_and_one_seed_says_so_in_the_singular(no_training
     """Issue 52: `uh sweep --dry-run` printed "1 settings" (and "1 runs")."""
     res = uh("sweep", "B3", "rho=5", "--seed", "42", "--profile", "smoke", "--results-dir", str(tmp_path), "--dry-run")
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines()[0] == (f"sweep of B3: 1 setting x 1 seed = 1 run (profile smoke, {tmp_path}); "
-                                          "0 done already")
+    assert res.output.splitlines()[0] == (
+        f"sweep of B3: 1 setting x 1 seed = 1 run (profile smoke, {tmp_path}); 0 done already"
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,8 +105,9 @@ def test_a_bad_grid_is_one_line_and_writes_nothing(grid, words, no_training, tmp
         ("B3", ["memory=uniform_herding,icarl", "rho=1,5"], "B3+memory=icarl+rho=1: nothing in this run reads rho"),
     ],
 )
-def test_a_grid_with_a_point_that_changes_nothing_read_is_one_line_and_writes_nothing(run_id, grid, words,
-                                                                                      no_training, tmp_path):
+def test_a_grid_with_a_point_that_changes_nothing_read_is_one_line_and_writes_nothing(
+    run_id, grid, words, no_training, tmp_path
+):
     """Two points that differ only in a setting nothing reads would be two runs of the same numbers."""
     res = uh("sweep", run_id, *grid, "--profile", "smoke", "--results-dir", str(tmp_path / "r"))
     assert res.exit_code == 2 and res.output.splitlines() == [res.output.strip()] and words in res.output, res.output
@@ -110,8 +122,19 @@ def test_a_sweep_of_a_key_its_base_already_sets_is_refused(tmp_path):
 def test_a_finished_sweep_is_skipped_whole(finished_result, no_training, tmp_path):
     paths = [finished_result(tmp_path, rid, seed) for rid in ("r2", "B3", "B3+rho=5") for seed in (1993, 42)]
     before = [p.read_bytes() for p in paths]
-    res = uh("sweep", "B3", "rho=1,3,5", "--seed", "1993", "--seed", "42", "--profile", "smoke",
-             "--results-dir", str(tmp_path))  # fmt: skip
+    res = uh(
+        "sweep",
+        "B3",
+        "rho=1,3,5",
+        "--seed",
+        "1993",
+        "--seed",
+        "42",
+        "--profile",
+        "smoke",
+        "--results-dir",
+        str(tmp_path),
+    )
     assert res.exit_code == 0, res.output
     assert "6 done already" in res.output.splitlines()[0] and res.output.count("done already (") == 6, res.output
     assert [p.read_bytes() for p in paths] == before
@@ -136,7 +159,20 @@ def test_a_smoke_sweep_runs_every_point_and_a_second_sweep_finds_it_done(smoke_s
     assert variant["command"].startswith("uh run B3+rho=5 --seed 1993 --profile smoke")  # as its job ran it
 
     stamps = {p: p.stat().st_mtime_ns for p in results.glob("*/seed-*/result.json")}
-    res = uh("sweep", "B3", "rho=1,3,5", "--seed", "1993", "--profile", "smoke", "--jobs", "2",
-             "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
+    res = uh(
+        "sweep",
+        "B3",
+        "rho=1,3,5",
+        "--seed",
+        "1993",
+        "--profile",
+        "smoke",
+        "--jobs",
+        "2",
+        "--data-dir",
+        str(data),
+        "--results-dir",
+        str(results),
+    )
     assert res.exit_code == 0 and "3 done already" in res.output.splitlines()[0], res.output
     assert res.output.count("done already (") == 3 and {p: p.stat().st_mtime_ns for p in stamps} == stamps

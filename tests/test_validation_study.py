@@ -84,8 +84,10 @@ def test_uh_check_checks_the_committed_study_against_its_expected_set(
         assert "findings beyond the paper: 3 INCONCLUSIVE" in out.output
         assert "PIPELINE CHECK PASSED (profile cifar10-cpu, subset B1, B3 of 12 run IDs: " in out.output
         out = CliRunner().invoke(main, args[:-2])
-        assert out.exit_code == 3 and ("INCOMPLETE (profile cifar10-cpu; 10 of 12 run IDs missing: B0, B2, a1-a4, "
-                                       "s1-s4)") in out.output, out.output  # fmt: skip
+        assert (
+            out.exit_code == 3
+            and ("INCOMPLETE (profile cifar10-cpu; 10 of 12 run IDs missing: B0, B2, a1-a4, s1-s4)") in out.output
+        ), out.output
 
 
 def test_the_documented_claim_lines_are_what_uh_check_prints() -> None:

@@ -63,32 +63,61 @@ class RunSpec:
 RUNS: dict[str, RunSpec] = {
     spec.run_id: spec
     for spec in [
-        RunSpec("B0", "No replay", "fine-tuning, CE only, head-logit readout",
-                {"memory": "none", "kd_lambda": 0.0, "readout": "head"}, base=None),
-        RunSpec("B1", "iCaRL", "arrival-time herding + prefix truncation, BCE, linear head, NME",
-                {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False}, base=None),
-        RunSpec("B2", "Static bank", "random bank, random removal, CE only, head-logit readout",
-                {"memory": "static", "kd_lambda": 0.0, "readout": "head"}, base=None),
-        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {},
-                base=None),
+        RunSpec(
+            "B0",
+            "No replay",
+            "fine-tuning, CE only, head-logit readout",
+            {"memory": "none", "kd_lambda": 0.0, "readout": "head"},
+            base=None,
+        ),
+        RunSpec(
+            "B1",
+            "iCaRL",
+            "arrival-time herding + prefix truncation, BCE, linear head, NME",
+            {"memory": "icarl", "loss": "icarl_bce", "head": "linear", "imprint": False},
+            base=None,
+        ),
+        RunSpec(
+            "B2",
+            "Static bank",
+            "random bank, random removal, CE only, head-logit readout",
+            {"memory": "static", "kd_lambda": 0.0, "readout": "head"},
+            base=None,
+        ),
+        RunSpec("B3", "Uniform Herding", "refresh every class from rho*q pools by herding; CE+KD; NME", {}, base=None),
         RunSpec("a1", "No KD", "B3 without distillation", {"kd_lambda": 0.0}),
         RunSpec("a2", "Head-logit", "B3 with head-logit readout instead of NME", {"readout": "head"}),
         RunSpec("a3", "Linear head", "B3 with a linear head instead of cosine-margin", {"head": "linear"}),
-        RunSpec("a4", "Random selection", "B3 selecting exemplars at random instead of herding",
-                {"selection": "random"}),
+        RunSpec(
+            "a4", "Random selection", "B3 selecting exemplars at random instead of herding", {"selection": "random"}
+        ),
         RunSpec("s1", "Active budget 500", "B3 with M=500", {"M": 500}),
         RunSpec("s2", "Active budget 4000", "B3 with M=4000", {"M": 4000}),
         RunSpec("s3", "Retrieval 32", "B3 with b=32", {"b": 32}),
         RunSpec("s4", "Retrieval 128", "B3 with b=128", {"b": 128}),
         # Beyond the paper: the matched experiment of its Discussion (refresh isolated).
-        RunSpec("r1", "Uniform Herding without refresh",
-                "B3 with iCaRL's memory schedule: herd once on arrival, later keep the prefix, no pool",
-                {"memory": "icarl"}, beyond_paper=True),
-        RunSpec("r2", "Uniform Herding, storage-matched (rho = 1)",
-                "B3 with rho=1: every class re-herded among its own exemplars; stores M, as r1",
-                {"rho": 1}, beyond_paper=True),
-        RunSpec("r3", "iCaRL with refresh", "B1 with Uniform Herding's memory (refresh from rho*q pools)",
-                {"loss": "icarl_bce", "head": "linear", "imprint": False}, base="B1", beyond_paper=True),
+        RunSpec(
+            "r1",
+            "Uniform Herding without refresh",
+            "B3 with iCaRL's memory schedule: herd once on arrival, later keep the prefix, no pool",
+            {"memory": "icarl"},
+            beyond_paper=True,
+        ),
+        RunSpec(
+            "r2",
+            "Uniform Herding, storage-matched (rho = 1)",
+            "B3 with rho=1: every class re-herded among its own exemplars; stores M, as r1",
+            {"rho": 1},
+            beyond_paper=True,
+        ),
+        RunSpec(
+            "r3",
+            "iCaRL with refresh",
+            "B1 with Uniform Herding's memory (refresh from rho*q pools)",
+            {"loss": "icarl_bce", "head": "linear", "imprint": False},
+            base="B1",
+            beyond_paper=True,
+        ),
     ]
 }
 
@@ -156,13 +185,28 @@ PROFILES["cifar10-cpu-long"] = {**PROFILES["cifar10-cpu"], "epochs": 12}
 # Where each profile is meant to run (`--device auto`): the paper's sizes on a GPU; the small profiles on
 # the CPU, where their expected results were made (a GPU computes other numbers: fp16, other kernels).
 PROFILE_DEVICE: dict[str, Literal["cuda", "cpu"]] = {
-    "paper": "cuda", "smoke": "cpu", "cifar10": "cuda", "cifar10-cpu": "cpu", "cifar10-cpu-long": "cpu"
-}  # fmt: skip
+    "paper": "cuda",
+    "smoke": "cpu",
+    "cifar10": "cuda",
+    "cifar10-cpu": "cpu",
+    "cifar10-cpu-long": "cpu",
+}
 
 # Profile fields that may change; anything else would change the method.
 SIZE_FIELDS = frozenset(
-    {"dataset", "n_tasks", "classes_per_task", "width", "epochs", "batch_size", "train_per_class",
-     "test_per_class", "memory_scale", "retrieval_scale", "eval_batch_size"}
+    {
+        "dataset",
+        "n_tasks",
+        "classes_per_task",
+        "width",
+        "epochs",
+        "batch_size",
+        "train_per_class",
+        "test_per_class",
+        "memory_scale",
+        "retrieval_scale",
+        "eval_batch_size",
+    }
 )
 
 
@@ -174,9 +218,24 @@ SEP = "+"  # joins a variant ID's base and its changes: B3+rho=5
 PIN = "vs"  # a variant ID's last part `vs=RUN`: the run ID it is compared with, where chosen (--base)
 # The method settings --set may change; sizes belong to a profile, and the split is every run's.
 KEYS: tuple[str, ...] = (
-    "memory", "selection", "loss", "kd_lambda", "kd_temperature", "head", "cos_scale", "cos_margin", "imprint",
-    "readout", "M", "b", "rho", "lr", "momentum", "weight_decay", "grad_clip",
-)  # fmt: skip
+    "memory",
+    "selection",
+    "loss",
+    "kd_lambda",
+    "kd_temperature",
+    "head",
+    "cos_scale",
+    "cos_margin",
+    "imprint",
+    "readout",
+    "M",
+    "b",
+    "rho",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "grad_clip",
+)
 SPLIT_FIELDS = frozenset({"split_seed", "probe_per_class", "val_per_class"})
 TYPES: dict[str, Any] = get_type_hints(Config)
 # The valid range of each real-valued key: a test and the words the refusal prints.
@@ -238,11 +297,14 @@ def check_key(key: str) -> None:
     if key in KEYS:
         return
     if key in SIZE_FIELDS:
-        raise ConfigError(f"{key} is a size, set by the profile (--profile), not by --set; --set changes "
-                          f"the method: {', '.join(KEYS)}")  # fmt: skip
+        raise ConfigError(
+            f"{key} is a size, set by the profile (--profile), not by --set; --set changes "
+            f"the method: {', '.join(KEYS)}"
+        )
     if key in SPLIT_FIELDS:
-        raise ConfigError(f"{key} fixes the data split that every run shares, not a method setting; "
-                          f"--set changes: {', '.join(KEYS)}")  # fmt: skip
+        raise ConfigError(
+            f"{key} fixes the data split that every run shares, not a method setting; --set changes: {', '.join(KEYS)}"
+        )
     raise ConfigError(f"unknown key {key!r}; --set changes: {', '.join(KEYS)}")
 
 
@@ -433,8 +495,10 @@ def check_levels(run_id: str, base: str, cfg: Config, changes: dict[str, Any], p
         if same != value:
             fix = "drop it" if same == own else f"give {key}={same}"
             mark = f", {base}'s own" if same == own else ""
-            raise ConfigError(f"{run_id}: in profile {profile}, {key}={value} is the same run as {key}={same}{mark} "
-                              f"({why_level(key, cfg)}); {fix}")  # fmt: skip
+            raise ConfigError(
+                f"{run_id}: in profile {profile}, {key}={value} is the same run as {key}={same}{mark} "
+                f"({why_level(key, cfg)}); {fix}"
+            )
 
 
 def check_settings(run_id: str, cfg: Config, changes: dict[str, Any]) -> None:
@@ -483,13 +547,16 @@ def pin(run_id: str, base: str) -> str:
         return dataclasses.replace(parse(run_id), vs=base).run_id
     if base not in (run_id, RUNS[run_id].base):
         compared = f"compared with {RUNS[run_id].base}" if RUNS[run_id].base else "compared with no run"
-        raise ConfigError(f"--base {base}: {run_id} is a run ID, {compared} (uh list); --base chooses what a variant "
-                          "(--set) is compared with")  # fmt: skip
+        raise ConfigError(
+            f"--base {base}: {run_id} is a run ID, {compared} (uh list); --base chooses what a variant "
+            "(--set) is compared with"
+        )
     return run_id
 
 
-def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None], base: str | None = None
-              ) -> list[str]:  # fmt: skip
+def name_runs(
+    names: Iterable[str], sets: Iterable[str], echo: Callable[[str], None], base: str | None = None
+) -> list[str]:
     """Run IDs or variant IDs, each with `sets` applied and compared with `base` where given (--base), as canonical
     IDs in order, each once.
 
@@ -507,11 +574,15 @@ def name_runs(names: Iterable[str], sets: Iterable[str], echo: Callable[[str], N
             echo(f"{key}={asked[key]} is {variant.base}'s own value: dropped")
         run_id = variant.run_id
         if run_id in RUNS and variant.changes:
-            echo(f"{variant.base} with {' '.join(f'{k}={asked[k]}' for k in sorted(variant.changes))} is run ID "
-                 f"{run_id} (the same config): running it as {run_id}")  # fmt: skip
+            echo(
+                f"{variant.base} with {' '.join(f'{k}={asked[k]}' for k in sorted(variant.changes))} is run ID "
+                f"{run_id} (the same config): running it as {run_id}"
+            )
         elif run_id != variant.spelling:
-            echo(f"{variant.spelling} is {run_id} (the same run, named from the run ID it needs the fewest --set keys "
-                 f"from): running it as {run_id}")  # fmt: skip
+            echo(
+                f"{variant.spelling} is {run_id} (the same run, named from the run ID it needs the fewest --set keys "
+                f"from): running it as {run_id}"
+            )
         if base and (pinned := pin(run_id, base)) != run_id:
             echo(f"{run_id} is compared with {base} (--base): running it as {pinned}")
             run_id = pinned

@@ -138,8 +138,11 @@ class Chain:
         assert chain is not None
         record = chain["steps"][index]
         if "array" not in record:
-            tasks = [dataclasses.replace(self.template, run_id=r, seed=s) for r, s in pairs_of(record["step"])
-                     if not result_path(self.results_dir, r, s).exists()]  # fmt: skip
+            tasks = [
+                dataclasses.replace(self.template, run_id=r, seed=s)
+                for r, s in pairs_of(record["step"])
+                if not result_path(self.results_dir, r, s).exists()
+            ]
             array = find_job(self.name(index, "runs"), started) if tasks else None
             if tasks and array is None:
                 jobs = executor.submit_array(tasks, self.settings, self.results_dir, self.name(index, "runs"))
@@ -152,8 +155,9 @@ class Chain:
                 dependency = after
                 if job == "rescue":
                     dependency = ",".join(filter(None, (after, f"afternotok:{record['controller']}")))
-                record[job] = find_job(self.name(index, job), started) or self._submit_controller(index, job,
-                                                                                                  dependency)
+                record[job] = find_job(self.name(index, job), started) or self._submit_controller(
+                    index, job, dependency
+                )
                 write(self.results_dir, chain)
         return record
 
@@ -167,8 +171,14 @@ class Chain:
             return slurm.submit(Controller(self, index, rescue=job == "rescue")).job_id
 
 
-def start(run_ids: list[str], seeds: list[int], template: RunPair, settings: dict[str, Any], results_dir: Path,
-          echo: Callable[[str], None]) -> int:  # fmt: skip
+def start(
+    run_ids: list[str],
+    seeds: list[int],
+    template: RunPair,
+    settings: dict[str, Any],
+    results_dir: Path,
+    echo: Callable[[str], None],
+) -> int:
     """Submit the chain's first step: RUN_IDS x SEEDS, those without a result (none: the controller alone, which
     checks the results there are). Refused while a chain in `results_dir` still has jobs in Slurm's queue."""
     executor.need_sbatch()
@@ -179,13 +189,24 @@ def start(run_ids: list[str], seeds: list[int], template: RunPair, settings: dic
         if before is not None and running:
             raise click.ClickException(
                 f"the chain {before['id']} in {results_dir} is active (Slurm jobs {' '.join(running)}): follow it "
-                f"with uh status --results-dir {results_dir}; stop it with the same command and --cancel")
-        write(results_dir, {"id": chain.chain_id, "started": started, "profile": template.profile, "ended": None,
-                            "steps": [{"step": {"run_ids": run_ids, "seeds": seeds}, "by": "the command"}]})
+                f"with uh status --results-dir {results_dir}; stop it with the same command and --cancel"
+            )
+        write(
+            results_dir,
+            {
+                "id": chain.chain_id,
+                "started": started,
+                "profile": template.profile,
+                "ended": None,
+                "steps": [{"step": {"run_ids": run_ids, "seeds": seeds}, "by": "the command"}],
+            },
+        )
         step = chain.submit_step(0, started)
     runs = f"its runs as Slurm job {step['array']}, then " if step["array"] else ""
-    echo(f"Submitted chain {chain.chain_id}: {runs}the controller, Slurm job {step['controller']} (its rescue: "
-         f"{step['rescue']}), which checks and submits each next step until the verdict is decided, then reports.")
+    echo(
+        f"Submitted chain {chain.chain_id}: {runs}the controller, Slurm job {step['controller']} (its rescue: "
+        f"{step['rescue']}), which checks and submits each next step until the verdict is decided, then reports."
+    )
     echo(f"Follow it with: uh status --results-dir {results_dir}; this terminal may close.")
     return 0
 
@@ -201,8 +222,10 @@ def cancel(results_dir: Path, echo: Callable[[str], None]) -> int:
         jobs = job_ids(chain)
         if jobs:
             subprocess.run(["scancel", *jobs], check=False)
-    echo(f"Cancelled chain {chain['id']} (Slurm jobs {' '.join(jobs)}); finished runs and checkpoints are kept: the "
-         "same command without --cancel resumes from the results.")
+    echo(
+        f"Cancelled chain {chain['id']} (Slurm jobs {' '.join(jobs)}); finished runs and checkpoints are kept: the "
+        "same command without --cancel resumes from the results."
+    )
     return 0
 
 
@@ -261,11 +284,19 @@ class Controller:
         if not step:
             return self.end({"reason": f"{verdict.line}: it names no runs that would decide it"})
         if step in earlier:
-            return self.end({"reason": f"the check asks again for {step_text(step)}, which step "
-                                       f"{earlier.index(step) + 1} ran; the verdict did not move: {verdict.line}"})
+            return self.end(
+                {
+                    "reason": f"the check asks again for {step_text(step)}, which step "
+                    f"{earlier.index(step) + 1} ran; the verdict did not move: {verdict.line}"
+                }
+            )
         if len(earlier) > looks:
-            return self.end({"reason": f"the check asks for {step_text(step)} after {len(earlier)} steps, the most "
-                                       f"its procedure needs ({looks} looks + 1)"})  # fmt: skip
+            return self.end(
+                {
+                    "reason": f"the check asks for {step_text(step)} after {len(earlier)} steps, the most "
+                    f"its procedure needs ({looks} looks + 1)"
+                }
+            )
         return self.next_step(step, verdict.kind.value)
 
     def next_step(self, step: dict[str, list[Any]], verdict: str) -> str:
@@ -278,8 +309,9 @@ class Controller:
                 new = self.chain.submit_step(self.index + 1, state["started"])
             except click.ClickException as e:
                 return self.end({"reason": e.format_message()}, locked_state=False)
-        return self.done(f"step {self.index + 2}: {step_text(step)}: Slurm job array {new['array']}, controller "
-                         f"{new['controller']}")
+        return self.done(
+            f"step {self.index + 2}: {step_text(step)}: Slurm job array {new['array']}, controller {new['controller']}"
+        )
 
     def report(self, verdict: str, code: int) -> str:
         """uh check (its full output and check_report.json) and uh report, here in this job, then the end."""
@@ -297,8 +329,9 @@ class Controller:
             if state is not None and state["id"] == self.chain.chain_id and not state.get("ended"):
                 state["ended"] = {"at": time.time(), **ended}
                 write(self.chain.results_dir, state)
-        return self.done(("" if "verdict" in ended else "Error: ") + f"chain {self.chain.chain_id} ended: "
-                         + ended["reason"])  # fmt: skip
+        return self.done(
+            ("" if "verdict" in ended else "Error: ") + f"chain {self.chain.chain_id} ended: " + ended["reason"]
+        )
 
     def done(self, line: str) -> str:
         """Say `line`; a controller that ended well cancels its rescue, which would wait forever."""

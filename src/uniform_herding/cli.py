@@ -20,12 +20,18 @@ from uniform_herding.catalogue import RUN_GROUPS, RUNS, differences
 # Commands contributed by other modules, imported on first use: name -> ("module:attribute", the one line
 # `uh --help` shows for it, so that listing the commands imports none of them).
 LAZY_COMMANDS = {
-    "aggregate": ("uniform_herding.verdict.aggregate:aggregate_command",
-                  "Mean +/- std over seeds per run ID, paired deltas vs B3."),
-    "bundle": ("uniform_herding.verdict.bundle:bundle_command",
-               "The results as one zip to send, with every file's SHA-256."),
-    "check": ("uniform_herding.verdict.check:check_command",
-              "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8."),
+    "aggregate": (
+        "uniform_herding.verdict.aggregate:aggregate_command",
+        "Mean +/- std over seeds per run ID, paired deltas vs B3.",
+    ),
+    "bundle": (
+        "uniform_herding.verdict.bundle:bundle_command",
+        "The results as one zip to send, with every file's SHA-256.",
+    ),
+    "check": (
+        "uniform_herding.verdict.check:check_command",
+        "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8.",
+    ),
     "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
     "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
@@ -33,8 +39,10 @@ LAZY_COMMANDS = {
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
-    "stacks": ("uniform_herding.verdict.stacks:stacks_command",
-               "tau, the stack offset the rule allows, from re-runs on 2+ stacks."),
+    "stacks": (
+        "uniform_herding.verdict.stacks:stacks_command",
+        "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",
+    ),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
 }
 
@@ -66,8 +74,10 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Every command with its whole one-line summary (click would cut it at the terminal's width)."""
-        rows = [(name, LAZY_COMMANDS[name][1] if name in LAZY_COMMANDS else self.commands[name].get_short_help_str(999))
-                for name in self.list_commands(ctx)]  # fmt: skip
+        rows = [
+            (name, LAZY_COMMANDS[name][1] if name in LAZY_COMMANDS else self.commands[name].get_short_help_str(999))
+            for name in self.list_commands(ctx)
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -88,8 +98,14 @@ def print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=print_version,
-              help="The version, code hash, git revision and modified: yes/no (runs/provenance.py).")  # fmt: skip
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=print_version,
+    help="The version, code hash, git revision and modified: yes/no (runs/provenance.py).",
+)
 def main() -> None:
     """Replicate 'Uniform Herding: Exemplar Replay with Representation Refresh' (an independent implementation)."""
 

@@ -73,18 +73,35 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
     driver, problem = driver_version(), gpu_problem()
     if driver is not None:
         need = MIN_DRIVER.get(str(torch.version.cuda))
-        lines.append(Line("PASS", "driver", f"NVIDIA {driver}" + (f" (torch's CUDA {torch.version.cuda} needs "
-                                                                    f">= {need})" if need else "")))  # fmt: skip
+        lines.append(
+            Line(
+                "PASS",
+                "driver",
+                f"NVIDIA {driver}" + (f" (torch's CUDA {torch.version.cuda} needs >= {need})" if need else ""),
+            )
+        )
     if torch.cuda.is_available():
         pin("cuda", str(torch.version.cuda), PAPER_PINS["cuda"], torch.version.cuda == PAPER_PINS["cuda"])
         lines.append(Line("PASS", "cudnn", str(torch.backends.cudnn.version())))
         props = torch.cuda.get_device_properties(0)
-        lines.append(Line("FAIL" if problem else "PASS", "gpu", problem or
-                          f"{props.name}, {props.total_memory / 2**30:.1f} GiB, compute capability "
-                          f"{props.major}.{props.minor}"))  # fmt: skip
+        lines.append(
+            Line(
+                "FAIL" if problem else "PASS",
+                "gpu",
+                problem
+                or f"{props.name}, {props.total_memory / 2**30:.1f} GiB, compute capability "
+                f"{props.major}.{props.minor}",
+            )
+        )
         if jobs and jobs > 1 and "Exclusive_Process" in compute_modes():
-            lines.append(Line("FAIL", "compute mode", f"the GPU is in Exclusive_Process mode: one process at a "
-                              f"time, so --jobs {jobs} fails; use --jobs 1 or ask for the Default mode"))  # fmt: skip
+            lines.append(
+                Line(
+                    "FAIL",
+                    "compute mode",
+                    f"the GPU is in Exclusive_Process mode: one process at a "
+                    f"time, so --jobs {jobs} fails; use --jobs 1 or ask for the Default mode",
+                )
+            )
     elif driver is not None:
         lines.append(Line("FAIL", "gpu", f"{problem}; {driver_advice(driver, MIN_DRIVER[PAPER_PINS['cuda']])}"))
     else:
@@ -95,8 +112,14 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
     if cfg.dataset == "synthetic":
         lines.append(Line("PASS", "archive", "synthetic (written by uh on first use)"))
     elif not (data_dir / spec.filename).exists():
-        lines.append(Line("WARN", "archive", f"{data_dir / spec.filename} absent: `uh run` downloads it; "
-                          f"offline, put the official file (md5 {spec.md5}) there"))  # fmt: skip
+        lines.append(
+            Line(
+                "WARN",
+                "archive",
+                f"{data_dir / spec.filename} absent: `uh run` downloads it; "
+                f"offline, put the official file (md5 {spec.md5}) there",
+            )
+        )
     else:
         try:
             path, md5 = locate_archive(dataset, data_dir, download=False)
@@ -111,8 +134,13 @@ def check_environment(data_dir: Path, results_dir: Path, cfg: Config, jobs: int 
                 pass
             free = shutil.disk_usage(folder).free / 2**30
             ok = free >= MIN_FREE_GB
-            lines.append(Line("PASS" if ok else "WARN", what,
-                              f"{folder} writable, {free:.1f} GB free" + ("" if ok else f" (< {MIN_FREE_GB} GB)")))
+            lines.append(
+                Line(
+                    "PASS" if ok else "WARN",
+                    what,
+                    f"{folder} writable, {free:.1f} GB free" + ("" if ok else f" (< {MIN_FREE_GB} GB)"),
+                )
+            )
         except OSError as e:
             lines.append(Line("FAIL", what, f"{folder} not writable ({e.strerror or e}); choose another directory"))
     return lines
@@ -128,8 +156,9 @@ def driver_advice(driver: str, image_driver: str) -> str:
         return tuple(int(n) for n in text.split(".") if n.isdigit())
 
     if version(driver) < version(image_driver):
-        return (f"update the NVIDIA driver to {image_driver} or newer (the image's CUDA 12.8 needs it: "
-                "docs/reproducing.md)")
+        return (
+            f"update the NVIDIA driver to {image_driver} or newer (the image's CUDA 12.8 needs it: docs/reproducing.md)"
+        )
     return "use the image (docs/reproducing.md) or a torch build for this driver"
 
 
@@ -138,24 +167,43 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
 
     width = 64 if device.type == "cuda" else CPU_SELFTEST_WIDTH
     size = "paper size (width 64)" if width == 64 else f"CPU size (width {width}; the paper's is 64)"
-    with Progress(f"self-test: {steps} fp16 steps through our path, then Lightning's, at width {width}",
-                  total=2 * steps, every=HEARTBEAT_S) as progress:  # fmt: skip
+    with Progress(
+        f"self-test: {steps} fp16 steps through our path, then Lightning's, at width {width}",
+        total=2 * steps,
+        every=HEARTBEAT_S,
+    ) as progress:
         c = selftest.compare(device, width=width, steps=steps, progress=progress)
     failures = c.failures()
-    detail = (f"{steps} steps at {size}, batch 128 + 64 replayed, scale from 2^16, overflows forced at "
-              f"{list(c.overflow_at)}: skipped {c.ours.skipped} (reference {c.reference.skipped}), max weight "
-              f"difference {c.max_weight_diff:.2g} (tolerance {c.tolerance:.2g})")  # fmt: skip
+    detail = (
+        f"{steps} steps at {size}, batch 128 + 64 replayed, scale from 2^16, overflows forced at "
+        f"{list(c.overflow_at)}: skipped {c.ours.skipped} (reference {c.reference.skipped}), max weight "
+        f"difference {c.max_weight_diff:.2g} (tolerance {c.tolerance:.2g})"
+    )
+
     def number(x: float) -> float | None:  # JSON has no NaN or inf: a diverged path records null
         return x if math.isfinite(x) else None
 
-    report = {"width": width, "steps": steps, "failures": failures, "scales": c.ours.scales,
-              "reference_scales": c.reference.scales, "skipped": c.ours.skipped,
-              "max_weight_diff": number(c.max_weight_diff), "tolerance": number(c.tolerance)}  # fmt: skip
+    report = {
+        "width": width,
+        "steps": steps,
+        "failures": failures,
+        "scales": c.ours.scales,
+        "reference_scales": c.reference.scales,
+        "skipped": c.ours.skipped,
+        "max_weight_diff": number(c.max_weight_diff),
+        "tolerance": number(c.tolerance),
+    }
     return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
 
 
-def step_seconds(device, precision: str, cfg: Config, steps: int, progress: Progress | None = None,
-                 ready: Callable[[], None] | None = None) -> tuple[float, float]:  # fmt: skip
+def step_seconds(
+    device,
+    precision: str,
+    cfg: Config,
+    steps: int,
+    progress: Progress | None = None,
+    ready: Callable[[], None] | None = None,
+) -> tuple[float, float]:
     """Seconds per B3 training step (task 1: teacher, replay) at cfg's size and `precision`, from a fit of
     1 + n steps minus a fit of 1 step, after a warm-up fit of 1 (3 + n steps in all, each counted in `progress`
     where given, its total set once n is known): n is `steps`, or more (up to MAX_TIMING_STEPS) where the warm-up,
@@ -265,10 +313,23 @@ def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float)
     import subprocess
     import threading
 
-    argv = [sys.executable, "-m", "uniform_herding", "doctor", "--step-only", "--profile", cfg_profile(cfg),
-            "--precision", precision, "--device", device.type]  # fmt: skip
-    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True) for _ in range(jobs)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "uniform_herding",
+        "doctor",
+        "--step-only",
+        "--profile",
+        cfg_profile(cfg),
+        "--precision",
+        precision,
+        "--device",
+        device.type,
+    ]
+    procs = [
+        subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for _ in range(jobs)
+    ]
     timer = threading.Timer(STEP_ONLY_TIMEOUT_S, lambda: [p.kill() for p in procs])  # a hung one ends its readline
     timer.start()
     try:
@@ -290,8 +351,9 @@ def jobs_speedup(device, precision: str, cfg: Config, jobs: int, alone_s: float)
         timer.cancel()
 
 
-def together_speedup(windows: list[tuple[float, ...]], jobs: int, alone_s: float, go: float
-                     ) -> tuple[float | None, str]:  # fmt: skip
+def together_speedup(
+    windows: list[tuple[float, ...]], jobs: int, alone_s: float, go: float
+) -> tuple[float | None, str]:
     """From each timing process's (start, end, seconds per step), on the system's monotonic clock: the speed-up,
     if every process started timing after the `go` and overlapped every other's timing (the latest start before
     the earliest end), and no step was faster in company than alone (on an H200, unsynchronised timings gave
@@ -304,8 +366,10 @@ def together_speedup(windows: list[tuple[float, ...]], jobs: int, alone_s: float
         return None, f"the {jobs} processes' timings did not overlap"
     together = sum(w[2] for w in windows) / jobs
     if together < alone_s:  # sharing a device never speeds a step up: one of the timings is off
-        return None, (f"a step took {1000 * together:.1f} ms with {jobs} at once, {1000 * alone_s:.1f} ms alone; "
-                      "run uh doctor again")  # fmt: skip
+        return None, (
+            f"a step took {1000 * together:.1f} ms with {jobs} at once, {1000 * alone_s:.1f} ms alone; "
+            "run uh doctor again"
+        )
     speedup = jobs * alone_s / together
     return speedup, f"measured speed-up {speedup:.2f}x"
 
@@ -396,26 +460,69 @@ def print_line(line: Line) -> None:
 
 
 @click.command("doctor", epilog="Environment: UH_JOBS (as --jobs); " + TRAINING_ENVIRONMENT)
-@click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True,
-              help="The profile whose archive to check and whose runs to time.")
-@click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,
-              help="Env: UH_DATA_DIR.")
-@click.option("--results-dir", type=click.Path(path_type=Path), envvar="UH_RESULTS_DIR", default="results",
-              show_default=True, help="Env: UH_RESULTS_DIR.")
-@click.option("--precision", type=click.Choice(["16-mixed", "32-true"]), envvar="UH_PRECISION",
-              help="The runs' precision to time (default: 16-mixed on a GPU, 32-true on a CPU). Env: UH_PRECISION.")
-@click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE",
-              help="As `uh run --device` [default: auto]. Env: UH_DEVICE.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), envvar="UH_JOBS",
-              help="The runs at once you plan (`uh run --jobs`: per GPU; on a CPU, N at once): N processes time a "
-                   "step together for the estimate of `all` at that speed-up; a GPU in Exclusive_Process compute "
-                   "mode FAILs.")
+@click.option(
+    "--profile",
+    type=click.Choice(list(PROFILES)),
+    default="paper",
+    show_default=True,
+    help="The profile whose archive to check and whose runs to time.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar="UH_DATA_DIR",
+    default="data",
+    show_default=True,
+    help="Env: UH_DATA_DIR.",
+)
+@click.option(
+    "--results-dir",
+    type=click.Path(path_type=Path),
+    envvar="UH_RESULTS_DIR",
+    default="results",
+    show_default=True,
+    help="Env: UH_RESULTS_DIR.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["16-mixed", "32-true"]),
+    envvar="UH_PRECISION",
+    help="The runs' precision to time (default: 16-mixed on a GPU, 32-true on a CPU). Env: UH_PRECISION.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    envvar="UH_DEVICE",
+    help="As `uh run --device` [default: auto]. Env: UH_DEVICE.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    envvar="UH_JOBS",
+    help="The runs at once you plan (`uh run --jobs`: per GPU; on a CPU, N at once): N processes time a "
+    "step together for the estimate of `all` at that speed-up; a GPU in Exclusive_Process compute "
+    "mode FAILs.",
+)
 @click.option("--steps", type=click.IntRange(min=4), default=8, show_default=True, help="Self-test steps.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where the JSON report goes (default: RESULTS_DIR/doctor.json).",
+)
 @click.option("--step-only", is_flag=True, hidden=True, help="Print the seconds of one B3 step, nothing else.")
-def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: str | None, device: str | None,
-                   jobs: int | None, steps: int, json_path: Path | None, step_only: bool) -> None:  # fmt: skip
+def doctor_command(
+    profile: str,
+    data_dir: Path,
+    results_dir: Path,
+    precision: str | None,
+    device: str | None,
+    jobs: int | None,
+    steps: int,
+    json_path: Path | None,
+    step_only: bool,
+) -> None:
     """Check this machine before the runs: environment, a self-test of the GPU path, and timings."""
     cfg = resolve("B3", profile)
     if step_only:  # one of jobs_speedup's processes
@@ -457,8 +564,10 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
         click.get_current_context().exit(1)
     precision = run_precision(device, precision)
     if device.type == "cpu":
-        click.echo(f"uh doctor on a CPU ({torch.get_num_threads()} thread(s), UH_CPU_THREADS): the self-test runs "
-                   f"at width {CPU_SELFTEST_WIDTH}, not the paper's 64; a CPU cannot run the paper's fp16 path fast")
+        click.echo(
+            f"uh doctor on a CPU ({torch.get_num_threads()} thread(s), UH_CPU_THREADS): the self-test runs "
+            f"at width {CPU_SELFTEST_WIDTH}, not the paper's 64; a CPU cannot run the paper's fp16 path fast"
+        )
     for line in lines:
         print_line(line)
     selftest_line, selftest_report = check_selftest(device, steps)
@@ -471,8 +580,10 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     speedup: float | None = 1.0
     measured = "one at a time"
     if n_jobs > 1:
-        with Progress(f"timing: {n_jobs} processes each timing a step at once (the speed-up of --jobs {n_jobs})",
-                      every=HEARTBEAT_S):  # fmt: skip
+        with Progress(
+            f"timing: {n_jobs} processes each timing a step at once (the speed-up of --jobs {n_jobs})",
+            every=HEARTBEAT_S,
+        ):
             speedup, measured = jobs_speedup(device, precision, cfg, n_jobs, timing["step_s"])
     est = estimates(timing, profile, n_jobs, speedup)
     peak = peak_gpu_memory_gb(device)
@@ -483,9 +594,11 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
     runs_csv = _procedure_runs_csv() if profile == "paper" else None
     if runs_csv is not None:
         est["procedure_s"] = procedure_seconds(est["per_run_s"], pd.read_csv(runs_csv))
-        click.echo(f"      the whole procedure (all's 36 runs, then the claims' looks until decided; {runs_csv.name}, "
-                   f"uh oc's faithful re-runs): mean {duration(est['procedure_s']['mean_s'])}, 90th percentile "
-                   f"{duration(est['procedure_s']['p90_s'])}, one at a time")  # fmt: skip
+        click.echo(
+            f"      the whole procedure (all's 36 runs, then the claims' looks until decided; {runs_csv.name}, "
+            f"uh oc's faithful re-runs): mean {duration(est['procedure_s']['mean_s'])}, 90th percentile "
+            f"{duration(est['procedure_s']['p90_s'])}, one at a time"
+        )
 
     failed = [line for line in lines if line.status == "FAIL"]
     report = {
@@ -514,16 +627,32 @@ def doctor_command(profile: str, data_dir: Path, results_dir: Path, precision: s
 
 @click.command("price")
 @click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
-@click.option("--results-dir", type=click.Path(path_type=Path), envvar="UH_RESULTS_DIR", default="results",
-              show_default=True, help="Where `uh doctor` wrote its timing, doctor.json. Env: UH_RESULTS_DIR.")
-@click.option("--seed", "seeds", type=click.IntRange(0, 2**32 - 1), multiple=True,
-              help="Seeds of your own (repeatable): `all` runs the paper's run IDs on them, without the procedure. "
-                   "Default: 1993 2023 42.")
+@click.option(
+    "--results-dir",
+    type=click.Path(path_type=Path),
+    envvar="UH_RESULTS_DIR",
+    default="results",
+    show_default=True,
+    help="Where `uh doctor` wrote its timing, doctor.json. Env: UH_RESULTS_DIR.",
+)
+@click.option(
+    "--seed",
+    "seeds",
+    type=click.IntRange(0, 2**32 - 1),
+    multiple=True,
+    help="Seeds of your own (repeatable): `all` runs the paper's run IDs on them, without the procedure. "
+    "Default: 1993 2023 42.",
+)
 @click.option("--device", type=click.Choice(DEVICES), envvar="UH_DEVICE", help="As `uh run --device`. Env: UH_DEVICE.")
-@click.option("--executor", type=click.Choice(["local", "slurm"]), envvar="UH_EXECUTOR",
-              help="slurm: the nodes' device counts, not this machine's. Env: UH_EXECUTOR.")
-def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], device: str | None,
-                  executor: str | None) -> None:
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "slurm"]),
+    envvar="UH_EXECUTOR",
+    help="slurm: the nodes' device counts, not this machine's. Env: UH_EXECUTOR.",
+)
+def price_command(
+    profile: str, results_dir: Path, seeds: tuple[int, ...], device: str | None, executor: str | None
+) -> None:
     """What `./reproduce.sh all` costs, before it runs: the paper's runs and the whole procedure (mean, 90th
     percentile, most), in runs and hours, on this machine where `uh doctor` timed it, else on the paper's
     Tesla T4 for a GPU; for a CPU without its timing, in runs and a line saying it has no price in hours.
@@ -538,8 +667,9 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
         try:
             chosen = select(device, profile)
         except DeviceError as e:
-            raise click.ClickException(f"{e}; to try the whole pipeline at a tiny size on this machine: "
-                                       "./reproduce.sh smoke") from None  # fmt: skip
+            raise click.ClickException(
+                f"{e}; to try the whole pipeline at a tiny size on this machine: ./reproduce.sh smoke"
+            ) from None
     try:
         directory = expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
         expected = load_expected(directory) if (directory / "tolerances.toml").is_file() else None
@@ -553,8 +683,11 @@ def price_command(profile: str, results_dir: Path, seeds: tuple[int, ...], devic
     seconds = doctor_estimates(timed, profile, None if chosen is None else chosen.type)
     on, this, its = trains_on(chosen)
     timer = f"`uh doctor --profile {profile}" + ("`" if chosen is None else f" --device {chosen.type}`")
-    hours = (f"{its} own, as uh doctor timed them ({timed})" if chosen is not None else
-             f"this machine's, as uh doctor timed them ({timed}), not necessarily {its}")  # fmt: skip
+    hours = (
+        f"{its} own, as uh doctor timed them ({timed})"
+        if chosen is not None
+        else f"this machine's, as uh doctor timed them ({timed}), not necessarily {its}"
+    )
     on_cpu = chosen is not None and chosen.type == "cpu"  # the T4's hours, a GPU's, say nothing of a CPU's
     if not seconds and profile == "paper" and expected is not None and not on_cpu:
         seconds = paper_seconds(expected)

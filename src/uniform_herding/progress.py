@@ -31,10 +31,12 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
     decided = [f"{c} ({s.decision}, look {s.reached})" for c, s in state.claims.items() if s.settled]
     waiting = [f"{c} (look {s.look + 1})" for c, s in state.claims.items() if not s.settled]
     step = verdict.next_step
-    return [f"procedure: look {max(look, 1)} of {looks}; claims decided: {', '.join(decided) or 'none'}; waiting: "
-            f"{', '.join(waiting) or 'none'}",
-            f"verdict now: {verdict.kind.value} (exit {verdict.code})"
-            + (f"; next: seeds {seeds_text(step['seeds'])} of {run_ids_text(step['run_ids'])}" if step else "")]
+    return [
+        f"procedure: look {max(look, 1)} of {looks}; claims decided: {', '.join(decided) or 'none'}; waiting: "
+        f"{', '.join(waiting) or 'none'}",
+        f"verdict now: {verdict.kind.value} (exit {verdict.code})"
+        + (f"; next: seeds {seeds_text(step['seeds'])} of {run_ids_text(step['run_ids'])}" if step else ""),
+    ]
 
 
 def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float], str]:
@@ -57,8 +59,9 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
     """The run time left: the runs running or queued, and those the next step would add, at their run ID's time."""
     left = {(line.run_id, line.seed) for line in lines if line.state in ("running", "queued")}
     if step:
-        left |= {(r, s) for r in step["run_ids"] for s in step["seeds"]} - {(x.run_id, x.seed) for x in lines
-                                                                          if x.state == "done"}  # fmt: skip
+        left |= {(r, s) for r in step["run_ids"] for s in step["seeds"]} - {
+            (x.run_id, x.seed) for x in lines if x.state == "done"
+        }
     if not left:
         return "ETA: no runs left to wait for"
     seconds, source = run_seconds(results_dir, profile)
@@ -68,8 +71,10 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
     if fallback is None:
         return f"ETA: {runs}; their time is unknown until one is done or uh doctor has timed them"
     total = sum(t for t in times if t is not None)
-    return (f"ETA: {runs}, about {total / 60:.1f} min of run time one at a time, less where they run "
-            f"at once (from {source})")
+    return (
+        f"ETA: {runs}, about {total / 60:.1f} min of run time one at a time, less where they run "
+        f"at once (from {source})"
+    )
 
 
 def chain_line(results_dir: Path, wait: float = SLURM_WAIT_S) -> str | None:
@@ -86,20 +91,33 @@ def chain_line(results_dir: Path, wait: float = SLURM_WAIT_S) -> str | None:
     where = f"step {last} ({chain.step_text(step['step'])}, asked by {step['by']})"
     queued = chain.queue(wait)
     if queued is None:
-        return (f"{head}: {where}: Slurm's queue could not be read (squeue failed or gave no answer in time), so "
-                "whether its jobs are queued is unknown")
-    jobs = [f"{what} Slurm job {step[key]} {queued.get(step[key], 'ended')}"
-            for what, key in (("runs", "array"), ("controller", "controller")) if step.get(key)]  # fmt: skip
+        return (
+            f"{head}: {where}: Slurm's queue could not be read (squeue failed or gave no answer in time), so "
+            "whether its jobs are queued is unknown"
+        )
+    jobs = [
+        f"{what} Slurm job {step[key]} {queued.get(step[key], 'ended')}"
+        for what, key in (("runs", "array"), ("controller", "controller"))
+        if step.get(key)
+    ]
     if not chain.active(state, queued):
         log = results_dir / "submitit" / "slurm" / f"{step.get('rescue') or step.get('controller')}_0_log.out"
-        return (f"{head}: stalled at step {last}: its jobs ended without a verdict (log: {log}); the same command "
-                "resumes from the results")
+        return (
+            f"{head}: stalled at step {last}: its jobs ended without a verdict (log: {log}); the same command "
+            "resumes from the results"
+        )
     return f"{head}: {where}: {', '.join(jobs)}"
 
 
 @click.command("status")
-@click.option("--results-dir", type=click.Path(path_type=Path, file_okay=False), envvar="UH_RESULTS_DIR",
-              default="results", show_default=True, help="The results dir of the runs. Env: UH_RESULTS_DIR.")
+@click.option(
+    "--results-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="UH_RESULTS_DIR",
+    default="results",
+    show_default=True,
+    help="The results dir of the runs. Env: UH_RESULTS_DIR.",
+)
 @click.option("--runs", "-v", "each_run", is_flag=True, help="Then one line per run ID and seed.")
 @click.option("--wide", is_flag=True, help="Lines as long as they are (else wrapped to COLUMNS, 120 where unset).")
 def status_command(results_dir: Path, each_run: bool, wide: bool) -> None:

@@ -30,16 +30,19 @@ def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: 
     return done
 
 
-def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...], profile: str,
-               results_dir: Path) -> list[str]:  # fmt: skip
+def grid_lines(
+    run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...], profile: str, results_dir: Path
+) -> list[str]:
     """The grid as printed: a header, then per point its settings, canonical ID and seeds done."""
     ids = list(dict.fromkeys(rid for _, rid in points))
     done = {rid: done_seeds(results_dir, rid, seeds, profile) for rid in ids}
     n_done = sum(len(d) for d in done.values())
     varied = parse(run_id).run_id  # the canonical ID of the run the grid varies
     runs = len(ids) * len(seeds)
-    lines = [f"sweep of {varied}: {len(ids)} setting{'s' * (len(ids) > 1)} x {len(seeds)} seed{'s' * (len(seeds) > 1)}"
-             f" = {runs} run{'s' * (runs > 1)} (profile {profile}, {results_dir}); {n_done} done already"]  # fmt: skip
+    lines = [
+        f"sweep of {varied}: {len(ids)} setting{'s' * (len(ids) > 1)} x {len(seeds)} seed{'s' * (len(seeds) > 1)}"
+        f" = {runs} run{'s' * (runs > 1)} (profile {profile}, {results_dir}); {n_done} done already"
+    ]
     if varied != run_id:
         lines.append(f"{run_id} is {varied} (the same run, by its canonical name)")
     rows = []
@@ -47,13 +50,17 @@ def grid_lines(run_id: str, points: list[tuple[str, str]], seeds: tuple[int, ...
         note = "" if SEP in rid else f"({varied} itself)" if rid == varied else f"(run ID {rid}: the same config)"
         rows.append((sets, rid, f"done: {', '.join(map(str, done[rid])) or 'none'}", note))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines += ["  " + "  ".join([*(f"{c:{w}}" for c, w in zip(row, widths, strict=False)), row[3]]).rstrip()
-              for row in rows]  # fmt: skip
+    lines += [
+        "  " + "  ".join([*(f"{c:{w}}" for c, w in zip(row, widths, strict=False)), row[3]]).rstrip() for row in rows
+    ]
     return lines
 
 
-@click.command("sweep", epilog="Every option of `uh run` applies to each point of the grid (uh run --help). "
-               "Environment: as uh run's; " + TRAINING_ENVIRONMENT)
+@click.command(
+    "sweep",
+    epilog="Every option of `uh run` applies to each point of the grid (uh run --help). "
+    "Environment: as uh run's; " + TRAINING_ENVIRONMENT,
+)
 @click.argument("run_id")
 @click.argument("grid", nargs=-1, required=True, metavar="KEY=V1,V2,...")
 @click.option("--dry-run", is_flag=True, help="Print the grid and what is done already; start nothing.")

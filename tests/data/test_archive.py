@@ -63,14 +63,20 @@ def test_synthetic_archive_round_trips(tmp_path, dataset):
 @pytest.mark.parametrize(
     "dataset,members,batch_keys,meta_keys",
     [
-        ("cifar100", ["train", "test", "meta"],
-         {"filenames", "batch_label", "fine_labels", "coarse_labels", "data"},
-         {"fine_label_names", "coarse_label_names"}),
-        ("cifar10", [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta"],
-         {"batch_label", "labels", "data", "filenames"},
-         {"num_cases_per_batch", "label_names", "num_vis"}),
+        (
+            "cifar100",
+            ["train", "test", "meta"],
+            {"filenames", "batch_label", "fine_labels", "coarse_labels", "data"},
+            {"fine_label_names", "coarse_label_names"},
+        ),
+        (
+            "cifar10",
+            [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta"],
+            {"batch_label", "labels", "data", "filenames"},
+            {"num_cases_per_batch", "label_names", "num_vis"},
+        ),
     ],
-)  # fmt: skip
+)
 def test_synthetic_archive_has_official_layout(tmp_path, dataset, members, batch_keys, meta_keys):
     folder = DATASETS[dataset].folder
     with tarfile.open(synth(tmp_path, dataset)) as tar:
@@ -126,8 +132,21 @@ def test_synthetic_images_are_learnable_even_under_augmentation(tmp_path):
 
 def test_synth_and_verify_commands(tmp_path):
     runner = CliRunner()
-    out = runner.invoke(main, ["data", "synth", "--out", str(tmp_path), "--dataset", "cifar10",
-                               "--train-per-class", "4", "--test-per-class", "2"])  # fmt: skip
+    out = runner.invoke(
+        main,
+        [
+            "data",
+            "synth",
+            "--out",
+            str(tmp_path),
+            "--dataset",
+            "cifar10",
+            "--train-per-class",
+            "4",
+            "--test-per-class",
+            "2",
+        ],
+    )
     assert out.exit_code == 0, out.output
     path = tmp_path / DATASETS["cifar10"].filename
     assert calculate_md5(path) in out.output
@@ -220,11 +239,7 @@ def test_failed_download_says_where_to_put_the_archive(tmp_path, monkeypatch, er
         locate_archive("cifar100", data_dir)
     message = str(e.value)
     assert "could not download" in message and "\n" not in message
-    assert (
-        str(data_dir) in message
-        and "cifar-100-python.tar.gz" in message
-        and DATASETS["cifar100"].md5 in message
-    )
+    assert str(data_dir) in message and "cifar-100-python.tar.gz" in message and DATASETS["cifar100"].md5 in message
     assert list(data_dir.iterdir()) == [], "no partial download may remain"
 
 
@@ -278,9 +293,7 @@ def test_python2_style_pickles_with_bytes_keys_are_read(tmp_path):
     assert raw.train_y.tolist() == [y for i in range(1, 6) for y in members[f"data_batch_{i}"][b"labels"]]
 
 
-@pytest.mark.parametrize(
-    "change,error", [({"n_classes": 11}, "labels outside 0..9"), ({"row": 3000}, "3072")]
-)
+@pytest.mark.parametrize("change,error", [({"n_classes": 11}, "labels outside 0..9"), ({"row": 3000}, "3072")])
 def test_malformed_pickles_are_rejected(tmp_path, change, error):
     py2_style_cifar10(path := tmp_path / "cifar-10-python.tar.gz", **change)
     with pytest.raises(DataError, match=error):

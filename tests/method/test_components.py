@@ -47,8 +47,13 @@ def test_every_choice_the_config_can_take_is_registered():
 
 def test_the_components_of_b3_and_what_it_reads():
     cfg = resolve("B3")
-    assert list(components.parts(cfg)) == ["the protocol", "memory=uniform_herding", "loss=ce_kd", "head=cosine",
-                                           "readout=nme"]  # fmt: skip
+    assert list(components.parts(cfg)) == [
+        "the protocol",
+        "memory=uniform_herding",
+        "loss=ce_kd",
+        "head=cosine",
+        "readout=nme",
+    ]
     assert components.settings_read(cfg) == set(KEYS)  # B3 reads every setting
     assert components.readers("rho") == ["memory=uniform_herding"]
     assert components.readers("kd_temperature") == ["loss=ce_kd when kd_lambda > 0"]
@@ -65,8 +70,9 @@ class Recording:
         return getattr(self.cfg, name)
 
 
-@pytest.mark.parametrize(("loss", "head", "kd_lambda"), list(itertools.product(components.LOSSES, components.HEADS,
-                                                                               [0, 1])))  # fmt: skip
+@pytest.mark.parametrize(
+    ("loss", "head", "kd_lambda"), list(itertools.product(components.LOSSES, components.HEADS, [0, 1]))
+)
 def test_the_loss_reads_what_the_run_declares_and_each_declared_setting_moves_it(loss, head, kd_lambda):
     cfg = dataclasses.replace(resolve("B3"), loss=loss, head=head, kd_lambda=float(kd_lambda))
     torch.manual_seed(0)
@@ -83,17 +89,29 @@ def test_the_loss_reads_what_the_run_declares_and_each_declared_setting_moves_it
 def unread_changes(run_id: str) -> dict:
     """Every method setting run `run_id` does not read, changed to another valid value."""
     cfg = resolve(run_id)
-    others = {"rho": 5, "selection": "random", "kd_lambda": 2.0, "kd_temperature": 4.0, "cos_scale": 16.0,
-              "cos_margin": 0.1, "M": 1000, "b": 32}  # fmt: skip
+    others = {
+        "rho": 5,
+        "selection": "random",
+        "kd_lambda": 2.0,
+        "kd_temperature": 4.0,
+        "cos_scale": 16.0,
+        "cos_margin": 0.1,
+        "M": 1000,
+        "b": 32,
+    }
     unread = set(KEYS) - components.settings_read(cfg)
     assert unread <= set(others), unread
     return {key: others[key] for key in unread}
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize(("run_id", "unread"), [("B0", {"M", "b", "rho", "selection", "kd_temperature"}),
-                                                ("B1", {"rho", "selection", "kd_lambda", "kd_temperature",
-                                                        "cos_scale", "cos_margin"})])  # fmt: skip
+@pytest.mark.parametrize(
+    ("run_id", "unread"),
+    [
+        ("B0", {"M", "b", "rho", "selection", "kd_temperature"}),
+        ("B1", {"rho", "selection", "kd_lambda", "kd_temperature", "cos_scale", "cos_margin"}),
+    ],
+)
 def test_settings_a_run_does_not_read_leave_its_numbers_unchanged(run_id, unread, monkeypatch, tmp_path):
     """B0 and B1 rerun with every setting they do not declare changed (built by hand: as a variant each is refused)
     give the same R and training losses, bit for bit: the declarations are what the code reads."""
@@ -101,8 +119,14 @@ def test_settings_a_run_does_not_read_leave_its_numbers_unchanged(run_id, unread
     assert set(changes) == unread
     spec = RUNS[run_id]
     monkeypatch.setitem(RUNS, "x0", RunSpec("x0", "by hand", "unread settings changed", {**spec.changes, **changes}))
-    own, other = (json.loads(run_seed(r, resolve(r, "smoke"), SEED, "smoke", tmp_path / "data", tmp_path,
-                                      echo=lambda _: None).read_text()) for r in (run_id, "x0"))  # fmt: skip
+    own, other = (
+        json.loads(
+            run_seed(
+                r, resolve(r, "smoke"), SEED, "smoke", tmp_path / "data", tmp_path, echo=lambda _: None
+            ).read_text()
+        )
+        for r in (run_id, "x0")
+    )
     assert other["config"] != own["config"]
     assert other["R"] == own["R"]
     assert [t["epoch_loss"] for t in other["tasks"]] == [t["epoch_loss"] for t in own["tasks"]]

@@ -14,8 +14,10 @@ def fused_and_unfused_after_a_skipped_first_step(make_fused) -> tuple[torch.Tens
     inf (skipped), then a finite one, through `make_fused` and through unfused torch SGD."""
     cfg = resolve("B3", "paper")
     out = []
-    for make in (make_fused, lambda params: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
-                                                            weight_decay=cfg.weight_decay)):  # fmt: skip
+    for make in (
+        make_fused,
+        lambda params: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay),
+    ):
         torch.manual_seed(0)
         w = torch.nn.Parameter(torch.randn(1000))
         optimizer, scaler = make([w]), torch.amp.GradScaler("cpu", init_scale=2.0**16)
@@ -34,8 +36,10 @@ def test_stock_fused_sgd_reads_uninitialised_momentum_after_a_skipped_first_step
     """The torch 2.11 defect the workaround exists for; when torch fixes it, this fails and says so."""
     cfg = resolve("B3", "paper")
     fused, unfused = fused_and_unfused_after_a_skipped_first_step(
-        lambda params: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                                       fused=True))  # fmt: skip
+        lambda params: torch.optim.SGD(
+            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=True
+        )
+    )
     assert torch.isfinite(unfused).all()
     assert not torch.isfinite(fused).all()
 
@@ -94,8 +98,13 @@ def test_precision_defaults_and_refuses_unknown_values():
 
 @pytest.mark.parametrize(
     ("value", "mode"),
-    [("", None), ("0", None), ("1", "default"), ("reduce-overhead", "reduce-overhead"),
-     ("max-autotune", "max-autotune")],
+    [
+        ("", None),
+        ("0", None),
+        ("1", "default"),
+        ("reduce-overhead", "reduce-overhead"),
+        ("max-autotune", "max-autotune"),
+    ],
 )
 def test_uh_compile_setting(monkeypatch, value, mode):
     from uniform_herding.method.engine import compile_mode
@@ -104,12 +113,16 @@ def test_uh_compile_setting(monkeypatch, value, mode):
     assert compile_mode() == mode
 
 
-@pytest.mark.parametrize(("lacks", "message"), [
-    ("compiler", "UH_COMPILE='1' needs a C compiler (gcc or clang, or CC) to build torch.compile's kernels"),
-    ("headers", "UH_COMPILE='1' needs Python's headers ("),
-])  # fmt: skip
-def test_uh_compile_on_a_host_that_cannot_build_kernels_is_refused_before_anything_runs(lacks, message, monkeypatch,
-                                                                                       tmp_path):  # fmt: skip
+@pytest.mark.parametrize(
+    ("lacks", "message"),
+    [
+        ("compiler", "UH_COMPILE='1' needs a C compiler (gcc or clang, or CC) to build torch.compile's kernels"),
+        ("headers", "UH_COMPILE='1' needs Python's headers ("),
+    ],
+)
+def test_uh_compile_on_a_host_that_cannot_build_kernels_is_refused_before_anything_runs(
+    lacks, message, monkeypatch, tmp_path
+):
     """The image has no C compiler and no Python.h: torch.compile would fail inside the first task's fit."""
     import shutil
     import sysconfig

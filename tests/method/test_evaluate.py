@@ -58,9 +58,12 @@ def test_prototypes_average_the_active_exemplars_only(seen):
 
 @pytest.mark.parametrize(
     ("fault", "words"),
-    [("empty", "holds no exemplar of class 4 (task 3)"), ("dropped", "holds no exemplar of class 4 (task 3)"),
-     ("unseen", "holds exemplars of the unseen class 6 (task 4)")],
-)  # fmt: skip
+    [
+        ("empty", "holds no exemplar of class 4 (task 3)"),
+        ("dropped", "holds no exemplar of class 4 (task 3)"),
+        ("unseen", "holds exemplars of the unseen class 6 (task 4)"),
+    ],
+)
 def test_nme_refuses_a_memory_without_an_exemplar_of_every_seen_class(seen, fault, words):
     """A seen class with no exemplar would average to a NaN prototype that takes every test image; a class left
     out of the memory would shift every later class's label: NME refuses both in one line, naming the class."""

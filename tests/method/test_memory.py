@@ -160,8 +160,11 @@ def test_no_replay_memory_is_empty():
 
 
 def test_no_item_shared_between_classes_in_any_policy():
-    for memory in [ICaRL(60, torch.Generator()), StaticBank(60, torch.Generator()),
-                   UniformHerding(60, torch.Generator(), 3, "herding")]:
+    for memory in [
+        ICaRL(60, torch.Generator()),
+        StaticBank(60, torch.Generator()),
+        UniformHerding(60, torch.Generator(), 3, "herding"),
+    ]:
         for _ in run_policy(memory):  # after every task, not only the last
             for a, b in itertools.combinations(memory.active, 2):
                 assert not set(memory.active[a].tolist()) & set(memory.active[b].tolist())
@@ -175,8 +178,13 @@ def drifting_tasks(n_tasks: int = 4, per_task: int = 3, per_class: int = 40, d: 
     does: (each class's items, [(the task's new classes, the features at its boundary)] per task)."""
     gen = torch.Generator().manual_seed(0)
     items = torch.arange(n_tasks * per_task * per_class).split(per_class)
-    tasks = [({c: items[c] for c in range(t * per_task, (t + 1) * per_task)},
-              torch.randn(n_tasks * per_task * per_class, d, generator=gen)) for t in range(n_tasks)]  # fmt: skip
+    tasks = [
+        (
+            {c: items[c] for c in range(t * per_task, (t + 1) * per_task)},
+            torch.randn(n_tasks * per_task * per_class, d, generator=gen),
+        )
+        for t in range(n_tasks)
+    ]
     return items, tasks
 
 
@@ -379,13 +387,22 @@ def test_reservoir_may_leave_a_seen_class_without_an_exemplar():
 def memory_after_every_task(cfg: config.Config) -> list:
     """What `cfg`'s memory holds after every task of the drifting stream: active sets and candidate pool size."""
     memory = make_memory(cfg, torch.Generator().manual_seed(1))
-    return [({c: a.tolist() for c, a in memory.active.items()}, memory.pool_size()) for *_, in drifting_stream(memory)]
+    return [
+        ({c: a.tolist() for c, a in memory.active.items()}, memory.pool_size()) for (*_,) in drifting_stream(memory)
+    ]
 
 
 def stream_config(name: str, **changes) -> config.Config:
     """A config of the drifting stream's sizes (4 tasks x 3 classes of 40 items), M unscaled, memory=`name`."""
-    return dataclasses.replace(resolve("B3", "smoke"), memory=name, n_tasks=4, classes_per_task=3,
-                               train_per_class=40, memory_scale=1.0, **changes)  # fmt: skip
+    return dataclasses.replace(
+        resolve("B3", "smoke"),
+        memory=name,
+        n_tasks=4,
+        classes_per_task=3,
+        train_per_class=40,
+        memory_scale=1.0,
+        **changes,
+    )
 
 
 @pytest.mark.parametrize("name", [name for name, policy in POLICIES.items() if "M" in policy.reads])
@@ -394,8 +411,9 @@ def test_every_policy_keeps_the_same_memory_beyond_the_budget_level_says(name):
     M = 480 and M = 505 are one run; one item less is another."""
     ceiling = level("M", stream_config(name, M=10**6))
     assert ceiling == 480
-    at, beyond, below = (memory_after_every_task(stream_config(name, M=m))
-                         for m in (ceiling, ceiling + 25, ceiling - 1))  # fmt: skip
+    at, beyond, below = (
+        memory_after_every_task(stream_config(name, M=m)) for m in (ceiling, ceiling + 25, ceiling - 1)
+    )
     assert at == beyond and at != below
 
 
@@ -404,6 +422,8 @@ def test_uniform_herding_keeps_the_same_memory_beyond_the_rho_level_says():
     rho = 11 are one run (the same pools, the same exemplars); rho = 7 is another."""
     ceiling = level("rho", stream_config("uniform_herding", M=60, rho=10**6))
     assert ceiling == 8
-    at, beyond, below = (memory_after_every_task(stream_config("uniform_herding", M=60, rho=r))
-                         for r in (ceiling, ceiling + 3, ceiling - 1))  # fmt: skip
+    at, beyond, below = (
+        memory_after_every_task(stream_config("uniform_herding", M=60, rho=r))
+        for r in (ceiling, ceiling + 3, ceiling - 1)
+    )
     assert at == beyond and at != below

@@ -14,8 +14,9 @@ from uniform_herding.method.memory import make_memory
 from uniform_herding.method.model import Learner
 from uniform_herding.method.train import TaskStats
 
-HEALTHY = TaskStats(steps=3, skipped_steps=0, loss_scale=None, epoch_loss=[1.0], last_finite_loss=1.0,
-                    weights_finite=True)  # fmt: skip
+HEALTHY = TaskStats(
+    steps=3, skipped_steps=0, loss_scale=None, epoch_loss=[1.0], last_finite_loss=1.0, weights_finite=True
+)
 
 
 def recorded_task(t: int, run_id: str, stats: TaskStats, tiny_stream, monkeypatch) -> list[str]:
@@ -40,8 +41,9 @@ def recorded_task(t: int, run_id: str, stats: TaskStats, tiny_stream, monkeypatc
     return calls
 
 
-@pytest.mark.parametrize(("t", "run_id", "teacher"), [(0, "B3", False), (1, "B3", True), (1, "B1", True),
-                                                      (1, "a1", False), (1, "B2", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("t", "run_id", "teacher"), [(0, "B3", False), (1, "B3", True), (1, "B1", True), (1, "a1", False), (1, "B2", False)]
+)
 def test_a_task_takes_the_papers_steps_in_section_3s_order(t, run_id, teacher, tiny_stream, monkeypatch):
     """The teacher is snapshot before the head grows, and only where the loss distils (KD with lambda > 0, iCaRL's
     BCE) from task 1 on; the memory is refreshed after the fit, in the representation it learned; R's row is last."""
@@ -68,7 +70,8 @@ def test_new_rows_are_imprinted_from_the_new_classes_mean_features_from_task_1(r
     task.grow_head(learner, stream, t, cfg)
     rows = learner.head.weight[cfg.classes_per_task * t :].detach()
     assert learner.head.n_classes == cfg.classes_per_task * (t + 1)
-    features = [evaluate.features(learner, stream, stream.train_x[stream.class_items[c]], 64)
-                for c in stream.classes(t)]  # fmt: skip
+    features = [
+        evaluate.features(learner, stream, stream.train_x[stream.class_items[c]], 64) for c in stream.classes(t)
+    ]
     means = F.normalize(torch.stack([F.normalize(f, dim=1).mean(0) for f in features]), dim=1)
     assert torch.allclose(rows, means, atol=1e-6) is imprinted

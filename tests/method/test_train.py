@@ -98,8 +98,7 @@ def test_learner_trains_in_train_mode_after_an_evaluation(tiny_stream):
     learner.eval()
     seen = []
     watch = Watch(after_backward=lambda student: seen.append((student.training, teacher.training)))
-    fit_task(cfg, learner, teacher, stream, None, stream.train_items(0), torch.Generator().manual_seed(0),
-             watch=watch)  # fmt: skip
+    fit_task(cfg, learner, teacher, stream, None, stream.train_items(0), torch.Generator().manual_seed(0), watch=watch)
     assert seen and all(student and not teach for student, teach in seen)
     running = learner.backbone.stem[1].running_mean
     assert not torch.equal(running, torch.zeros_like(running))  # BatchNorm statistics moved
@@ -145,14 +144,16 @@ def test_replay_draws_b_items_uniformly_with_replacement_from_the_stored_items(t
 def test_divergence_guard(stats, reason):
     from uniform_herding.method.train import TaskStats
 
-    base = dict(steps=2520, skipped_steps=3, loss_scale=2.0**14, epoch_loss=[1.0], last_finite_loss=1.0,
-                weights_finite=True)  # fmt: skip
+    base = dict(
+        steps=2520, skipped_steps=3, loss_scale=2.0**14, epoch_loss=[1.0], last_finite_loss=1.0, weights_finite=True
+    )
     assert TaskStats(**{**base, **stats}).divergence() == reason
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize(("mode", "replays"), [(None, False), ("default", False), ("reduce-overhead", True),
-                                               ("max-autotune", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "replays"), [(None, False), ("default", False), ("reduce-overhead", True), ("max-autotune", True)]
+)
 def test_every_mode_that_replays_cuda_graphs_marks_each_training_step(mode, replays, tiny_stream, monkeypatch):
     """max-autotune replays CUDA graphs as reduce-overhead does: each step must mark a new iteration
     (torch.compiler.cudagraph_mark_step_begin) so the last step's graph outputs may be overwritten."""
@@ -207,8 +208,9 @@ def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
 
 @pytest.mark.trains
 @pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
-def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(precision, tiny_stream,
-                                                                          gpu_like_fp16_conv, monkeypatch):  # fmt: skip
+def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(
+    precision, tiny_stream, gpu_like_fp16_conv, monkeypatch
+):
     """Each step, in one function (train.step): the backward, on the fp16 path the unscale, the gradient-norm clip
     at cfg.grad_clip, the optimiser's step; recorded at the calls, with the train.py function that made them."""
     import sys
@@ -230,13 +232,21 @@ def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(precis
     monkeypatch.setattr(torch.Tensor, "backward", spy("backward", torch.Tensor.backward))
     monkeypatch.setattr(torch.amp.GradScaler, "unscale_", spy("unscale", torch.amp.GradScaler.unscale_))
     clip = torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy("clip", lambda params, max_norm: (
-        calls.append(("max_norm", max_norm)), clip(params, max_norm))[1]))  # fmt: skip
+    monkeypatch.setattr(
+        torch.nn.utils,
+        "clip_grad_norm_",
+        spy("clip", lambda params, max_norm: (calls.append(("max_norm", max_norm)), clip(params, max_norm))[1]),
+    )
     monkeypatch.setattr(torch.optim.SGD, "step", spy("step", torch.optim.SGD.step))
     cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     train.fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
-    one = [("backward", "step"), *([("unscale", "step")] if precision == "16-mixed" else []),
-           ("clip", "step"), ("max_norm", cfg.grad_clip), ("step", "step")]  # fmt: skip
+    one = [
+        ("backward", "step"),
+        *([("unscale", "step")] if precision == "16-mixed" else []),
+        ("clip", "step"),
+        ("max_norm", cfg.grad_clip),
+        ("step", "step"),
+    ]
     assert calls == one * 6
 
 
@@ -293,8 +303,13 @@ def test_each_loss_term_equals_the_papers_equation_in_plain_arithmetic():
         return [v - log_sum for v in row]
 
     # CE with the cosine margin: s*m off the target logit only, then -log softmax at the target
-    ce = -sum(log_softmax([v - (s * m if j == t else 0.0) for j, v in enumerate(row)])[t]
-              for row, t in zip(z, y, strict=True)) / 2  # fmt: skip
+    ce = (
+        -sum(
+            log_softmax([v - (s * m if j == t else 0.0) for j, v in enumerate(row)])[t]
+            for row, t in zip(z, y, strict=True)
+        )
+        / 2
+    )
     logits, target = torch.tensor(z), torch.tensor(y)
     torch_ce = F.cross_entropy(margin_logits(logits, target, s, m), target)
     assert torch_ce.item() == pytest.approx(ce, rel=1e-6)
@@ -310,6 +325,7 @@ def test_each_loss_term_equals_the_papers_equation_in_plain_arithmetic():
     bce = 0.0
     for row, t, teacher_row in zip(z, y, teacher, strict=True):
         targets = [sigmoid(teacher_row[0]), sigmoid(teacher_row[1]), 1.0 if t == 2 else 0.0]
-        bce -= sum(q * math.log(sigmoid(v)) + (1 - q) * math.log(1 - sigmoid(v))
-                   for v, q in zip(row, targets, strict=True))  # fmt: skip
+        bce -= sum(
+            q * math.log(sigmoid(v)) + (1 - q) * math.log(1 - sigmoid(v)) for v, q in zip(row, targets, strict=True)
+        )
     assert icarl_bce(logits, target, torch.tensor(teacher)).item() == pytest.approx(bce / 6, rel=1e-6)

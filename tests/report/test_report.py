@@ -39,8 +39,20 @@ from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize
 from uniform_herding.verdict.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
-SYNTHETIC = [("B3", 2023), ("B1", 1993), ("B1", 2023), ("a1", 1993), ("a1", 2023), ("a2", 1993),
-             ("a3", 1993), ("a4", 1993), ("s1", 1993), ("s3", 1993), ("s4", 2023), ("B0", 42)]
+SYNTHETIC = [
+    ("B3", 2023),
+    ("B1", 1993),
+    ("B1", 2023),
+    ("a1", 1993),
+    ("a1", 2023),
+    ("a2", 1993),
+    ("a3", 1993),
+    ("a4", 1993),
+    ("s1", 1993),
+    ("s3", 1993),
+    ("s4", 2023),
+    ("B0", 42),
+]
 MISSING = "B2"
 
 
@@ -52,9 +64,14 @@ def fake_result(run_id: str, seed: int, profile: str, T: int, metrics: dict | No
     R = matrix_with(metrics["acc"], metrics["forgetting"], metrics["bwt"], T) if metrics else metric.square(R)
     metrics = metrics or {name: m.of(R) for name, m in metric.PAPER.items()}
     return {
-        "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
+        "config_version": CONFIG_VERSION,
+        "run_id": run_id,
+        "seed": seed,
+        "profile": profile,
         "config": resolve(run_id, profile).to_dict(),
-        "R": R, "metrics": metrics, "wall_s": float(rng.uniform(10, 20)),
+        "R": R,
+        "metrics": metrics,
+        "wall_s": float(rng.uniform(10, 20)),
         "environment": {"device": "cpu"},
     }
 
@@ -150,8 +167,12 @@ def test_tables_print_the_aggregated_numbers(smoke: Path) -> None:
     t2 = {row[0]: row[1:] for row in md_rows(tables / "t2_ablations.md")}
     for run_id, name in T2_VARIANTS.items():
         d = deltas.loc[run_id]
-        assert t2[name] == [pm(summary, run_id, "acc"), pm(summary, run_id, "forgetting"),
-                            f"{d['acc']:+.2f}", f"{d['forgetting']:+.2f}"]
+        assert t2[name] == [
+            pm(summary, run_id, "acc"),
+            pm(summary, run_id, "forgetting"),
+            f"{d['acc']:+.2f}",
+            f"{d['forgetting']:+.2f}",
+        ]
     t3 = [row[2:] for row in md_rows(tables / "t3_resource_sensitivity.md")]
     assert t3[0][:2] == [pm(summary, "s1", "acc"), pm(summary, "s1", "forgetting")]
     assert t3[1] == [pm(summary, "B3", "acc"), pm(summary, "B3", "forgetting"), "0.00", "0.00"]
@@ -193,23 +214,29 @@ def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
     printed = pd.read_csv(ROOT / "expected_results" / "paper_t1.csv", dtype=str)
     t1 = {row[0]: row[1:] for row in md_rows(tables / "t1_main.md")}
     for row in printed.itertuples():
-        assert t1[RUNS[row.run_id].name] == [f"{row.acc_mean} ± {row.acc_std}",
-                                             f"{row.forgetting_mean} ± {row.forgetting_std}",
-                                             f"{row.bwt_mean} ± {row.bwt_std}"]
+        assert t1[RUNS[row.run_id].name] == [
+            f"{row.acc_mean} ± {row.acc_std}",
+            f"{row.forgetting_mean} ± {row.forgetting_std}",
+            f"{row.bwt_mean} ± {row.bwt_std}",
+        ]
     t2 = (tables / "t2_ablations.tex").read_text()
     assert r"Without KD & $42.52\pm0.61$ & $28.88\pm0.19$ & $-1.48$ & $+11.66$ \\" in t2
     t3 = (tables / "t3_resource_sensitivity.tex").read_text()
     assert r"Active budget & 2,000 & $44.00\pm0.51$ & $17.22\pm0.43$ & $0.00$ & $0.00$ \\" in t3
-    assert "| 2,000 | 200 | 100 | 66–67 | 50 | 40 | 33–34 | 28–29 | 25 | 22–23 | 20 |" in (
-        tables / "quotas.md"
-    ).read_text()
+    assert (
+        "| 2,000 | 200 | 100 | 66–67 | 50 | 40 | 33–34 | 28–29 | 25 | 22–23 | 20 |"
+        in (tables / "quotas.md").read_text()
+    )
     summary = (paper / "report" / "summary.md").read_text()
     assert "NOT REPLICATED" not in summary and "| B3 | Uniform Herding | 1993, 2023, 42 | 44.00" in summary
     assert re.search(r"\| C1 \| UNDECIDED \(look 1 of 5", summary) and "Verdict: UNDECIDED" in summary
     assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 5" in summary  # the same line as `uh check`
     # the metric checks, as `uh check` prints them: the verdict, then the Welch interval and the TOST statement
-    assert re.search(r"\| B3 \| ACC \| 44\.00 \| 44\.00 \| \+0\.00 \| [\d.]+ \| REPLICATED \| 3/3 \| "
-                     r"\[-1\.41, \+1\.41\] \| equivalent at 90%", summary)  # fmt: skip
+    assert re.search(
+        r"\| B3 \| ACC \| 44\.00 \| 44\.00 \| \+0\.00 \| [\d.]+ \| REPLICATED \| 3/3 \| "
+        r"\[-1\.41, \+1\.41\] \| equivalent at 90%",
+        summary,
+    )
     # the interval at the look's level: 98.04% for a one-sided test at 0.0098
     assert "98.04% t-interval [-2.26, +5.61] (2 df), one-sided p 0.048: undecided at alpha 0.0098" in summary
     html_text = (paper / "report" / "summary.html").read_text()
@@ -228,8 +255,10 @@ def test_the_report_says_which_look_left_a_claim_undecided(tmp_path: Path) -> No
         write(results, fake_result(row.run_id, row.seed, "paper", 10, metrics))
     write_report(results, results / "report", echo=lambda _: None)
     summary = (results / "report" / "summary.md").read_text()
-    assert ("| C3 | UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds seeds 1, 2 for "
-            "B3, a4; its undecided comparisons point for the claim) |") in summary
+    assert (
+        "| C3 | UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds seeds 1, 2 for "
+        "B3, a4; its undecided comparisons point for the claim) |"
+    ) in summary
     assert "Verdict: UNDECIDED (C1 UNDECIDED at look 1 of 5; C3 UNDECIDED at look 1 of 5" in summary
     assert '<span class="noise">UNDECIDED</span>' in (results / "report" / "summary.html").read_text()
 
@@ -337,8 +366,10 @@ def refresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("refresh") / "results"
     for run_id, values in REFRESH.items():
         for seed, (acc, forgetting) in zip((1993, 2023, 42), values, strict=False):
-            write(results, fake_result(run_id, seed, "smoke", 5, {"acc": acc, "forgetting": forgetting,
-                                                                  "bwt": -forgetting}))
+            write(
+                results,
+                fake_result(run_id, seed, "smoke", 5, {"acc": acc, "forgetting": forgetting, "bwt": -forgetting}),
+            )
     write_report(results, results / "report", echo=lambda _: None)
     return results
 
@@ -464,8 +495,10 @@ def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Pat
     write_report(results, results / "report", echo=lines.append)
     figures = {p.name for p in (results / "report" / "figures").glob("*.png")}
     assert {"fig_sweep_rho.png", "fig_variants.png"} <= figures and "fig_refresh_isolation.png" not in figures
-    assert any(line.startswith("left out ") and "fig_refresh_isolation (needs one of: r2 & r1, B3 & r2" in line
-               for line in lines)  # fmt: skip
+    assert any(
+        line.startswith("left out ") and "fig_refresh_isolation (needs one of: r2 & r1, B3 & r2" in line
+        for line in lines
+    )
     assert "Left out " in (results / "report" / "summary.md").read_text()
 
 
@@ -478,13 +511,22 @@ def test_a_figure_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path
         write(results, fake_result("B3", seed, "smoke", 5))
     write_report(results, results / "report", echo=lines.append)
     drawn = {p.stem for p in (results / "report" / "figures").glob("*.png")}
-    assert drawn == {"fig_per_task_accuracy", "fig_forgetting_by_task", "fig_forgetting_heatmap", "fig_evolution_B3",
-                     "fig_accuracy_vs_forgetting"}  # fmt: skip
+    assert drawn == {
+        "fig_per_task_accuracy",
+        "fig_forgetting_by_task",
+        "fig_forgetting_heatmap",
+        "fig_evolution_B3",
+        "fig_accuracy_vs_forgetting",
+    }
     (line,) = [x for x in lines if x.startswith("left out") and "figure(s)" in x]  # the tables have a line of their own
     assert line.startswith("left out 6 figure(s) whose runs are not in these results: ")
-    for needs in ("fig_kd_slopes (needs B3 & a1)", "fig_component_attribution (needs one of: B3 & a1, B3 & a2",
-                  "fig_resource_sensitivity (needs one of: s1 & B3", "fig_evolution_B1 (needs B1)",
-                  "fig_training_loss (needs one of: B0, B1"):  # fmt: skip
+    for needs in (
+        "fig_kd_slopes (needs B3 & a1)",
+        "fig_component_attribution (needs one of: B3 & a1, B3 & a2",
+        "fig_resource_sensitivity (needs one of: s1 & B3",
+        "fig_evolution_B1 (needs B1)",
+        "fig_training_loss (needs one of: B0, B1",
+    ):
         assert needs in line, needs
     runs = load_runs(results)
     for spec in FIGURES:
@@ -521,7 +563,7 @@ def test_every_reported_metric_is_shown_for_every_run_with_its_docstrings_defini
         variant = write_variant(results, "B3+rho=5", seed)
     write_report(results, results / "report", echo=lambda _: None)
     summary = (results / "report" / "summary.md").read_text()
-    section = summary[summary.index("## Metrics beyond the paper's"):]
+    section = summary[summary.index("## Metrics beyond the paper's") :]
     assert f"| Run | Configuration | Seeds | {' | '.join(m.upper() for m in REPORTED)} |" in section
     summary_table = summarize(load_runs(results).per_seed)
     for run_id in ("B3", variant):
@@ -529,7 +571,7 @@ def test_every_reported_metric_is_shown_for_every_run_with_its_docstrings_defini
         assert row[3:] == [pm(summary_table, run_id, m) for m in REPORTED], run_id
     for name, declared in {**PAPER, **REPORTED}.items():
         assert declared.definition in summary, name
-    assert f"| {variant} |" in summary[summary.index("## Metrics: re-run"):summary.index("## Metrics beyond")]
+    assert f"| {variant} |" in summary[summary.index("## Metrics: re-run") : summary.index("## Metrics beyond")]
 
 
 def md_rows_of(text: str) -> list[list[str]]:
@@ -593,8 +635,11 @@ def test_a_sweep_figure_shows_each_points_paired_interval_against_the_lines_refe
         values = runs.per_seed.loc[runs.per_seed["run_id"] == b3, name]
         assert band.get_label() == "B3's seed band: mean ± std over its 3 seeds"
         assert band.get_y() == pytest.approx(values.mean() - values.std(ddof=0))
-        bars = {next(iter(x.get_xdata())): tuple(x.get_ydata()) for x in ax.get_lines()
-                if x.get_label().startswith("paired 95% t-interval vs B3")}  # fmt: skip
+        bars = {
+            next(iter(x.get_xdata())): tuple(x.get_ydata())
+            for x in ax.get_lines()
+            if x.get_label().startswith("paired 95% t-interval vs B3")
+        }
         for x, run_id in ((1.0, r2), (5.0, rho5)):
             low, high = t_interval(tuple(paired(runs.per_seed, run_id, b3, name)))
             assert bars[x] == pytest.approx((values.mean() + low, values.mean() + high)), (name, run_id)
@@ -640,7 +685,8 @@ def test_with_base_a1_the_sweep_figure_and_the_variants_table_compare_with_a1(tm
         bars = {next(iter(x.get_xdata())) for x in ax.get_lines() if x.get_label().startswith("paired 95% t-interval")}
         assert bars == {1.0, 2.0, 4.0}  # B3 at its 2.0 too: every point against a1
         assert {x.get_label() for x in ax.get_lines() if "t-interval" in x.get_label()} == {
-            "paired 95% t-interval vs a1 (3 seeds)"}
+            "paired 95% t-interval vs a1 (3 seeds)"
+        }
 
 
 def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_path: Path) -> None:
@@ -683,16 +729,23 @@ def test_a_table_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path)
         write(results, fake_result("B3", seed, "smoke", 5))
     write_report(results, results / "report", echo=lines.append)
     tables = results / "report" / "tables"
-    assert {p.stem for p in tables.glob("*.md")} == {"t1_main", "t3_resource_sensitivity", "per_seed", "compute",
-                                                     "quotas"}  # fmt: skip
+    assert {p.stem for p in tables.glob("*.md")} == {
+        "t1_main",
+        "t3_resource_sensitivity",
+        "per_seed",
+        "compute",
+        "quotas",
+    }
     assert {p.stem for p in tables.glob("*.tex")} == {p.stem for p in tables.glob("*.md")}
     (line,) = [x for x in lines if x.startswith("left out") and "table" in x]
-    assert line == ("left out 2 table(s) whose runs are not in these results: t2_ablations (needs one of: a1, a2, "
-                    "a3, a4); t4_refresh_isolation (needs one of: r2 & r1, B3 & r2, B3 & r1, r3 & B1)")  # fmt: skip
+    assert line == (
+        "left out 2 table(s) whose runs are not in these results: t2_ablations (needs one of: a1, a2, "
+        "a3, a4); t4_refresh_isolation (needs one of: r2 & r1, B3 & r2, B3 & r1, r3 & B1)"
+    )
     t1 = {row[0]: row[1:] for row in md_rows(tables / "t1_main.md")}
     assert t1[RUNS["B1"].name] == ["—"] * 3 and "—" not in t1[RUNS["B3"].name]
     summary = (results / "report" / "summary.md").read_text()
-    tables_section = summary[summary.index("## Tables"):]
+    tables_section = summary[summary.index("## Tables") :]
     assert "tab:t2-component-ablations" not in tables_section and "tab:t4-refresh-isolation" not in tables_section
     assert "tab:t1-master-results: tables/t1_main.md" in tables_section
     assert "Left out 2 table(s)" in tables_section
@@ -702,8 +755,10 @@ def test_a_table_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path)
         write_variant(own, "B3+rho=5", seed)
     write_report(own, own / "report", echo=lines.append)
     assert {p.stem for p in (own / "report" / "tables").glob("*.md")} == {"quotas", "variants"}
-    assert any(x.startswith("left out 6 table(s) whose runs are not in these results: t1_main (needs one of: B1, B2, "
-                            "B3)") for x in lines), lines  # fmt: skip
+    assert any(
+        x.startswith("left out 6 table(s) whose runs are not in these results: t1_main (needs one of: B1, B2, B3)")
+        for x in lines
+    ), lines
 
 
 def test_a_one_seed_mean_shows_n_1_never_a_zero_std(tmp_path: Path) -> None:
@@ -760,8 +815,9 @@ def test_the_summarys_verdict_gives_no_badge_to_results_of_other_code(tmp_path: 
     paper = read_per_seed_csv(ROOT / "expected_results" / "paper_per_seed.csv")
     table = next_look(next_look(paper, ["B1", "B3", "a4"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
     for row in table.itertuples():
-        body = fake_result(row.run_id, row.seed, "paper", 10, {"acc": row.acc, "forgetting": row.forgetting,
-                                                                "bwt": row.bwt})  # fmt: skip
+        body = fake_result(
+            row.run_id, row.seed, "paper", 10, {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt}
+        )
         write(tmp_path, body | {"provenance": {"code_sha256": code_hash(), "tree_modified": None}})
     assert verdicts(load_runs(tmp_path)).overall == "RESULTS REPLICATED (ACM v1.1)"
     write(tmp_path, fake_result("B0", 1993, "paper", 10, table.iloc[0][["acc", "forgetting", "bwt"]].to_dict()))

@@ -16,9 +16,16 @@ CU128 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"] 
 
 @pytest.mark.parametrize(
     ("gpu", "capability", "usable"),
-    [("V100", (7, 0), False), ("T4", (7, 5), True), ("A100", (8, 0), True), ("L40S", (8, 9), True),
-     ("H100", (9, 0), True), ("a later major, through PTX", (13, 0), True), ("P100", (6, 0), False)],
-)  # fmt: skip
+    [
+        ("V100", (7, 0), False),
+        ("T4", (7, 5), True),
+        ("A100", (8, 0), True),
+        ("L40S", (8, 9), True),
+        ("H100", (9, 0), True),
+        ("a later major, through PTX", (13, 0), True),
+        ("P100", (6, 0), False),
+    ],
+)
 def test_which_gpus_the_papers_cu128_build_runs_on(gpu, capability, usable):
     """A cubin for sm_XY runs on X.Y' with Y' >= Y; PTX (compute_XY) on any later capability."""
     assert devices.arch_supported(capability, CU128) is usable
@@ -94,8 +101,10 @@ def test_a_gpu_without_kernels_in_this_build_is_named(monkeypatch):
 
 def test_the_driver_version_is_read_from_the_kernel_module(tmp_path):
     proc = tmp_path / "version"
-    proc.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
-                    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")  # fmt: skip
+    proc.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
     assert devices.driver_version(proc) == "550.54.15"
 
 
@@ -105,9 +114,23 @@ def test_uh_run_of_the_paper_profile_on_this_cpu_refuses_at_once_and_writes_noth
     if devices.gpu_problem() is None:
         pytest.skip("this host has a usable GPU")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "uniform_herding", "run", "B3", "--data-dir", str(tmp_path / "d"),
-                          "--results-dir", str(tmp_path / "r")], capture_output=True, text=True, env=env,
-                         timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uniform_herding",
+            "run",
+            "B3",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 1, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: profile 'paper' trains at the paper's size"), lines
@@ -116,11 +139,26 @@ def test_uh_run_of_the_paper_profile_on_this_cpu_refuses_at_once_and_writes_noth
 
 
 def test_uh_run_device_cuda_without_a_gpu_is_one_line(no_gpu, tmp_path):
-    res = CliRunner().invoke(main, ["run", "B0", "--profile", "smoke", "--device", "cuda", "--results-dir",
-                                    str(tmp_path / "r"), "--data-dir", str(tmp_path / "d")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B0",
+            "--profile",
+            "smoke",
+            "--device",
+            "cuda",
+            "--results-dir",
+            str(tmp_path / "r"),
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+    )
     assert res.exit_code == 1
-    assert res.output.strip() == "Error: --device cuda: no NVIDIA GPU is visible (no driver found); run on a host " \
-                                 "whose GPU torch can use"  # fmt: skip
+    assert (
+        res.output.strip() == "Error: --device cuda: no NVIDIA GPU is visible (no driver found); run on a host "
+        "whose GPU torch can use"
+    )
     assert not (tmp_path / "r").exists() and not (tmp_path / "d").exists()
 
 

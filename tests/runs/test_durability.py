@@ -91,8 +91,18 @@ def test_a_checkpoint_of_another_precision_is_refused_with_how_to_resume(tmp_pat
     """--precision 16-mixed after a 32-true start would mix rounding regimes in one result."""
     from uniform_herding.cli import main
 
-    args = ["run", "B0", "--profile", "smoke", "--seed", "3", "--data-dir", str(tmp_path / "d"),
-            "--results-dir", str(tmp_path / "r")]  # fmt: skip
+    args = [
+        "run",
+        "B0",
+        "--profile",
+        "smoke",
+        "--seed",
+        "3",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--results-dir",
+        str(tmp_path / "r"),
+    ]
     folder = tmp_path / "r" / "B0" / "seed-3"
     child = subprocess.Popen([sys.executable, "-m", "uniform_herding", *args], stdout=subprocess.PIPE, text=True)
     for line in child.stdout:  # stop once task 1 is checkpointed

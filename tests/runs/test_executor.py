@@ -21,8 +21,13 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def uh_run(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "uniform_herding", "run", *args, "--profile", "smoke"],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "uniform_herding", "run", *args, "--profile", "smoke"],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def assert_one_at_a_time_results(results: Path, seeds: tuple[int, ...], one_at_a_time) -> None:
@@ -73,8 +78,19 @@ def alive(pid: int) -> bool:
 def test_two_seeds_at_once_give_the_one_at_a_time_results(tmp_path, one_at_a_time):
     """Two local submitit jobs at once give exactly what one run at a time gives on the same machine."""
     results = tmp_path / "results"
-    proc = uh_run("B0", "--seed", "1993", "--seed", "2023", "--jobs", "2",
-                  "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    proc = uh_run(
+        "B0",
+        "--seed",
+        "1993",
+        "--seed",
+        "2023",
+        "--jobs",
+        "2",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    )
     output, _ = proc.communicate()
     assert proc.returncode == 0, output
     for seed in (1993, 2023):
@@ -103,8 +119,19 @@ def test_nothing_new_starts_after_a_failure(tmp_path):
 def test_sigterm_reaches_every_job_which_keeps_its_checkpoint(tmp_path):
     """Two smoke seeds at once, SIGTERM to `uh run` after both finished a task: exit 143, checkpoints kept."""
     results = tmp_path / "results"
-    proc = uh_run("B0", "--seed", "1", "--seed", "2", "--jobs", "2",
-                  "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    proc = uh_run(
+        "B0",
+        "--seed",
+        "1",
+        "--seed",
+        "2",
+        "--jobs",
+        "2",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    )
     read_until(proc, lambda lines: all(any(f"seed {s} task 1/" in line for line in lines) for s in (1, 2)))
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=120)[0]
@@ -119,8 +146,9 @@ def test_sigterm_reaches_every_job_which_keeps_its_checkpoint(tmp_path):
 def test_a_killed_parent_leaves_no_orphan_run(tmp_path):
     """SIGKILL to `uh run --executor local`: its job stops by itself within seconds, keeping its checkpoint."""
     results = tmp_path / "results"
-    proc = uh_run("B0", "--seed", "3", "--executor", "local",
-                  "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    proc = uh_run(
+        "B0", "--seed", "3", "--executor", "local", "--data-dir", str(tmp_path / "data"), "--results-dir", str(results)
+    )
     read_until(proc, lambda lines: "task 1/" in lines[-1])
     (entry,) = jobs_of(results)
     controller = int(entry["job_id"])
@@ -141,8 +169,17 @@ def test_submitit_interrupt_requeues_and_the_run_resumes_to_the_same_result(tmp_
     """submitit's pre-emption signal (USR2) to a local job after task 1: RunPair.checkpoint requeues it, the
     restarted job resumes from the per-task checkpoint and ends with the one-at-a-time result."""
     results = tmp_path / "results"
-    proc = uh_run("B0", "--seed", "1993", "--executor", "local",
-                  "--data-dir", str(tmp_path / "data"), "--results-dir", str(results))  # fmt: skip
+    proc = uh_run(
+        "B0",
+        "--seed",
+        "1993",
+        "--executor",
+        "local",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results-dir",
+        str(results),
+    )
     read_until(proc, lambda lines: "task 1/" in lines[-1])
     (entry,) = jobs_of(results)
     (job,) = children(int(entry["job_id"]))
@@ -193,7 +230,22 @@ def test_slurm_without_sbatch_is_one_line(tmp_path, monkeypatch):
     from uniform_herding.cli import main
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
-    out = CliRunner().invoke(main, ["run", "B0", "--seed", "1", "--profile", "smoke", "--executor", "slurm",
-                                    "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "r")])
+    out = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B0",
+            "--seed",
+            "1",
+            "--profile",
+            "smoke",
+            "--executor",
+            "slurm",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+    )
     assert out.exit_code == 1 and "needs Slurm's sbatch on the PATH" in out.output, out.output
     assert not (tmp_path / "r").exists()

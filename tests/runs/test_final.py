@@ -24,8 +24,13 @@ def finished(fresh, run_id: str = "B3"):
     for t in range(cfg.n_tasks):
         new = {c: torch.arange(100 * c, 100 * c + 100) for c in range(2 * t, 2 * t + 2)}
         memory.refresh(new, lambda items: items.double()[:, None] % 7)
-    result = {"run_id": run_id, "seed": SEED, "profile": "smoke", "config": cfg.to_dict(),
-              "environment": {"data_md5": "0" * 32}}  # fmt: skip
+    result = {
+        "run_id": run_id,
+        "seed": SEED,
+        "profile": "smoke",
+        "config": cfg.to_dict(),
+        "environment": {"data_md5": "0" * 32},
+    }
     return cfg, learner, memory, result
 
 

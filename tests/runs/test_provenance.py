@@ -42,16 +42,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c",
-                           "init.defaultBranch=main", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def make_checkout(where: Path) -> Path:
     """A git repository holding this checkout's package (no build output), constraints.txt, the README and the
     project's .gitignore, committed: a checkout whose state the test, not the developer, decides."""
-    shutil.copytree(ROOT / "src" / "uniform_herding", where / "src" / "uniform_herding",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
+    shutil.copytree(
+        ROOT / "src" / "uniform_herding",
+        where / "src" / "uniform_herding",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     for name in ("constraints.txt", ".gitignore", "README.md"):
         shutil.copy(ROOT / name, where / name)
     git(where, "init", "-q")
@@ -88,17 +95,35 @@ def test_the_code_hash_is_the_same_here_in_a_clone_and_in_an_unpacked_archive(
     here, head = code_hash(), git(repo, "rev-parse", "HEAD").strip()
     assert code_hash(package(repo), repo) == here
     git(tmp_path, "clone", "-q", str(repo), "clone")
-    assert code_of(tmp_path / "clone") == ({
-        "code_sha256": here, "code_files": len(code_files()), "git_revision": head, "git_revision_verified": True,
-        "tree_modified": False, "diff_sha256": None, "unhashed_code": []}, None)  # fmt: skip
+    assert code_of(tmp_path / "clone") == (
+        {
+            "code_sha256": here,
+            "code_files": len(code_files()),
+            "git_revision": head,
+            "git_revision_verified": True,
+            "tree_modified": False,
+            "diff_sha256": None,
+            "unhashed_code": [],
+        },
+        None,
+    )
     archive = tmp_path / "archive"
     archive.mkdir()
     tar = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(archive)], input=tar, check=True)
     assert not (archive / ".git").exists()
-    assert code_of(archive) == ({
-        "code_sha256": here, "code_files": len(code_files()), "git_revision": None, "git_revision_verified": False,
-        "tree_modified": None, "diff_sha256": None, "unhashed_code": []}, None)  # fmt: skip
+    assert code_of(archive) == (
+        {
+            "code_sha256": here,
+            "code_files": len(code_files()),
+            "git_revision": None,
+            "git_revision_verified": False,
+            "tree_modified": None,
+            "diff_sha256": None,
+            "unhashed_code": [],
+        },
+        None,
+    )
     monkeypatch.setenv("UH_GIT_REVISION", head)  # the image's build argument: claimed, never verified
     code, _ = code_of(archive)
     assert (code["git_revision"], code["git_revision_verified"], code["code_sha256"]) == (head, False, here)
@@ -134,7 +159,10 @@ def test_a_comment_only_change_to_a_method_file_is_a_modified_tree_with_its_diff
     code, diff = code_of(repo)
     assert diff is not None and code["diff_sha256"] == hashlib.sha256(diff.encode()).hexdigest()
     assert (code["tree_modified"], code["git_revision"], code["git_revision_verified"]) == (
-        True, clean["git_revision"], True)  # fmt: skip
+        True,
+        clean["git_revision"],
+        True,
+    )
     assert code["code_sha256"] not in (clean["code_sha256"], None)
     assert "diff --git a/src/uniform_herding/method/memory.py b/src/uniform_herding/method/memory.py" in diff
     assert "+# a comment, and other code" in diff
@@ -263,23 +291,50 @@ def test_made_by_names_each_result_under_each_why_and_counts_it_once() -> None:
     not compare (an archive, the image) is this code's."""
     this, other = "aa" * 32, "bb" * 32
     results = [
-        {"run_id": "B3", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
-         "tasks": [{"code_sha256": this, "unhashed_code": []}, {"code_sha256": this}]},
+        {
+            "run_id": "B3",
+            "seed": 1993,
+            "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
+            "tasks": [{"code_sha256": this, "unhashed_code": []}, {"code_sha256": this}],
+        },
         {"run_id": "B3", "seed": 2023, "provenance": {"code_sha256": this, "tree_modified": None}},
-        {"run_id": "B1", "seed": 42, "provenance": {"code_sha256": other, "tree_modified": True},
-         "tasks": [{"code_sha256": other}]},
-        {"run_id": "a1", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False},
-         "tasks": [{"task": 0}, {"code_sha256": this}]},
+        {
+            "run_id": "B1",
+            "seed": 42,
+            "provenance": {"code_sha256": other, "tree_modified": True},
+            "tasks": [{"code_sha256": other}],
+        },
+        {
+            "run_id": "a1",
+            "seed": 1993,
+            "provenance": {"code_sha256": this, "tree_modified": False},
+            "tasks": [{"task": 0}, {"code_sha256": this}],
+        },
         {"run_id": "B0", "seed": 1993},
-        {"run_id": "B2", "seed": 1993, "provenance": {"code_sha256": this, "tree_modified": False,
-                                                      "unhashed_code": ["uniform_herding.launch: its bytecode ..."]}},
-        {"run_id": "B2", "seed": 42, "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
-         "tasks": [{"code_sha256": this, "unhashed_code": ["uniform_herding.launch: its bytecode ..."]}]},
-    ]  # fmt: skip
+        {
+            "run_id": "B2",
+            "seed": 1993,
+            "provenance": {
+                "code_sha256": this,
+                "tree_modified": False,
+                "unhashed_code": ["uniform_herding.launch: its bytecode ..."],
+            },
+        },
+        {
+            "run_id": "B2",
+            "seed": 42,
+            "provenance": {"code_sha256": this, "tree_modified": False, "unhashed_code": []},
+            "tasks": [{"code_sha256": this, "unhashed_code": ["uniform_herding.launch: its bytecode ..."]}],
+        },
+    ]
     made = made_by(results, this)
-    assert made.others == {other_code(other): (("B1", 42),), MODIFIED: (("B1", 42),),
-                           UNHASHED: (("B2", 42), ("B2", 1993)), MIXED: (("a1", 1993),),
-                           NO_CODE: (("B0", 1993),)}  # fmt: skip
+    assert made.others == {
+        other_code(other): (("B1", 42),),
+        MODIFIED: (("B1", 42),),
+        UNHASHED: (("B2", 42), ("B2", 1993)),
+        MIXED: (("a1", 1993),),
+        NO_CODE: (("B0", 1993),),
+    }
     assert made.count == 5 and made.withheld() == "5 results not plainly made by this checkout's code"
     assert made.grouped() == {
         (

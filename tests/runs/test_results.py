@@ -96,9 +96,7 @@ def test_unserialisable_object_leaves_target_untouched(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["r.json"]
 
 
-def test_failed_replace_removes_temp_file_and_keeps_target(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_replace_removes_temp_file_and_keeps_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "t.txt"
     target.write_text("old")
 
@@ -120,8 +118,14 @@ def test_load_result_accepts_a_valid_file(tmp_path: Path) -> None:
     assert load_result(path)["metrics"]["acc"] == 50.0
 
 
-PROVENANCE = {"code_sha256": "ab" * 32, "code_files": 25, "git_revision": "c0ffee", "git_revision_verified": True,
-              "tree_modified": True, "diff_sha256": "cd" * 32}  # fmt: skip
+PROVENANCE = {
+    "code_sha256": "ab" * 32,
+    "code_files": 25,
+    "git_revision": "c0ffee",
+    "git_revision_verified": True,
+    "tree_modified": True,
+    "diff_sha256": "cd" * 32,
+}
 
 
 @pytest.mark.parametrize("code", [None, PROVENANCE, PROVENANCE | {"tree_modified": None, "git_revision": None}])
@@ -170,10 +174,22 @@ def test_a_provenance_uh_run_never_writes_is_refused_in_one_line(tmp_path: Path,
         (result(config_version=CONFIG_VERSION + 1), "re-run it"),
         (result(run_id="B3+M=500", config=resolve("s1", "smoke").to_dict()), "not a canonical ID: the same run is"),
         (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict()), "records variant None, not"),
-        (result(run_id="B3+rho=5", config=resolve("B3+rho=5", "smoke").to_dict(),
-                variant={"base": "B3", "changes": {"rho": 4}}), "records variant"),
-        (result(run_id="B3+rho=5", config=resolve("B3+rho=4", "smoke").to_dict(),
-                variant={"base": "B3", "changes": {"rho": 5}}), "config differs from B3+rho=5's under profile smoke"),
+        (
+            result(
+                run_id="B3+rho=5",
+                config=resolve("B3+rho=5", "smoke").to_dict(),
+                variant={"base": "B3", "changes": {"rho": 4}},
+            ),
+            "records variant",
+        ),
+        (
+            result(
+                run_id="B3+rho=5",
+                config=resolve("B3+rho=4", "smoke").to_dict(),
+                variant={"base": "B3", "changes": {"rho": 5}},
+            ),
+            "config differs from B3+rho=5's under profile smoke",
+        ),
         (result(run_id="B3+M=100"), "readout=nme needs one per class"),
         (result(run_id=7), "$.run_id is 7, not a string"),
         ([result()], "$ is [{'R': [...], 'config': {...}, 'config_version': 1, 'metrics': {...}, ...}], not an object"),
@@ -248,8 +264,12 @@ def test_a_metric_outside_its_declared_range_is_refused_and_one_inside_it_is_rea
     can be negative, like BWT, is read when negative. R is checked against it by its own function, here swapped
     for a constant so that the stored value is what R gives."""
     metric = {**PAPER, **REPORTED}[name]
-    for value, valid in [(metric.low, True), (metric.high, True), (metric.low - 0.5, False),
-                         (metric.high + 0.5, False)]:
+    for value, valid in [
+        (metric.low, True),
+        (metric.high, True),
+        (metric.low - 0.5, False),
+        (metric.high + 0.5, False),
+    ]:
         swapped = dataclasses.replace(metric, of=lambda R, v=value: v)
         table = PAPER if name in PAPER else REPORTED
         monkeypatch.setitem(table, name, swapped)
@@ -285,8 +305,13 @@ def test_a_stored_metric_that_R_does_not_give_is_refused_in_one_line(tmp_path: P
     with pytest.raises(ResultError) as e:
         load_result(path)
     message = str(e.value)
-    assert message.startswith(f"{path}: B3 seed 1993: stored {name} {round(exact[name], 2) + 0.01:.2f} is not what "
-                              f"its R gives ({exact[name]:.4f})") and "re-run it (uh run --force)" in message
+    assert (
+        message.startswith(
+            f"{path}: B3 seed 1993: stored {name} {round(exact[name], 2) + 0.01:.2f} is not what "
+            f"its R gives ({exact[name]:.4f})"
+        )
+        and "re-run it (uh run --force)" in message
+    )
     assert "\n" not in message
 
 
@@ -315,8 +340,10 @@ def test_a_short_R_under_n_tasks_is_refused(tmp_path: Path, rows: int) -> None:
     with pytest.raises(ResultError) as e:
         load_results(tmp_path)
     message = str(e.value)
-    assert message.startswith(f"{path}: R must be 10 x 10 (n_tasks), row i holding i + 1 accuracies in [0, 100] "
-                              f"then nulls, as uh run writes it, but it has {rows} rows; re-run it (uh run --force)")
+    assert message.startswith(
+        f"{path}: R must be 10 x 10 (n_tasks), row i holding i + 1 accuracies in [0, 100] "
+        f"then nulls, as uh run writes it, but it has {rows} rows; re-run it (uh run --force)"
+    )
     assert "\n" not in message
     with pytest.raises(ResultError, match="rerun with --force"):
         is_finished(path, "B3", 1993, "paper")
@@ -358,8 +385,12 @@ def test_report_and_check_read_the_same_valid_results(tmp_path: Path) -> None:
     from uniform_herding.report.load import load_runs
 
     write_result(tmp_path, result("B3", 1993))
-    write_result(tmp_path, result("a1", 42, R=matrix_with(30.0, 20.0, -15.0, T=5),
-                                  metrics={"acc": 30.0, "forgetting": 20.0, "bwt": -15.0}))  # fmt: skip
+    write_result(
+        tmp_path,
+        result(
+            "a1", 42, R=matrix_with(30.0, 20.0, -15.0, T=5), metrics={"acc": 30.0, "forgetting": 20.0, "bwt": -15.0}
+        ),
+    )
     runs = load_runs(tmp_path)
     pd.testing.assert_frame_equal(runs.per_seed, per_seed_table(load_results(tmp_path)))
     assert runs.n_tasks == 5 and runs.R["a1"][42].shape == (5, 5)
@@ -483,8 +514,11 @@ def test_written_files_respect_the_umask(tmp_path: Path, umask: int, mode: int) 
 
 
 def test_a_variant_result_and_csv_row_are_read_like_a_run_ids(tmp_path: Path) -> None:
-    body = result(run_id="B3+M=1000+rho=5", config=resolve("B3+M=1000+rho=5", "smoke").to_dict(),
-                  variant={"base": "B3", "changes": {"M": 1000, "rho": 5}})  # fmt: skip
+    body = result(
+        run_id="B3+M=1000+rho=5",
+        config=resolve("B3+M=1000+rho=5", "smoke").to_dict(),
+        variant={"base": "B3", "changes": {"M": 1000, "rho": 5}},
+    )
     write_json_atomic(tmp_path / "B3+M=1000+rho=5" / "seed-1993" / "result.json", body)
     assert per_seed_table(load_results(tmp_path))["run_id"].tolist() == ["B3+M=1000+rho=5"]
     csv = tmp_path / "per_seed.csv"

@@ -53,8 +53,12 @@ def test_every_run_id_runs_and_records(smoke_result, run_id):
     for i in range(T):
         assert all(0 <= R[i][j] <= 100 for j in range(i + 1))
         assert all(R[i][j] is None for j in range(i + 1, T))
-    assert result["metrics"] == {"acc": metrics.acc(R), "forgetting": metrics.forgetting(R), "bwt": metrics.bwt(R),
-                                 **{name: m.of(R) for name, m in metrics.REPORTED.items()}}  # then every reported one
+    assert result["metrics"] == {
+        "acc": metrics.acc(R),
+        "forgetting": metrics.forgetting(R),
+        "bwt": metrics.bwt(R),
+        **{name: m.of(R) for name, m in metrics.REPORTED.items()},
+    }  # then every reported one
 
     manifest = result["manifest"]
     assert manifest["open_choices"] == components.open_choices(cfg)  # the shared ones and its components'
@@ -110,11 +114,29 @@ def test_a_policy_that_loses_a_class_stops_the_run_under_nme_with_one_line(smoke
     after task 2. Under NME that would shift every label by one: the run stops at that task's evaluation, naming the
     run, the task and the class, and writes no result; the checkpoint of task 1 stays."""
     monkeypatch.setattr(memory, "Forgetful", Forgetful, raising=False)
-    monkeypatch.setitem(components.POLICIES, "forgetful", dataclasses.replace(
-        components.POLICIES["static"], cls="Forgetful", summary="static, losing class 0"))  # fmt: skip
+    monkeypatch.setitem(
+        components.POLICIES,
+        "forgetful",
+        dataclasses.replace(components.POLICIES["static"], cls="Forgetful", summary="static, losing class 0"),
+    )
     data_dir, _ = smoke_dirs
-    res = CliRunner().invoke(main, ["run", "B3", "--set", "memory=forgetful", "--profile", "smoke", "--seed", str(SEED),
-                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "--set",
+            "memory=forgetful",
+            "--profile",
+            "smoke",
+            "--seed",
+            str(SEED),
+            "--data-dir",
+            str(data_dir),
+            "--results-dir",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 1
     # B3 with a static-like policy is r1 (no refresh) with it: named from r1, as every spelling of it is
     checkpoint = result_path(tmp_path, "r1+memory=forgetful", SEED).with_name("checkpoint.pt")
@@ -177,8 +199,21 @@ def test_16_mixed_smoke_runs_on_the_cpu_replicate_the_fp32_expectations(gpu_like
     is no test: fp16 skips the first steps of every task on this tiny model (a fresh 2^16
     overflows) and rounds differently, another trajectory, and single smoke seeds spread by 10 pp and more."""
     data_dir, _ = smoke_dirs
-    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--precision", "16-mixed",
-                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "--profile",
+            "smoke",
+            "--precision",
+            "16-mixed",
+            "--data-dir",
+            str(data_dir),
+            "--results-dir",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     for seed in (1993, 2023, 42):
         result = json.loads(result_path(tmp_path, "B3", seed).read_text())
@@ -186,8 +221,10 @@ def test_16_mixed_smoke_runs_on_the_cpu_replicate_the_fp32_expectations(gpu_like
         for task in result["tasks"]:  # healthy: the scale settled at or above 1, few skipped steps
             assert 1.0 <= task["loss_scale"] <= 2.0**16 and task["skipped_steps"] <= 16
     report = tmp_path / "check.json"  # B3 alone, by name (--run-ids): the smoke set asks for twelve run IDs
-    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path), "--profile", "smoke", "--run-ids", "B3",
-                                    "--json-out", str(report)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        ["check", "--results-dir", str(tmp_path), "--profile", "smoke", "--run-ids", "B3", "--json-out", str(report)],
+    )
     assert res.exit_code == 0, res.output
     verdicts = {(m["run_id"], m["metric"]): m["verdict"] for m in json.loads(report.read_text())["metrics"]}
     assert set(verdicts) == {("B3", metric) for metric in ("acc", "forgetting", "bwt")}, res.output
@@ -206,8 +243,21 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tm
 
     monkeypatch.setattr(train, "task_loss", nan_from_task_2)
     data_dir, _ = smoke_dirs
-    res = CliRunner().invoke(main, ["run", "B3", "--profile", "smoke", "--seed", str(SEED),
-                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "--profile",
+            "smoke",
+            "--seed",
+            str(SEED),
+            "--data-dir",
+            str(data_dir),
+            "--results-dir",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 1
     checkpoint = result_path(tmp_path, "B3", SEED).with_name("checkpoint.pt")
     assert res.output.splitlines()[-1] == (
@@ -221,8 +271,23 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_result(smoke_dirs, tm
 def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dirs, tmp_path):
     """`uh run B3 --set M=500` has s1's config: it is run as s1 (docs/extending.md), into s1's folder, with s1's R."""
     data_dir, _ = smoke_dirs
-    res = CliRunner().invoke(main, ["run", "B3", "--set", "M=500", "--profile", "smoke", "--seed", str(SEED),
-                                    "--data-dir", str(data_dir), "--results-dir", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "B3",
+            "--set",
+            "M=500",
+            "--profile",
+            "smoke",
+            "--seed",
+            str(SEED),
+            "--data-dir",
+            str(data_dir),
+            "--results-dir",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0] == "B3 with M=500 is run ID s1 (the same config): running it as s1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.json", "s1"]
@@ -232,8 +297,9 @@ def test_b3_with_the_budget_of_s1_runs_as_s1_bit_for_bit(smoke_result, smoke_dir
 
 
 @pytest.mark.trains
-def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_like_fp16_conv, smoke_dirs, tmp_path,
-                                                                          monkeypatch):  # fmt: skip
+def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(
+    gpu_like_fp16_conv, smoke_dirs, tmp_path, monkeypatch
+):
     """The GPU path trains in channels_last, and an uninterrupted run keeps that layout from its first fit on. A
     learner rebuilt from a checkpoint must have it before its first forward (the next task's imprint): otherwise
     it runs other convolution kernels, which round differently (on a GPU, cuDNN's NCHW ones instead of NHWC),
@@ -241,8 +307,19 @@ def test_a_16_mixed_run_resumed_after_a_task_equals_the_uninterrupted_run(gpu_li
     from uniform_herding.runs import durability
 
     data_dir, _ = smoke_dirs
-    args = ["run", "B3", "--profile", "smoke", "--seed", str(SEED), "--precision", "16-mixed", "--data-dir",
-            str(data_dir), "--results-dir"]  # fmt: skip
+    args = [
+        "run",
+        "B3",
+        "--profile",
+        "smoke",
+        "--seed",
+        str(SEED),
+        "--precision",
+        "16-mixed",
+        "--data-dir",
+        str(data_dir),
+        "--results-dir",
+    ]
     assert CliRunner().invoke(main, [*args, str(tmp_path / "whole")]).exit_code == 0
     save = durability.Checkpoint.save
 
@@ -275,8 +352,18 @@ def test_each_task_says_where_it_trained_when_a_run_resumes_elsewhere(smoke_dirs
             raise durability.Interrupted(15)
 
     data_dir, _ = smoke_dirs
-    args = ["run", "B0", "--profile", "smoke", "--seed", str(SEED), "--data-dir", str(data_dir),
-            "--results-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "run",
+        "B0",
+        "--profile",
+        "smoke",
+        "--seed",
+        str(SEED),
+        "--data-dir",
+        str(data_dir),
+        "--results-dir",
+        str(tmp_path),
+    ]
     monkeypatch.setattr(durability.Checkpoint, "save", stop_after_task_two)
     monkeypatch.setattr(run, "device_name", lambda device: "cpu: Machine A (AVX512)")
     monkeypatch.setattr(run, "now", lambda: "first")
@@ -302,8 +389,9 @@ def test_the_stack_records_cuda_cudnn_and_the_driver_on_a_gpu_only() -> None:
 
 
 @pytest.mark.trains
-def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_finishes_it(smoke_dirs, tmp_path,
-                                                                                          monkeypatch):
+def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_finishes_it(
+    smoke_dirs, tmp_path, monkeypatch
+):
     """final.pt is written before result.json: a failed write of it leaves the last checkpoint and no result, and
     the same command again finishes the run from that checkpoint, final state first."""
     import errno
@@ -316,8 +404,18 @@ def test_a_full_disk_at_the_final_state_writes_no_result_and_the_same_command_fi
         raise OSError(errno.ENOSPC, "No space left on device")
 
     data_dir, _ = smoke_dirs
-    args = ["run", "B3", "--profile", "smoke", "--seed", str(SEED), "--data-dir", str(data_dir),
-            "--results-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "run",
+        "B3",
+        "--profile",
+        "smoke",
+        "--seed",
+        str(SEED),
+        "--data-dir",
+        str(data_dir),
+        "--results-dir",
+        str(tmp_path),
+    ]
     out = result_path(tmp_path, "B3", SEED)
     save_final = run.save_final
     monkeypatch.setattr(run, "save_final", full)

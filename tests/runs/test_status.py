@@ -35,8 +35,16 @@ def checkpoint(folder, task, n_tasks=5):
 
 
 def entry(run_id, seed, job_id, folder, uh_pid, executor="local"):
-    return {"run_id": run_id, "seed": seed, "profile": "smoke", "executor": executor, "job_id": job_id,
-            "folder": str(folder), "uh_pid": uh_pid, "host": os.uname().nodename}  # fmt: skip
+    return {
+        "run_id": run_id,
+        "seed": seed,
+        "profile": "smoke",
+        "executor": executor,
+        "job_id": job_id,
+        "folder": str(folder),
+        "uh_pid": uh_pid,
+        "host": os.uname().nodename,
+    }
 
 
 def status(results):
@@ -62,10 +70,14 @@ def test_every_state_without_slurm(tmp_path):
     dead_pid = dead.stdout.strip()  # a process that has ended: its job is over
     (folder / f"{dead_pid}_0_log.out").write_text("B2 seed 1 task 1/5: accuracy 20%\n")
     (folder / f"{dead_pid}_0_log.err").write_text("Traceback ...\nError: B2 seed 1: disk on fire\nmore\n")
-    record_submission(results, "local-x", [
-        entry("B2", 1, dead_pid, folder, os.getpid()),  # failed
-        entry("B2", 2, None, folder, os.getpid()),  # queued behind it by a uh run that is alive
-    ])  # fmt: skip
+    record_submission(
+        results,
+        "local-x",
+        [
+            entry("B2", 1, dead_pid, folder, os.getpid()),  # failed
+            entry("B2", 2, None, folder, os.getpid()),  # queued behind it by a uh run that is alive
+        ],
+    )
     lines = status(results)
     fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()
@@ -103,8 +115,12 @@ def test_a_sweep_is_listed_by_its_ids_with_its_local_jobs(smoke_sweep, tmp_path)
     """Variants are pairs like any other: the sweep's three runs (r2, B3, B3+rho=5) done, and a variant stopped
     mid-run shows its checkpoint, under its own ID."""
     _, results, _ = smoke_sweep
-    assert status(results) == ["B3 seed 1993: done", "B3+rho=5 seed 1993: done", "r2 seed 1993: done",
-                               "3 runs: 3 done, 0 running, 0 queued, 0 failed"]  # fmt: skip
+    assert status(results) == [
+        "B3 seed 1993: done",
+        "B3+rho=5 seed 1993: done",
+        "r2 seed 1993: done",
+        "3 runs: 3 done, 0 running, 0 queued, 0 failed",
+    ]
     jobs = json.loads(next((submitit_folder(results) / "submissions").glob("local-*.json")).read_text())["pairs"]
     assert sorted(j["run_id"] for j in jobs) == ["B3", "B3+rho=5", "r2"] and all(j["job_id"] for j in jobs)
     checkpoint(seed_dir(tmp_path, "B3+M=1000+rho=5", 42), task=1)

@@ -27,25 +27,41 @@ def test_the_width_is_columns_at_least_100_and_120_where_unset(value, width, mon
 
 
 def table() -> list[Column]:
-    return [Column("id", ["a", "bb"], "<"), Column("value", ["1.00", "22.00"], gap=2),
-            Column("extra", ["x" * 20, "y" * 20], fit="drop"), Column("note", ["first note", ""], "<", fit="wrap"),
-            Column("more", ["m" * 10, "n" * 10], fit="drop")]  # fmt: skip
+    return [
+        Column("id", ["a", "bb"], "<"),
+        Column("value", ["1.00", "22.00"], gap=2),
+        Column("extra", ["x" * 20, "y" * 20], fit="drop"),
+        Column("note", ["first note", ""], "<", fit="wrap"),
+        Column("more", ["m" * 10, "n" * 10], fit="drop"),
+    ]
 
 
 def test_a_table_drops_the_drop_columns_last_first_then_wraps_then_keeps_the_rest() -> None:
     """None: every column in place; then, as the width shrinks, `more` (the last droppable) goes, then `extra`, then
     `note` moves under its row (none for an empty cell); the kept columns stay even where they do not fit. The line
     naming what was left out wraps to the width too (issue 52: uh check's ran over)."""
-    assert fit_table(table(), None) == ["id  value                extra note             more",
-                                        "a    1.00 xxxxxxxxxxxxxxxxxxxx first note mmmmmmmmmm",
-                                        "bb  22.00 yyyyyyyyyyyyyyyyyyyy            nnnnnnnnnn"]  # fmt: skip
-    assert fit_table(table(), 45) == ["id  value                extra note",
-                                      "a    1.00 xxxxxxxxxxxxxxxxxxxx first note",
-                                      "bb  22.00 yyyyyyyyyyyyyyyyyyyy",
-                                      "(more left out to fit 45 columns; --wide",
-                                      "    shows every column)"]  # fmt: skip
-    assert fit_table(table(), 20) == ["id  value note", "a    1.00 first note", "bb  22.00", "(extra, more left",
-                                      "    out to fit 20", "    columns; --wide", "    shows every", "    column)"]
+    assert fit_table(table(), None) == [
+        "id  value                extra note             more",
+        "a    1.00 xxxxxxxxxxxxxxxxxxxx first note mmmmmmmmmm",
+        "bb  22.00 yyyyyyyyyyyyyyyyyyyy            nnnnnnnnnn",
+    ]
+    assert fit_table(table(), 45) == [
+        "id  value                extra note",
+        "a    1.00 xxxxxxxxxxxxxxxxxxxx first note",
+        "bb  22.00 yyyyyyyyyyyyyyyyyyyy",
+        "(more left out to fit 45 columns; --wide",
+        "    shows every column)",
+    ]
+    assert fit_table(table(), 20) == [
+        "id  value note",
+        "a    1.00 first note",
+        "bb  22.00",
+        "(extra, more left",
+        "    out to fit 20",
+        "    columns; --wide",
+        "    shows every",
+        "    column)",
+    ]
     assert fit_table(table(), 10)[:5] == ["id  value", "    note", "a    1.00", "    first note", "bb  22.00"]
     assert fit_table(table(), 5)[0] == "id  value"  # kept columns stay, over the width
 
@@ -54,8 +70,11 @@ def test_a_long_line_wraps_at_spaces_and_never_cuts_a_path() -> None:
     path = "/results/" + "x" * 40 + "/seed-1/log.err"
     text = f"B0 seed 1: failed [Slurm job 4] FAILED: Error: out of memory; log: {path}"
     assert fit_line(text, None) == text and fit_line("short", 10) == "short"
-    assert fit_line(text, 40).splitlines() == ["B0 seed 1: failed [Slurm job 4] FAILED:",
-                                               "    Error: out of memory; log:", f"    {path}"]  # fmt: skip
+    assert fit_line(text, 40).splitlines() == [
+        "B0 seed 1: failed [Slurm job 4] FAILED:",
+        "    Error: out of memory; log:",
+        f"    {path}",
+    ]
     # an indented line's continuation goes past its own indent (uh check's evidence under a claim)
     assert fit_line("  evidence: a b c d e f", 16).splitlines() == ["  evidence: a b", "      c d e f"]
 

@@ -43,9 +43,7 @@ def printed_vs_computed(table: str, paper: pd.DataFrame) -> list[tuple[str, str,
 
 
 @pytest.mark.parametrize(("table", "n_numbers"), [("paper_t1", 18), ("paper_t2", 24), ("paper_t3", 36)])
-def test_paper_per_seed_values_reproduce_every_printed_number(
-    paper: pd.DataFrame, table: str, n_numbers: int
-) -> None:
+def test_paper_per_seed_values_reproduce_every_printed_number(paper: pd.DataFrame, table: str, n_numbers: int) -> None:
     pairs = printed_vs_computed(table, paper)
     assert len(pairs) == n_numbers
     wrong = [p for p in pairs if abs(p[2] - p[3]) > ROUNDING]
@@ -166,13 +164,15 @@ def test_uh_aggregate_refuses_bad_input_with_exit_2(tmp_path: Path) -> None:
 
 
 def test_uh_aggregate_lists_variants_after_the_run_ids_with_deltas_against_their_base(tmp_path: Path) -> None:
-    per_seed = pd.DataFrame({
-        "run_id": ["a1+lr=0.05", "B3+rho=5", "B3", "a1", "B3+rho=5", "B3", "a1+lr=0.05"],
-        "seed": [1, 1, 1, 1, 2, 2, 2],
-        "acc": [30.0, 41.0, 40.0, 35.0, 44.0, 42.0, 99.0],
-        "forgetting": [5.0, 9.0, 10.0, 20.0, 8.0, 12.0, 1.0],
-        "bwt": 0.0,
-    })  # fmt: skip
+    per_seed = pd.DataFrame(
+        {
+            "run_id": ["a1+lr=0.05", "B3+rho=5", "B3", "a1", "B3+rho=5", "B3", "a1+lr=0.05"],
+            "seed": [1, 1, 1, 1, 2, 2, 2],
+            "acc": [30.0, 41.0, 40.0, 35.0, 44.0, 42.0, 99.0],
+            "forgetting": [5.0, 9.0, 10.0, 20.0, 8.0, 12.0, 1.0],
+            "bwt": 0.0,
+        }
+    )
     assert list(summarize(per_seed).index) == ["B3", "a1", "B3+rho=5", "a1+lr=0.05"]
     csv, out = tmp_path / "in.csv", tmp_path / "out.csv"
     per_seed.to_csv(csv, index=False)
@@ -181,14 +181,28 @@ def test_uh_aggregate_lists_variants_after_the_run_ids_with_deltas_against_their
     lines = {line.split()[0]: line for line in res.output.splitlines()[2:-1]}
     assert "dACC  +1.50  dF  -2.50" in lines["B3+rho=5"] and "(n=2)" in lines["B3+rho=5"]  # (1 + 2) / 2, (-1 - 4) / 2
     assert "dACC  -5.00  dF -15.00" in lines["a1+lr=0.05"] and "(n=1) vs a1" in lines["a1+lr=0.05"]  # seed 1 only
-    assert list(read_per_seed_csv(out)["run_id"]) == ["B3", "B3", "a1", "B3+rho=5", "B3+rho=5", "a1+lr=0.05",
-                                                      "a1+lr=0.05"]  # fmt: skip
+    assert list(read_per_seed_csv(out)["run_id"]) == [
+        "B3",
+        "B3",
+        "a1",
+        "B3+rho=5",
+        "B3+rho=5",
+        "a1+lr=0.05",
+        "a1+lr=0.05",
+    ]
 
 
 def test_uh_aggregate_prints_a_mean_of_one_seed_with_n_1_never_a_spread_of_zero(tmp_path: Path) -> None:
     """A run ID with one seed has no spread: its means read "(n = 1)", as the report prints them, not "+/- 0.00"."""
-    per_seed = pd.DataFrame({"run_id": ["B3", "B3", "a1"], "seed": [1, 2, 1], "acc": [40.0, 42.0, 47.0],
-                             "forgetting": [10.0, 12.0, 9.0], "bwt": [-10.0, -12.0, -9.0]})  # fmt: skip
+    per_seed = pd.DataFrame(
+        {
+            "run_id": ["B3", "B3", "a1"],
+            "seed": [1, 2, 1],
+            "acc": [40.0, 42.0, 47.0],
+            "forgetting": [10.0, 12.0, 9.0],
+            "bwt": [-10.0, -12.0, -9.0],
+        }
+    )
     csv = tmp_path / "in.csv"
     per_seed.to_csv(csv, index=False)
     res = CliRunner().invoke(main, ["aggregate", "--per-seed", str(csv)])
@@ -202,9 +216,15 @@ def test_every_run_is_compared_with_what_base_of_says(tmp_path: Path) -> None:
     """One rule for what a run is compared with (catalogue.base_of, from RunSpec.base): the ablations and sweeps against
     B3, r1 and r2 against B3, r3 against its base B1, B0-B3 against nothing; uh aggregate prints those deltas."""
     ids = ["B1", "B3", "a2", "s4", "r1", "r3"]
-    per_seed = pd.DataFrame({"run_id": [r for r in ids for _ in (1, 2)], "seed": [1, 2] * len(ids),
-                             "acc": [float(10 * i + s) for i in range(len(ids)) for s in (1, 3)],
-                             "forgetting": 5.0, "bwt": -5.0})  # fmt: skip
+    per_seed = pd.DataFrame(
+        {
+            "run_id": [r for r in ids for _ in (1, 2)],
+            "seed": [1, 2] * len(ids),
+            "acc": [float(10 * i + s) for i in range(len(ids)) for s in (1, 3)],
+            "forgetting": 5.0,
+            "bwt": -5.0,
+        }
+    )
     assert paired_deltas(per_seed)["acc"].to_dict() == {"a2": 10.0, "s4": 20.0, "r1": 30.0, "r3": 50.0}
     csv = tmp_path / "in.csv"
     per_seed.to_csv(csv, index=False)
@@ -235,4 +255,6 @@ def test_uh_aggregate_fits_columns_leaving_out_aia_and_la_first_then_wrapping_th
         rows = [line for line in lines[1:] if not line.startswith(" ")]
         assert len(rows) == len(wide) - 1 and all(w.startswith(row) for row, w in zip(rows, wide[1:], strict=True))
         assert [line.strip() for line in lines if line.startswith("    ")] == [
-            "deltas vs B3 (paired)", *(w.split("   ")[-1].strip() for w in wide[2:] if "dACC" in w)]
+            "deltas vs B3 (paired)",
+            *(w.split("   ")[-1].strip() for w in wide[2:] if "dACC" in w),
+        ]

@@ -25,8 +25,9 @@ def wilson(k: int, n: int, level: float = 0.999) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def one_comparison() -> tuple[np.ndarray, np.ndarray]:
     """A null comparison of a claim of one comparison (C2-C4) through the shipped levels, per look."""
-    return boundaries.errors(PROCEDURE.looks, PROCEDURE.alpha, PROCEDURE.contradicts[1], PATHS,
-                             np.random.default_rng(53))  # fmt: skip
+    return boundaries.errors(
+        PROCEDURE.looks, PROCEDURE.alpha, PROCEDURE.contradicts[1], PATHS, np.random.default_rng(53)
+    )
 
 
 def test_a_null_comparison_supports_at_most_5_and_contradicts_at_most_2_5_percent(one_comparison) -> None:
@@ -44,8 +45,10 @@ def test_every_look_spends_what_the_design_gives_it(m: int, one_comparison) -> N
     within their 99.9% interval: a level mistyped at any look moves its look's share out of it."""
     design, looks = PROCEDURE.design, PROCEDURE.looks
     rng = np.random.default_rng(100 + m)
-    for side, levels, total in (("supports", PROCEDURE.alpha, design.supports),
-                                ("contradicts", PROCEDURE.contradicts[m], design.contradicts / m)):  # fmt: skip
+    for side, levels, total in (
+        ("supports", PROCEDURE.alpha, design.supports),
+        ("contradicts", PROCEDURE.contradicts[m], design.contradicts / m),
+    ):
         if side == "supports" and m != 1:
             continue
         up, _ = boundaries.errors(looks, levels, (1e-300,) * len(looks), PATHS, rng)
@@ -70,13 +73,17 @@ def test_look_1_spends_its_share_exactly_and_the_spending_ends_at_the_total() ->
     assert PROCEDURE.alpha[0] == pytest.approx(0.049 * design.first_share)  # the t statistic's own law: no paths
 
 
-@pytest.mark.parametrize(("old", "new", "says"), [
-    ("4 = [0.00123", "5 = [0.00123", "claims of exactly 1, 4, 6 comparisons"),
-    ("gamma = -2.0", "gamma = 0.0", "gamma != 0"),
-    ("alpha = [0.0098,", "alpha = [0.098,", "every level must be > 0 and at most 0.05"),
-])  # fmt: skip
-def test_a_set_whose_boundaries_cannot_be_used_is_refused_in_one_line(tmp_path: Path, old: str, new: str,
-                                                                      says: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ("4 = [0.00123", "5 = [0.00123", "claims of exactly 1, 4, 6 comparisons"),
+        ("gamma = -2.0", "gamma = 0.0", "gamma != 0"),
+        ("alpha = [0.0098,", "alpha = [0.098,", "every level must be > 0 and at most 0.05"),
+    ],
+)
+def test_a_set_whose_boundaries_cannot_be_used_is_refused_in_one_line(
+    tmp_path: Path, old: str, new: str, says: str
+) -> None:
     for name in ("tolerances.toml", "paper_per_seed.csv"):
         (tmp_path / name).write_bytes((EXPECTED / name).read_bytes())
     toml = tmp_path / "tolerances.toml"

@@ -75,8 +75,9 @@ def zipped(sent, tmp_path_factory) -> Path:
 
 def remanifest(files: dict[str, bytes]) -> None:
     """The manifest made again from the files as they are."""
-    files[bundle.MANIFEST] = "".join(f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n"
-                                     for n in sorted(files) if n != bundle.MANIFEST).encode()  # fmt: skip
+    files[bundle.MANIFEST] = "".join(
+        f"{hashlib.sha256(files[n]).hexdigest()}  {n}\n" for n in sorted(files) if n != bundle.MANIFEST
+    ).encode()
 
 
 def rezip(source: Path, target: Path, change: Callable[[dict[str, bytes]], None], rehash: bool = False) -> Path:
@@ -122,20 +123,27 @@ def test_a_bundle_is_a_process_run_crate_with_a_create_action_per_run_and_a_sha2
         run, _, seed = action["name"].rpartition(" seed ")
         result = results[run, int(seed)]
         assert action["instrument"]["identifier"] == result["provenance"]["code_sha256"]
-        assert {bundle.unquote(e.id) for e in action["result"]} == {f"results/{run}/seed-{seed}/result.json",
-                                                                    f"results/{run}/seed-{seed}/final.pt"}
+        assert {bundle.unquote(e.id) for e in action["result"]} == {
+            f"results/{run}/seed-{seed}/result.json",
+            f"results/{run}/seed-{seed}/final.pt",
+        }
         objects = {e.id: e for e in action["object"]}
         assert objects[f"#data-md5-{result['environment']['data_md5']}"]["identifier"].endswith(
-            result["environment"]["data_md5"])
+            result["environment"]["data_md5"]
+        )
         assert {(e["name"], e["value"]) for e in action["object"] if e.type == "PropertyValue"} >= {
-            ("seed", SEED), ("profile", "smoke"), *result["config"].items()}
+            ("seed", SEED),
+            ("profile", "smoke"),
+            *result["config"].items(),
+        }
         assert (action["startTime"], action["endTime"]) == (result["started"], result["finished"])
         stack = {e["name"]: e["value"] for e in action["environment"]}
         assert stack["cuda"] is None and stack["torch"] == result["environment"]["torch"]  # a CPU run: no CUDA
 
 
-def test_results_that_lack_the_stack_and_the_code_hash_get_this_machines_stack_saying_so(finished_result,
-                                                                                          tmp_path) -> None:
+def test_results_that_lack_the_stack_and_the_code_hash_get_this_machines_stack_saying_so(
+    finished_result, tmp_path
+) -> None:
     finished_result(tmp_path / "r", "B3", SEED)  # a result.json without environment or provenance
     out = tmp_path / "old.zip"
     assert uh("bundle", "--results-dir", str(tmp_path / "r"), "-o", str(out)).exit_code == 0
@@ -271,8 +279,9 @@ def test_the_receivers_page_names_the_checking_checkout_and_what_was_and_was_not
 
 def test_uh_bundle_refuses_no_results_an_existing_file_and_weights_a_run_lacks(finished_result, tmp_path) -> None:
     (tmp_path / "empty").mkdir()
-    assert "no <RUN>/seed-<SEED>/result.json found" in error_line(res := uh(
-        "bundle", "--results-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "a.zip")))
+    assert "no <RUN>/seed-<SEED>/result.json found" in error_line(
+        res := uh("bundle", "--results-dir", str(tmp_path / "empty"), "-o", str(tmp_path / "a.zip"))
+    )
     assert res.exit_code == 2 and not (tmp_path / "a.zip").exists()
 
     finished_result(tmp_path / "r", "B3", SEED)
@@ -290,8 +299,9 @@ def test_uh_bundle_refuses_no_results_an_existing_file_and_weights_a_run_lacks(f
 
 
 @pytest.mark.trains
-def test_uh_check_bundle_exits_as_uh_check_results_dir_does_wherever_the_zip_is(sent, zipped, tmp_path,
-                                                                                 monkeypatch) -> None:
+def test_uh_check_bundle_exits_as_uh_check_results_dir_does_wherever_the_zip_is(
+    sent, zipped, tmp_path, monkeypatch
+) -> None:
     direct = uh("check", "--results-dir", str(sent[1]), "--json-out", str(tmp_path / "direct.json"))
     code = json.loads((sent[1] / "B3" / f"seed-{SEED}" / "result.json").read_text())["provenance"]["code_sha256"]
     elsewhere = tmp_path / "elsewhere"
@@ -383,10 +393,25 @@ def hostile(kind: str, path: Path) -> str:
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "duplicate", "many", "bomb", "small-bombs",
-                                  "bzip2", "large", "total", "not-a-zip"])
-def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_temporary_dir(kind, tmp_path,
-                                                                                            monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dotdot",
+        "absolute",
+        "symlink",
+        "duplicate",
+        "many",
+        "bomb",
+        "small-bombs",
+        "bzip2",
+        "large",
+        "total",
+        "not-a-zip",
+    ],
+)
+def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_temporary_dir(
+    kind, tmp_path, monkeypatch
+) -> None:
     tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
     tmp.mkdir(), cwd.mkdir()
     path = tmp_path / "hostile.zip"
@@ -566,8 +591,16 @@ def test_recompute_gives_each_runs_recorded_last_row_bit_for_bit(sent, zipped, t
         row, _ = last_row(result, final_path(results, result), data, {})
         assert row == result["R"][-1], result["run_id"]
     direct = uh("check", "--results-dir", str(results), "--json-out", str(tmp_path / "direct.json"))
-    res = uh("check", "--bundle", str(zipped), "--recompute", "--data-dir", str(tmp_path / "fresh-data"),
-             "--json-out", str(tmp_path / "bundle.json"))  # the synthetic archive written again
+    res = uh(
+        "check",
+        "--bundle",
+        str(zipped),
+        "--recompute",
+        "--data-dir",
+        str(tmp_path / "fresh-data"),
+        "--json-out",
+        str(tmp_path / "bundle.json"),
+    )  # the synthetic archive written again
     assert res.exit_code == direct.exit_code, res.output
     assert res.output.count("last row recomputed on the CPU equals the recorded one (largest difference 0.00)") == 3
 

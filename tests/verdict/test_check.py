@@ -37,8 +37,14 @@ from uniform_herding.verdict.words import MetricKind
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 # What a result made by this checkout's code records where git cannot compare the tree (as from an unpacked archive):
 # independent of the state of the checkout the tests run in.
-THIS_CODE = {"code_sha256": code_hash(), "code_files": len(code_files()), "git_revision": None,
-             "git_revision_verified": False, "tree_modified": None, "diff_sha256": None}  # fmt: skip
+THIS_CODE = {
+    "code_sha256": code_hash(),
+    "code_files": len(code_files()),
+    "git_revision": None,
+    "git_revision_verified": False,
+    "tree_modified": None,
+    "diff_sha256": None,
+}
 
 
 @pytest.fixture
@@ -92,25 +98,25 @@ def write_results(results_dir: Path, table: pd.DataFrame, profile: str, code: di
                 "config": resolve(row.run_id, profile).to_dict(),
                 "R": matrix_with(row.acc, row.forgetting, row.bwt, resolve(row.run_id, profile).n_tasks),  # gives them
                 "metrics": {"acc": row.acc, "forgetting": row.forgetting, "bwt": row.bwt},
-            } | ({"provenance": code} if code else {}),
+            }
+            | ({"provenance": code} if code else {}),
         )
 
 
-def copy_expected_set(
-    directory: Path, table: pd.DataFrame, gate: bool = True, profile: str = "paper"
-) -> Path:
+def copy_expected_set(directory: Path, table: pd.DataFrame, gate: bool = True, profile: str = "paper") -> Path:
     """An expected set holding `table`, with the paper's tolerances."""
     directory.mkdir(parents=True, exist_ok=True)
     toml = (EXPECTED / "tolerances.toml").read_text()
-    toml = toml.replace('"paper_per_seed.csv"', '"per_seed.csv"').replace(
-        'profile = "paper"', f'profile = "{profile}"'
-    )
+    toml = toml.replace('"paper_per_seed.csv"', '"per_seed.csv"').replace('profile = "paper"', f'profile = "{profile}"')
     (directory / "tolerances.toml").write_text(
         toml.replace("gate_exit_code = true", f"gate_exit_code = {str(gate).lower()}")
     )
     runs = set(table["run_id"])  # a per-run-ID tolerance table names exactly the set's run IDs
-    lines = [line for line in (directory / "tolerances.toml").read_text().splitlines(keepends=True)
-             if not (line.split(" = ")[0] in PAPER_RUNS and line.split(" = ")[0] not in runs)]  # fmt: skip
+    lines = [
+        line
+        for line in (directory / "tolerances.toml").read_text().splitlines(keepends=True)
+        if not (line.split(" = ")[0] in PAPER_RUNS and line.split(" = ")[0] not in runs)
+    ]
     (directory / "tolerances.toml").write_text("".join(lines))
     table.to_csv(directory / "per_seed.csv", index=False)
     return directory
@@ -132,8 +138,15 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
     assert "B3-B1 acc: 1993 +2.76, 2023 +0.90, 42 +1.36; mean +1.67 (claimed > 0); 98.04% t-interval" in res.output
     assert "one-sided p 0.048: undecided at alpha 0.0098" in res.output
     assert {k: v.split(" (")[0] for k, v in claims(report).items()} == {
-        "C1": "UNDECIDED", "C2": "SUPPORTED", "C3": "UNDECIDED", "C4": "SUPPORTED", "C5": "SUPPORTED",
-        "C6": "NOT CHECKED", "C7": "NOT CHECKED", "C8": "NOT CHECKED"}  # fmt: skip
+        "C1": "UNDECIDED",
+        "C2": "SUPPORTED",
+        "C3": "UNDECIDED",
+        "C4": "SUPPORTED",
+        "C5": "SUPPORTED",
+        "C6": "NOT CHECKED",
+        "C7": "NOT CHECKED",
+        "C8": "NOT CHECKED",
+    }
     assert "B3-a2 acc: 1993 +9.55, 2023 +11.38, 42 +10.45; mean +10.46" in res.output
     assert report["exit_code"] == 4 and report["shipped_paper_set"] is True
 
@@ -179,8 +192,11 @@ def made_elsewhere(results_dir: Path) -> None:
     modified = {"git_revision": "12" * 20, "git_revision_verified": True, "tree_modified": True}
     edit("a1", 42, {"provenance": THIS_CODE | modified})
     (results_dir / "a1" / "seed-42" / "code.diff").write_text("+# an edit\n")
-    edit("s1", 1993, {"tasks": [{"task": 0, "code_sha256": THIS_CODE["code_sha256"]},
-                                {"task": 1, "code_sha256": "cd" * 32}]})  # fmt: skip
+    edit(
+        "s1",
+        1993,
+        {"tasks": [{"task": 0, "code_sha256": THIS_CODE["code_sha256"]}, {"task": 1, "code_sha256": "cd" * 32}]},
+    )
     edit("B0", 42, {"provenance": None})
 
 
@@ -215,22 +231,26 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
         "made from other code (abababababab...)": [["B3", 1993], ["B3", 2023]],
         "made from a modified tree": [["a1", 42]],
         "tasks made under different code (a run resumed after an edit)": [["s1", 1993]],
-        "no code recorded (made before results recorded it)": [["B0", 42]]}  # fmt: skip
+        "no code recorded (made before results recorded it)": [["B0", 42]],
+    }
     assert report["code_sha256"] == this
     assert report["expected_sha256"] == load_expected(EXPECTED).sha256
     smoke = copy_expected_set(tmp_path / "smoke", paper, gate=False, profile="smoke")
     write_results(tmp_path / "smoke-results", paper, "smoke", code=THIS_CODE)
     made_elsewhere(tmp_path / "smoke-results")
-    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "smoke-results"), "--expected",
-                                    str(smoke)])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["check", "--results-dir", str(tmp_path / "smoke-results"), "--expected", str(smoke)]
+    )
     assert res.exit_code == 0 and res.output.splitlines()[-2].startswith("verdict: PIPELINE CHECK PASSED"), res.output
     meaning = "  on profile smoke: this changes no verdict (only the paper profile has a badge)"
     assert res.output.splitlines()[-8:-2] == [*block[:-2], meaning], res.output
     write_results(tmp_path / "old-results", paper, "smoke")  # all made before results recorded their code
-    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "old-results"), "--expected",
-                                    str(smoke)])  # fmt: skip
+    res = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "old-results"), "--expected", str(smoke)])
     assert res.exit_code == 0 and res.output.splitlines()[-5:-2] == [
-        block[0], "  all 36 results: no code recorded (made before results recorded it)", meaning], res.output
+        block[0],
+        "  all 36 results: no code recorded (made before results recorded it)",
+        meaning,
+    ], res.output
 
 
 def test_a_setting_that_changes_numbers_is_named_beside_the_provenance(
@@ -313,9 +333,11 @@ def test_a_b3_only_expected_set_prints_no_badge(tmp_path: Path, paper: pd.DataFr
     directory = tmp_path / "b3"
     directory.mkdir()
     b3.to_csv(directory / "per_seed.csv", index=False)
-    (directory / "tolerances.toml").write_text('profile = "paper"\nper_seed = "per_seed.csv"\n'
-                                               "[tolerance]\nacc = 1.5\nforgetting = 2.0\nbwt = 2.0\n"
-                                               "[claims]\ngate_exit_code = true\n")  # fmt: skip
+    (directory / "tolerances.toml").write_text(
+        'profile = "paper"\nper_seed = "per_seed.csv"\n'
+        "[tolerance]\nacc = 1.5\nforgetting = 2.0\nbwt = 2.0\n"
+        "[claims]\ngate_exit_code = true\n"
+    )
     res, report = check(tmp_path, b3, "--expected", str(directory))
     assert "RESULTS REPLICATED" not in res.output and report["shipped_paper_set"] is False
 
@@ -354,8 +376,12 @@ def test_a_shift_of_exactly_the_tolerance_passes_either_way(tmp_path: Path, pape
 
 def test_c5_is_not_supported_by_float_noise(tmp_path: Path, paper: pd.DataFrame) -> None:
     """Budget and retrieval ranges equal in decimal give deltas of ~3.6e-15: no support."""
-    values = {"s1": (32.14, 36.08, 34.04), "s2": (46.84, 47.77, 47.52), "s3": (28.94, 56.41, 42.84),
-              "s4": (43.17, 55.77, 30.17)}  # fmt: skip
+    values = {
+        "s1": (32.14, 36.08, 34.04),
+        "s2": (46.84, 47.77, 47.52),
+        "s3": (28.94, 56.41, 42.84),
+        "s4": (43.17, 55.77, 30.17),
+    }
     table = paper.copy()
     for run_id, accs in values.items():
         table.loc[table["run_id"] == run_id, "acc"] = accs
@@ -365,8 +391,18 @@ def test_c5_is_not_supported_by_float_noise(tmp_path: Path, paper: pd.DataFrame)
 
 def test_a_missing_expected_set_is_a_state_not_an_error(tmp_path: Path, paper: pd.DataFrame) -> None:
     paper.to_csv(tmp_path / "rerun.csv", index=False)
-    res = CliRunner().invoke(main, ["check", "--per-seed", str(tmp_path / "rerun.csv"), "--profile", "cifar10",
-                                    "--json-out", str(tmp_path / "r.json")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "check",
+            "--per-seed",
+            str(tmp_path / "rerun.csv"),
+            "--profile",
+            "cifar10",
+            "--json-out",
+            str(tmp_path / "r.json"),
+        ],
+    )
     assert res.exit_code == 3, res.output
     assert "INCOMPLETE (no expected set for profile cifar10" in res.output and "cannot read TOML" not in res.output
     # a profile's folder without its tolerances.toml (a set being made, as docs/extending.md makes one) is none
@@ -375,8 +411,18 @@ def test_a_missing_expected_set_is_a_state_not_an_error(tmp_path: Path, paper: p
     (root / "cifar10").mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root.parent)
-        res = CliRunner().invoke(main, ["check", "--per-seed", str(tmp_path / "rerun.csv"), "--profile", "cifar10",
-                                        "--json-out", str(tmp_path / "r.json")])  # fmt: skip
+        res = CliRunner().invoke(
+            main,
+            [
+                "check",
+                "--per-seed",
+                str(tmp_path / "rerun.csv"),
+                "--profile",
+                "cifar10",
+                "--json-out",
+                str(tmp_path / "r.json"),
+            ],
+        )
     assert res.exit_code == 3 and "INCOMPLETE (no expected set for profile cifar10" in res.output, res.output
 
 
@@ -391,8 +437,9 @@ def test_a_shift_past_the_tolerance_is_not_replicated(tmp_path: Path, decided: p
 
 
 def test_a_shift_inside_the_tolerance_is_replicated(tmp_path: Path, decided: pd.DataFrame) -> None:
-    res, report = check(tmp_path, decided.assign(forgetting=decided["forgetting"] - 3.0,
-                                                  bwt=decided["bwt"] + 3.0), results=True)  # F tolerances >= 4.3 pp
+    res, report = check(
+        tmp_path, decided.assign(forgetting=decided["forgetting"] - 3.0, bwt=decided["bwt"] + 3.0), results=True
+    )  # F tolerances >= 4.3 pp
     assert res.exit_code == 0 and set(verdicts(report).values()) == {"REPLICATED"}
 
 
@@ -431,16 +478,16 @@ def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper
     res, report = check(tmp_path, rerun)
     assert res.exit_code == 3, res.output
     assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
-    assert report["verdict"] == ("INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing "
-                                 "for B3)")
+    assert report["verdict"] == (
+        "INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing for B3)"
+    )
     assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
     assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
 
 
 def test_claims_need_a_seed_shared_by_their_runs(tmp_path: Path, paper: pd.DataFrame) -> None:
     rerun = paper[
-        ((paper["run_id"] == "B3") & (paper["seed"] == 42))
-        | ((paper["run_id"] == "a4") & (paper["seed"] != 42))
+        ((paper["run_id"] == "B3") & (paper["seed"] == 42)) | ((paper["run_id"] == "a4") & (paper["seed"] != 42))
     ]
     _, report = check(tmp_path, rerun)
     assert claims(report)["C3"] == "NOT CHECKED (no seed shared by B3, a4)"
@@ -469,8 +516,10 @@ def set_from(table: pd.DataFrame, run_id: str, source: str, metric: str, offset:
         (lambda t: set_from(t, "a4", "B3", "acc", +0.3), "C3"),
         (lambda t: set_from(t, "a1", "B3", "forgetting", -0.1), "C4"),
         # no budget rise (s2 = s1 = B3) beside a retrieval step of 8 pp: (s2 - s1) - (B3 - s3) = -8 on every seed
-        (lambda t: set_from(set_from(set_from(t, "s1", "B3", "acc"), "s2", "B3", "acc"), "s3", "B3", "acc", -8.0),
-         "C5"),
+        (
+            lambda t: set_from(set_from(set_from(t, "s1", "B3", "acc"), "s2", "B3", "acc"), "s3", "B3", "acc", -8.0),
+            "C5",
+        ),
     ],
 )
 def test_a_claim_the_rerun_contradicts_is_not_supported(
@@ -514,9 +563,21 @@ def test_a_difference_of_exactly_the_tolerance_is_replicated(observed: float, ve
     """|difference| <= tolerance, boundary included: smoke accuracies lie on a grid of 0.5 pp, so differences of
     exactly a tolerance occur (B1's ACC +5.00 at 5.0 between two CPU kinds). Every value here is exactly representable:
     expected mean 46.0, differences -5.0 and +5.0 (on the boundary) and 0.25 past it."""
-    expected = Expected(Path("."), "smoke", pd.DataFrame({"run_id": ["B3"] * 3, "seed": [1993, 2023, 42],
-                        "acc": [44.0, 46.0, 48.0], "forgetting": [20.0] * 3, "bwt": [-20.0] * 3}),
-                        {"acc": 5.0, "forgetting": 7.5, "bwt": 7.5}, gate_claims=False)  # fmt: skip
+    expected = Expected(
+        Path("."),
+        "smoke",
+        pd.DataFrame(
+            {
+                "run_id": ["B3"] * 3,
+                "seed": [1993, 2023, 42],
+                "acc": [44.0, 46.0, 48.0],
+                "forgetting": [20.0] * 3,
+                "bwt": [-20.0] * 3,
+            }
+        ),
+        {"acc": 5.0, "forgetting": 7.5, "bwt": 7.5},
+        gate_claims=False,
+    )
     rerun = expected.per_seed.assign(acc=observed)
     (acc, *_) = judge.check(expected, rerun).metrics
     assert (acc.metric, abs(acc.difference), acc.verdict) == ("acc", abs(observed - 46.0), verdict)
@@ -584,8 +645,20 @@ def test_an_unwritable_report_is_one_line_and_exit_2(
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code == 2 and len(errors) == 1 and "Read-only file system" in errors[0], res.output
     assert "-> exit 4" in res.output and "--json-out" in errors[0]
-    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["B0", "B1", "B2", "B3", "a1", "a2", "a3",
-                                                                          "a4", "s1", "s2", "s3", "s4"]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        "B0",
+        "B1",
+        "B2",
+        "B3",
+        "a1",
+        "a2",
+        "a3",
+        "a4",
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+    ]
 
 
 def test_every_command_states_the_variables_it_reads() -> None:
@@ -618,10 +691,7 @@ def test_profile_smoke_uses_expected_results_smoke(
 
 def test_find_expected_root(tmp_path: Path) -> None:
     assert find_expected_root([EXPECTED / "smoke"]) == EXPECTED
-    assert (
-        expected_dir_for("paper", EXPECTED) == EXPECTED
-        and expected_dir_for("smoke", EXPECTED) == EXPECTED / "smoke"
-    )
+    assert expected_dir_for("paper", EXPECTED) == EXPECTED and expected_dir_for("smoke", EXPECTED) == EXPECTED / "smoke"
     with pytest.raises(ExpectedError, match="pass --expected DIR"):
         find_expected_root([tmp_path])
 
@@ -639,9 +709,7 @@ def test_results_from_another_profile_are_refused(tmp_path: Path, paper: pd.Data
     write_results(tmp_path / "results", paper, profile="smoke")
     base = ["check", "--results-dir", str(tmp_path / "results")]
     assert_refused(CliRunner().invoke(main, [*base, "--expected", str(EXPECTED)]), "holds profile 'paper'")
-    assert_refused(
-        CliRunner().invoke(main, [*base, "--profile", "paper"]), "from profile 'smoke', not --profile"
-    )
+    assert_refused(CliRunner().invoke(main, [*base, "--profile", "paper"]), "from profile 'smoke', not --profile")
     assert not (tmp_path / "results" / "check_report.json").exists()
 
 
@@ -662,9 +730,7 @@ def test_a_per_seed_csv_is_taken_to_be_of_the_given_profile(tmp_path: Path, pape
 def test_malformed_per_seed_csv_is_refused(tmp_path: Path, text: str, message: str) -> None:
     csv = tmp_path / "rerun.csv"
     csv.write_text(text)
-    assert_refused(
-        CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)]), message
-    )
+    assert_refused(CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(EXPECTED)]), message)
 
 
 def test_result_without_metrics_is_refused(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -686,8 +752,11 @@ def test_result_without_metrics_is_refused(tmp_path: Path, paper: pd.DataFrame) 
         ("\n[derive]\n", "\n[tolerance]\nacc = 1.0\n[derive]\n", "either [tolerance] (the numbers) or [derive]"),
         ('gate = ["acc", "forgetting"]', 'gate = ["ACC"]', "gate must list metrics"),
         ("looks = [3, 5, 8, 12, 20]", "looks = [2, 5, 8, 12, 20]", "[procedure] needs seeds, looks and alpha"),
-        ("alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.0339]", "alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.06]",
-         "[procedure] needs seeds, looks"),
+        (
+            "alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.0339]",
+            "alpha = [0.0098, 0.00252, 0.00409, 0.00859, 0.06]",
+            "[procedure] needs seeds, looks",
+        ),
         ("gate_exit_code = true", "gate_exit_code = 1", "gate_exit_code must be true or false"),
         ('profile = "paper"', 'profile = "huge"', "profile must be one of"),
         ("\n[derive]\n", "\n[derive\n", "cannot read TOML"),
@@ -707,9 +776,7 @@ def test_malformed_expected_sets_are_refused(
     toml.write_text(toml.read_text().replace(old, new))
     csv = tmp_path / "rerun.csv"
     paper.to_csv(csv, index=False)
-    assert_refused(
-        CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(expected)]), message
-    )
+    assert_refused(CliRunner().invoke(main, ["check", "--per-seed", str(csv), "--expected", str(expected)]), message)
 
 
 def test_malformed_expected_per_seed_csv_is_refused(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -732,9 +799,7 @@ def test_run_ids_without_expected_values_are_reported_not_judged(tmp_path: Path,
     report = json.loads((tmp_path / "r.json").read_text())
     assert verdicts(report)[("a1", "acc")] == "NOT CHECKED (no expected values)"
     paper[paper["run_id"] == "a1"].to_csv(csv, index=False)
-    assert_refused(
-        CliRunner().invoke(main, [*base, "--per-seed", str(csv)]), "no run ID of the re-run has expected"
-    )
+    assert_refused(CliRunner().invoke(main, [*base, "--per-seed", str(csv)]), "no run ID of the re-run has expected")
 
 
 # --- findings beyond the paper (C6-C8, run IDs r1-r3) ---------------------------------------------
@@ -744,8 +809,11 @@ T_975_2DF = 4.302652729911275  # scipy.stats.t.ppf(0.975, 2), checked below
 
 def with_refresh_runs(paper: pd.DataFrame, acc: dict[str, list[float]], forgetting: dict[str, list[float]]):
     """The paper's table plus hand-made r1-r3 rows (seeds 1993, 2023, 42)."""
-    rows = [{"run_id": r, "seed": s, "acc": a, "forgetting": f, "bwt": -f}
-            for r in acc for s, a, f in zip((1993, 2023, 42), acc[r], forgetting[r], strict=True)]
+    rows = [
+        {"run_id": r, "seed": s, "acc": a, "forgetting": f, "bwt": -f}
+        for r in acc
+        for s, a, f in zip((1993, 2023, 42), acc[r], forgetting[r], strict=True)
+    ]
     return pd.concat([paper, pd.DataFrame(rows)], ignore_index=True)
 
 
@@ -766,16 +834,21 @@ def test_findings_print_paired_means_and_t_intervals_computed_by_hand(tmp_path: 
     assert claims(report)["C6"].startswith("INCONCLUSIVE (at this mean and spread about ")
     assert claims(report)["C6"].endswith("would decide it, for the claim)")
     assert claims(report)["C7"].startswith("INCONCLUSIVE")  # B3 - r2 acc = 2.64, 1.72, -1.35
-    assert claims(report)["C8"] == ("INCONCLUSIVE (no number of seeds up to 1000 would decide it at this mean "
-                                    "and spread)")
+    assert claims(report)["C8"] == (
+        "INCONCLUSIVE (no number of seeds up to 1000 would decide it at this mean and spread)"
+    )
     half = T_95_2DF / 3**0.5
     p = stats.ttest_1samp([1.0, 2.0, 3.0], 0, alternative="greater").pvalue
-    assert (f"r2-r1 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00 (claimed > 0); "
-            f"90% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df), one-sided p {p:.3f}: supports") in res.output
+    assert (
+        f"r2-r1 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00 (claimed > 0); "
+        f"90% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df), one-sided p {p:.3f}: supports"
+    ) in res.output
     sd = float(np.std([-1.0, -2.0, 0.5], ddof=1))
     lo, hi = -5 / 6 - T_95_2DF * sd / 3**0.5, -5 / 6 + T_95_2DF * sd / 3**0.5
-    assert ("r2-r1 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83 (claimed < 0); "
-            f"90% t-interval [{lo:+.2f}, {hi:+.2f}] (2 df)") in res.output
+    assert (
+        "r2-r1 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83 (claimed < 0); "
+        f"90% t-interval [{lo:+.2f}, {hi:+.2f}] (2 df)"
+    ) in res.output
     assert "B3-r2 acc: 1993 +2.64, 2023 +1.72, 42 -1.35; mean +1.00 (claimed > 0)" in res.output
     assert "findings beyond the paper: 3 INCONCLUSIVE (never gate)" in res.output
     assert not any(line.startswith(("C6", "C7", "C8")) and "CLAIM" in line for line in res.output.splitlines())
@@ -797,8 +870,11 @@ def test_r_runs_get_no_replicated_line_under_the_paper_profile(tmp_path: Path, p
 def test_claims_need_three_shared_seeds(tmp_path: Path, paper: pd.DataFrame) -> None:
     """One seed per run ID decides no claim (before, one seed made all five SUPPORTED); neither do two."""
     for seeds in ([42], [42, 1993]):
-        table = with_refresh_runs(paper, acc={"r1": [40.0, 41.0, 42.0], "r2": [41.0, 43.0, 45.0]},
-                                  forgetting={"r1": [20.0] * 3, "r2": [19.0] * 3})
+        table = with_refresh_runs(
+            paper,
+            acc={"r1": [40.0, 41.0, 42.0], "r2": [41.0, 43.0, 45.0]},
+            forgetting={"r1": [20.0] * 3, "r2": [19.0] * 3},
+        )
         res, report = check(tmp_path, table[table["seed"].isin(seeds)])
         assert res.exit_code == 3, res.output
         n = f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
@@ -818,8 +894,10 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     table = decided[~((decided["run_id"] == "a4") & decided["seed"].isin([1, 2]))].copy()
     table.loc[table["run_id"] == "a4", "acc"] = b3 - np.array([-1.0, 2.0, 2.0])
     res, report = check(tmp_path, table)
-    assert claims(report)["C3"] == ("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds "
-                                    "seeds 1, 2 for B3, a4; its undecided comparisons point for the claim)")
+    assert claims(report)["C3"] == (
+        "UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: the next look adds "
+        "seeds 1, 2 for B3, a4; its undecided comparisons point for the claim)"
+    )
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2]} and res.exit_code == 3
     assert report["verdict"] == "INCOMPLETE (look 2 of 5 interrupted: seeds 1, 2 missing for a4)"
 
@@ -827,8 +905,18 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
 def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
     """The smoke profile's claims are NOT EVIDENCE, with their statistics for information; no line of it reads
     as a finding about the paper, and the verdict is a pipeline check."""
-    res = CliRunner().invoke(main, ["check", "--per-seed", str(EXPECTED / "smoke" / "per_seed.csv"), "--profile",
-                                    "smoke", "--json-out", str(tmp_path / "r.json")])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "check",
+            "--per-seed",
+            str(EXPECTED / "smoke" / "per_seed.csv"),
+            "--profile",
+            "smoke",
+            "--json-out",
+            str(tmp_path / "r.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "r.json").read_text())
     assert all(v.startswith("NOT EVIDENCE (profile smoke") for v in claims(report).values())
@@ -853,12 +941,15 @@ def test_a_part_of_the_smoke_set_is_incomplete_naming_every_run_id_missing(tmp_p
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])])
     assert res.exit_code == 3, res.output
     assert report["verdict"] == "INCOMPLETE (profile smoke; 10 of 12 run IDs missing: B1, B2, a1-a4, s1-s4)"
-    assert report["next_step"] == {"run_ids": ["B1", "B2", "a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"],
-                                   "seeds": [1993, 2023, 42]}  # fmt: skip
+    assert report["next_step"] == {
+        "run_ids": ["B1", "B2", "a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"],
+        "seeds": [1993, 2023, 42],
+    }
     twelve = smoke[smoke["run_id"].isin(PAPER_RUNS)]
     res, report = smoke_check(tmp_path, twelve)
-    assert res.exit_code == 0 and report["verdict"] == ("PIPELINE CHECK PASSED (profile smoke: not evidence about the "
-                                                        "paper)")  # fmt: skip
+    assert res.exit_code == 0 and report["verdict"] == (
+        "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"
+    )
     res, report = smoke_check(tmp_path, twelve[(twelve["run_id"] != "s4") | (twelve["seed"] != 42)])
     assert res.exit_code == 3 and report["verdict"] == "INCOMPLETE (profile smoke; seeds 42 missing for s4)"
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [42]}
@@ -868,34 +959,40 @@ def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> No
     """Issue 51.4: `uh check --run-ids B0,B3` asks for those run IDs alone, and the verdict says which subset passed;
     the set's other run IDs in the re-run are left out, never judged. A run ID of the subset missing is INCOMPLETE."""
     smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
-    res, report = smoke_check(tmp_path, smoke.assign(acc=smoke["acc"] + 20.0 * (smoke["run_id"] == "a1")),
-                              "--run-ids", "B3, B0")  # fmt: skip
+    res, report = smoke_check(
+        tmp_path, smoke.assign(acc=smoke["acc"] + 20.0 * (smoke["run_id"] == "a1")), "--run-ids", "B3, B0"
+    )
     assert res.exit_code == 0, res.output
-    assert report["verdict"] == ("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 of 12 run IDs: not evidence "
-                                 "about the paper)")  # fmt: skip
+    assert report["verdict"] == (
+        "PIPELINE CHECK PASSED (profile smoke, subset B0, B3 of 12 run IDs: not evidence about the paper)"
+    )
     assert {m["run_id"] for m in report["metrics"]} == {"B0", "B3"} and report["run_ids"] == ["B0", "B3"]
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])], "--run-ids", "B0,B3")
     assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 ")
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"] == "B3"], "--run-ids", "B0,B3")
-    assert res.exit_code == 3 and report["verdict"] == ("INCOMPLETE (profile smoke, subset B0, B3 of 12 run IDs; 1 of "
-                                                        "2 run IDs missing: B0)")  # fmt: skip
+    assert res.exit_code == 3 and report["verdict"] == (
+        "INCOMPLETE (profile smoke, subset B0, B3 of 12 run IDs; 1 of 2 run IDs missing: B0)"
+    )
 
 
-def test_a_subset_of_the_paper_set_never_gets_the_badge(tmp_path: Path, paper: pd.DataFrame, decided: pd.DataFrame
-                                                        ) -> None:  # fmt: skip
+def test_a_subset_of_the_paper_set_never_gets_the_badge(
+    tmp_path: Path, paper: pd.DataFrame, decided: pd.DataFrame
+) -> None:
     """Issue 51.4: on the paper profile a subset named with --run-ids, every rule on it passed and every claim within
     it decided (C2 on B3 and a2), is EXPECTED SET MATCHED (exit 6), as one claim alone is: never the badge, even
     naming all twelve run IDs of a re-run that earns it. Claims beyond the subset are not followed."""
     res, report = check(tmp_path, paper[paper["run_id"].isin(["B3", "a2"])], "--run-ids", "B3,a2")
     assert res.exit_code == 6, res.output
-    assert report["verdict"] == ("EXPECTED SET MATCHED (subset B3, a2 of 12 run IDs: no badge, which needs every "
-                                 "claim and run ID)")  # fmt: skip
+    assert report["verdict"] == (
+        "EXPECTED SET MATCHED (subset B3, a2 of 12 run IDs: no badge, which needs every claim and run ID)"
+    )
     assert claims(report)["C2"].startswith("SUPPORTED (look 1 of 5") and claims(report)["C1"].startswith("NOT CHECKED")
     res, report = check(tmp_path, decided, results=True)
     assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
     res, report = check(tmp_path, decided, "--run-ids", ",".join(PAPER_RUNS), results=True)
-    assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (subset B0-B3, a1-a4, s1-s4 of "
-                                                               "12 run IDs: no badge")  # fmt: skip
+    assert res.exit_code == 6 and report["verdict"].startswith(
+        "EXPECTED SET MATCHED (subset B0-B3, a1-a4, s1-s4 of 12 run IDs: no badge"
+    )
 
 
 def test_a_final_miss_fails_while_run_ids_are_missing(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -910,14 +1007,18 @@ def test_a_final_miss_fails_while_run_ids_are_missing(tmp_path: Path, paper: pd.
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B0 acc NOT REPLICATED)", res.output
 
 
-@pytest.mark.parametrize(("args", "error"), [
-    (("--run-ids", "B0,B9"), "Error: --run-ids: unknown run ID 'B9'; known: B0, B1"),
-    (("--run-ids", "B0,r1"), "Error: --run-ids: r1 not in the expected set "),
-    (("--run-ids", " , "), "Error: --run-ids ' , ' names no run ID; give them comma-separated"),
-    (("--run-ids", "B3,a2", "--claim", "C2"), "Error: give --run-ids or --claim, not both"),
-])  # fmt: skip
-def test_a_subset_it_cannot_check_is_refused_in_one_line(tmp_path: Path, paper: pd.DataFrame, args: tuple[str, ...],
-                                                         error: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("--run-ids", "B0,B9"), "Error: --run-ids: unknown run ID 'B9'; known: B0, B1"),
+        (("--run-ids", "B0,r1"), "Error: --run-ids: r1 not in the expected set "),
+        (("--run-ids", " , "), "Error: --run-ids ' , ' names no run ID; give them comma-separated"),
+        (("--run-ids", "B3,a2", "--claim", "C2"), "Error: give --run-ids or --claim, not both"),
+    ],
+)
+def test_a_subset_it_cannot_check_is_refused_in_one_line(
+    tmp_path: Path, paper: pd.DataFrame, args: tuple[str, ...], error: str
+) -> None:
     """An unknown run ID, one the expected set does not hold (the paper's has no r1), none at all, or --run-ids with
     --claim: exit 2, one line that says what to do, and no report."""
     res, report = check(tmp_path, paper, *args)
@@ -939,10 +1040,20 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
     """B3+rho=5 (acc B3 + 1, 2, 3 by seed) and a1+lr=0.05 against their bases; a variant without its base is NOT
     CHECKED. Measured, never judged: the exit code is the paper's table's alone."""
     b3 = paper[paper["run_id"] == "B3"].set_index("seed")
-    rows = [{"run_id": "B3+rho=5", "seed": s, "acc": b3.loc[s, "acc"] + d, "forgetting": b3.loc[s, "forgetting"] + f,
-             "bwt": 0.0} for s, d, f in ((1993, 1.0, -1.0), (2023, 2.0, -2.0), (42, 3.0, 0.5))]  # fmt: skip
-    rows += [{"run_id": "a1+lr=0.05", "seed": 42, "acc": 40.19, "forgetting": 30.64, "bwt": 0.0},
-             {"run_id": "B1+M=1000", "seed": 42, "acc": 40.0, "forgetting": 30.0, "bwt": 0.0}]  # fmt: skip
+    rows = [
+        {
+            "run_id": "B3+rho=5",
+            "seed": s,
+            "acc": b3.loc[s, "acc"] + d,
+            "forgetting": b3.loc[s, "forgetting"] + f,
+            "bwt": 0.0,
+        }
+        for s, d, f in ((1993, 1.0, -1.0), (2023, 2.0, -2.0), (42, 3.0, 0.5))
+    ]
+    rows += [
+        {"run_id": "a1+lr=0.05", "seed": 42, "acc": 40.19, "forgetting": 30.64, "bwt": 0.0},
+        {"run_id": "B1+M=1000", "seed": 42, "acc": 40.0, "forgetting": 30.0, "bwt": 0.0},
+    ]
     table = pd.concat([paper[paper["run_id"] != "B1"], pd.DataFrame(rows)], ignore_index=True)
     res, report = check(tmp_path, table)
     assert res.exit_code == 3, res.output  # B1 missing: INCOMPLETE; the variants' deltas never gate
@@ -950,22 +1061,29 @@ def test_variants_are_findings_against_their_base_computed_by_hand(tmp_path: Pat
     sd = float(np.std([-1.0, -2.0, 0.5], ddof=1))
     lo, hi = -5 / 6 - T_975_2DF * sd / 3**0.5, -5 / 6 + T_975_2DF * sd / 3**0.5
     assert "B3+rho=5 against B3 (rho=5): MEASURED (no paper value)" in res.output
-    assert (f"B3+rho=5 - B3 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00; "
-            f"95% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df)") in res.output  # fmt: skip
-    assert (f"B3+rho=5 - B3 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83; "
-            f"95% t-interval [{lo:+.2f}, {hi:+.2f}] (2 df)") in res.output  # fmt: skip
+    assert (
+        f"B3+rho=5 - B3 acc: 1993 +1.00, 2023 +2.00, 42 +3.00; mean +2.00; "
+        f"95% t-interval [{2 - half:+.2f}, {2 + half:+.2f}] (2 df)"
+    ) in res.output
+    assert (
+        f"B3+rho=5 - B3 forgetting: 1993 -1.00, 2023 -2.00, 42 +0.50; mean -0.83; "
+        f"95% t-interval [{lo:+.2f}, {hi:+.2f}] (2 df)"
+    ) in res.output
     # a1 seed 42: acc 43.19, forgetting 28.64; one seed: no interval
-    assert ("a1+lr=0.05 - a1 acc: 42 -3.00; mean -3.00; 95% t-interval undefined (fewer than 2 seeds)"
-            in res.output)  # fmt: skip
+    assert "a1+lr=0.05 - a1 acc: 42 -3.00; mean -3.00; 95% t-interval undefined (fewer than 2 seeds)" in res.output
     verdicts_of = {c["claim_id"]: c["verdict"] for c in report["variants"]}
-    assert verdicts_of == {"B3+rho=5": "MEASURED (no paper value)", "a1+lr=0.05": "MEASURED (no paper value)",
-                           "B1+M=1000": "NOT CHECKED (missing: B1)"}  # fmt: skip
+    assert verdicts_of == {
+        "B3+rho=5": "MEASURED (no paper value)",
+        "a1+lr=0.05": "MEASURED (no paper value)",
+        "B1+M=1000": "NOT CHECKED (missing: B1)",
+    }
     assert "variants: 2 measured, 1 not checked (never gate)\n" in res.output
     assert not any(m["run_id"] not in set(paper["run_id"]) for m in report["metrics"])  # no verdict without a value
 
 
-def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_settings(tmp_path: Path,
-                                                                                    paper: pd.DataFrame) -> None:
+def test_a_variant_is_measured_against_the_run_it_differs_from_in_the_fewest_settings(
+    tmp_path: Path, paper: pd.DataFrame
+) -> None:
     """a2 with a reservoir memory (which B3 would call B3+memory=reservoir+readout=head) against a2, one setting away,
     not against B3 (catalogue.base_of)."""
     a2 = paper[paper["run_id"] == "a2"]
@@ -979,8 +1097,10 @@ def test_the_metric_table_keeps_its_columns_and_prints_no_negative_zero() -> Non
     """A verdict longer than the column (NOT CHECKED with 2 seeds) widens the column for every row, so each row's
     seeds sit under the header's; a difference that rounds to zero prints +0.00 (expected values read back from
     a CSV at 4 decimals gave -0.00)."""
-    rows = [MetricCheck("B3", "acc", (11.9061, 11.9061, 11.9061), (11.90607, 11.9061, 11.9061), 7.5),
-            MetricCheck("B3", "forgetting", (11.91, 11.92, 11.90), (11.9, 11.95), 14.0)]  # fmt: skip
+    rows = [
+        MetricCheck("B3", "acc", (11.9061, 11.9061, 11.9061), (11.90607, 11.9061, 11.9061), 7.5),
+        MetricCheck("B3", "forgetting", (11.91, 11.92, 11.90), (11.9, 11.95), 14.0),
+    ]
     header, first, second = format_metrics(rows)
     assert "NOT CHECKED (2 of the expected seeds" in second
     column = header.index("seeds") + 1  # " 3/3 " under "seeds"
@@ -1025,8 +1145,9 @@ def test_every_seed_the_procedure_asked_for_counts_and_no_other(tmp_path: Path, 
     NOT REPLICATED; a2, whose claim look 1 decided, counts the paper's 3
     seeds, and its 17 others are shown, never counted (they would have failed it too: counting them would be
     shopping in the other direction)."""
-    low = pd.concat([paper[paper["seed"] == (1993, 2023, 42)[s % 3]].assign(seed=s) for s in range(1, 18)],
-                    ignore_index=True)  # fmt: skip
+    low = pd.concat(
+        [paper[paper["seed"] == (1993, 2023, 42)[s % 3]].assign(seed=s) for s in range(1, 18)], ignore_index=True
+    )
     low = low.assign(acc=(low["acc"] - 30).clip(lower=0))  # B0 has 7.9 to lose
     res, report = check(tmp_path, pd.concat([paper, low], ignore_index=True))
     assert res.exit_code == 1, res.output
@@ -1048,8 +1169,10 @@ def test_a_look_missing_one_run_is_incomplete_and_names_it(tmp_path: Path, decid
     b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
     assert b3["n_observed"] == 4 and b3["uncounted_seeds"] == [3, 4, 5] and not b3["final"]
     assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["B3"], "seeds": [2]}
-    assert report["verdict"] == ("INCOMPLETE (look 2 of 5 interrupted: seeds 2 missing for B3 (their seeds 3, 4, 5 "
-                                 "are shown, never counted for the badge))")  # fmt: skip
+    assert report["verdict"] == (
+        "INCOMPLETE (look 2 of 5 interrupted: seeds 2 missing for B3 (their seeds 3, 4, 5 "
+        "are shown, never counted for the badge))"
+    )
 
 
 def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -1076,8 +1199,10 @@ def test_a_check_of_one_claims_runs_says_which_runs_come_next(tmp_path: Path, pa
     ./reproduce.sh next has somewhere to go."""
     res, report = check(tmp_path, paper[paper["run_id"].isin(["B1", "B2", "B3"])])
     assert res.exit_code == 3 and report["verdict"].startswith("INCOMPLETE")
-    assert report["next_step"] == {"run_ids": [r for r in PAPER_RUNS if r not in ("B1", "B2", "B3")],
-                                   "seeds": [1993, 2023, 42]}  # fmt: skip
+    assert report["next_step"] == {
+        "run_ids": [r for r in PAPER_RUNS if r not in ("B1", "B2", "B3")],
+        "seeds": [1993, 2023, 42],
+    }
 
 
 def test_one_claim_alone_gets_its_own_next_look_and_never_the_badge(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -1096,7 +1221,8 @@ def test_one_claim_alone_gets_its_own_next_look_and_never_the_badge(tmp_path: Pa
 
 
 def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_effect(
-    tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
+    tmp_path: Path, paper: pd.DataFrame
+) -> None:
     """All 20 seeds, B3 - B1 ACC centred on zero: C1 is INCONCLUSIVE after the last look; its 93% interval excludes
     the paper's +1.67, so the verdict says the effect is below the paper's, not that nothing contradicts it."""
     seeds = list(load_expected(EXPECTED).procedure.seeds[3:])
@@ -1127,8 +1253,9 @@ def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, pa
     assert "NOT REPLICATED (not final: waits)" in res.output
     assert report["next_step"] == {"run_ids": waiting, "seeds": [1, 2]}
     res, report = check(tmp_path, higher.assign(acc=higher["acc"] + 5.0 * (higher["run_id"] == "a2")))
-    assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; B3 acc "
-                                                               "outside its tolerance on 3 seeds"), res.output
+    assert res.exit_code == 1 and report["verdict"].startswith(
+        "NOT REPLICATED (a2 acc NOT REPLICATED; B3 acc outside its tolerance on 3 seeds"
+    ), res.output
     later = next_look(higher, waiting, list(load_expected(EXPECTED).procedure.seeds[3:]), lead=0.0)
     res, report = check(tmp_path, later)
     assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (B3 acc NOT REPLICATED"), res.output
@@ -1142,7 +1269,8 @@ def shifted(paper: pd.DataFrame, runs: list[str], pp: float) -> pd.DataFrame:
 
 
 def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_miss(
-        tmp_path: Path, paper: pd.DataFrame) -> None:  # fmt: skip
+    tmp_path: Path, paper: pd.DataFrame
+) -> None:
     """B1, B2, B3 and a4 at +5 pp ACC: look 2 asks seeds 1, 2 of the runs of every comparison left undecided
     (C5's read B3). Stopped before a4's seed 2, a4's and B3's misses still wait (C3 may yet ask both for more):
     INCOMPLETE (exit 3), naming a4 seed 2. It once read NOT REPLICATED with an empty next_step, as a miss waited
@@ -1155,9 +1283,11 @@ def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_mis
     assert report["verdict"].startswith("INCOMPLETE (look 2 of 5 interrupted: seeds 2 missing for a4")
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [2]}
     res, report = check(tmp_path, look2)
-    assert res.exit_code == 1 and report["verdict"] == ("NOT REPLICATED (a4 acc NOT REPLICATED; B3 acc outside its "
-                                                        "tolerance on 5 seeds, decided on the next look's seeds (3, "
-                                                        "4, 5))")  # fmt: skip
+    assert res.exit_code == 1 and report["verdict"] == (
+        "NOT REPLICATED (a4 acc NOT REPLICATED; B3 acc outside its "
+        "tolerance on 5 seeds, decided on the next look's seeds (3, "
+        "4, 5))"
+    )
     res, report = check(tmp_path, next_look(look2, ["B1", "B3"], [3, 4, 5], lead=0.0))
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B3 acc NOT REPLICATED; a4 acc NOT REPLICATED)"
 
@@ -1167,13 +1297,14 @@ def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path:
     checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
     res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
-                                        "tolerance on 3 seeds, decided on the next look's seeds (1, 2)")
+    assert report["verdict"].startswith(
+        "INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
+        "tolerance on 3 seeds, decided on the next look's seeds (1, 2)"
+    )
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
 
 
-def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_path: Path, paper: pd.DataFrame
-                                                                           ) -> None:  # fmt: skip
+def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_path: Path, paper: pd.DataFrame) -> None:
     """Issue 53.2: B1's look-1 runs missing and B2's ACC 9 pp low (its tolerance 7.55 pp): both comparisons that
     read B2 (C1's B3 - B2 ACC and forgetting) have their seeds and are decided at look 1, so B2's miss is final:
     NOT REPLICATED (exit 1), naming it, not INCOMPLETE; C1 itself waits for B1. B2 at B3's ACC + 0.5 contradicts
@@ -1181,8 +1312,10 @@ def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_p
     no_b1 = paper[paper["run_id"] != "B1"]
     res, report = check(tmp_path, no_b1.assign(acc=no_b1["acc"] - 9.0 * (no_b1["run_id"] == "B2")))
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED)", res.output
-    assert claims(report)["C1"].startswith("UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: B3-B1 acc waits "
-                                           "for its runs (seeds 1993, 2023, 42 missing for B1)")  # fmt: skip
+    assert claims(report)["C1"].startswith(
+        "UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: B3-B1 acc waits "
+        "for its runs (seeds 1993, 2023, 42 missing for B1)"
+    )
     res, report = check(tmp_path, set_from(no_b1, "B2", "B3", "acc", +0.5))
     assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED; C1 NOT SUPPORTED)"
     assert claims(report)["C1"].startswith("NOT SUPPORTED (look 1 of 5"), res.output
@@ -1190,8 +1323,9 @@ def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_p
 
 @pytest.mark.parametrize("run_id", ["a2", "a3"])
 @pytest.mark.parametrize("source", ["--per-seed", "--results-dir"])
-def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(tmp_path: Path, decided: pd.DataFrame, run_id: str,
-                                                                  source: str) -> None:  # fmt: skip
+def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(
+    tmp_path: Path, decided: pd.DataFrame, run_id: str, source: str
+) -> None:
     """a2's (C2 is decided at look 1) or a3's (in no claim) ACC 6 pp low on the paper's seeds: NOT REPLICATED. Seeds
     1 and 2 of it at the paper's mean, which no look asked for, are listed as not counted and change nothing (they
     once made it RESULTS REPLICATED: the registered seeds in order, as far as run, allowed shopping for seeds)."""
@@ -1218,8 +1352,9 @@ def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Pat
     table = set_from(shifted(paper, ["B3", "B1", "B2", "a4"], 5.0), "a2", "B3", "acc", +0.5)
     res, report = check(tmp_path, table)
     assert res.exit_code == 1, res.output
-    assert report["verdict"].startswith("NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside "
-                                        "its tolerance on 3 seeds")
+    assert report["verdict"].startswith(
+        "NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside its tolerance on 3 seeds"
+    )
 
 
 def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: Path) -> None:
@@ -1232,11 +1367,18 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
     assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B3", "a2"], "seeds": [1]}, res.output
     assert report["verdict"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure; C2 undecided")
-    assert claims(report)["C2"].startswith("NOT EVIDENCE (profile smoke: the paper's claims are about its own "
-                                           "protocol; UNDECIDED (look 1 of 2")  # fmt: skip
+    assert claims(report)["C2"].startswith(
+        "NOT EVIDENCE (profile smoke: the paper's claims are about its own protocol; UNDECIDED (look 1 of 2"
+    )
     look2 = pd.concat([smoke, smoke[smoke["seed"] == 1993].assign(seed=1)], ignore_index=True)
-    res, report = check(tmp_path, look2[~((look2["run_id"] == "a2") & (look2["seed"] == 1))], "--profile", "smoke",
-                        "--expected", str(directory))  # fmt: skip
+    res, report = check(
+        tmp_path,
+        look2[~((look2["run_id"] == "a2") & (look2["seed"] == 1))],
+        "--profile",
+        "smoke",
+        "--expected",
+        str(directory),
+    )
     assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["a2"], "seeds": [1]}, res.output
     res, report = check(tmp_path, look2, "--profile", "smoke", "--expected", str(directory))
     assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED"), res.output
@@ -1251,8 +1393,15 @@ def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(
     fit COLUMNS (120 where unset, at least 100): the TOST text goes first, then the Welch interval moves under its row,
     long lines wrap with an indent; no row, verdict or word of the summary is lost. --wide prints everything unfitted,
     as before the change (the lines a width too great to fit anything gives)."""
-    args = ["check", "--per-seed", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(EXPECTED),
-            "--json-out", str(tmp_path / "report.json")]  # fmt: skip
+    args = [
+        "check",
+        "--per-seed",
+        str(EXPECTED / "paper_per_seed.csv"),
+        "--expected",
+        str(EXPECTED),
+        "--json-out",
+        str(tmp_path / "report.json"),
+    ]
 
     def output(columns: str | None, *extra: str) -> list[str]:
         if columns is None:
@@ -1278,5 +1427,5 @@ def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(
         b0_acc = lines[rows[0]] if width == 120 else lines[rows[0] + 1]  # beside its row, else on the line under it
         assert b0_acc.endswith(" [-0.30, +0.30]") and ("[" in lines[rows[0]]) == (width == 120)
         verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
-        joined = " ".join([lines[verdict], *(line.strip() for line in lines[verdict + 1:] if line.startswith("    "))])
+        joined = " ".join([lines[verdict], *(line.strip() for line in lines[verdict + 1 :] if line.startswith("    "))])
         assert joined == next(line for line in unfitted if line.startswith("verdict: "))

@@ -124,8 +124,9 @@ def test_a_paired_test_is_scipys_one_sided_t_test_and_the_90_percent_interval() 
     mean, sd = np.mean(deltas), np.std(deltas, ddof=1)
     assert test.interval() == pytest.approx((mean - T_95_2DF * sd / math.sqrt(3), mean + T_95_2DF * sd / math.sqrt(3)))
     assert test.p_value(+1) == pytest.approx(stats.ttest_1samp(deltas, 0, alternative="greater").pvalue)
-    assert test.p_value(+1) == pytest.approx(stats.ttest_rel([d + 10 for d in deltas], [10] * 3,
-                                                             alternative="greater").pvalue)  # fmt: skip
+    assert test.p_value(+1) == pytest.approx(
+        stats.ttest_rel([d + 10 for d in deltas], [10] * 3, alternative="greater").pvalue
+    )
     assert test.p_value(+1) < 0.05 and test.outcome() == "supports"
     assert test.outcome(0.01) == "undecided"  # p 0.048: not at a first look of alpha 0.01 (the shipped one's is 0.005)
     two_sided = stats.ttest_1samp(deltas, 0).confidence_interval(0.95)
@@ -161,8 +162,10 @@ def claim_of(deltas: list[list[float]], procedure: decide.Procedure, sign: int =
     as they are known), replayed under `procedure`."""
     runs = tuple(f"r{i}" for i in range(len(deltas)))
     claim = Claim("X", "x", runs, tuple(Comparison(r, "acc", ((r, 1),), sign) for r in runs))
-    values = {("acc", r): np.array([*d, *[np.nan] * (len(procedure.seeds) - len(d))], float)
-              for r, d in zip(runs, deltas, strict=True)}  # fmt: skip
+    values = {
+        ("acc", r): np.array([*d, *[np.nan] * (len(procedure.seeds) - len(d))], float)
+        for r, d in zip(runs, deltas, strict=True)
+    }
     return claim_state(claim, values, procedure)
 
 
@@ -188,17 +191,21 @@ def test_each_comparison_is_extended_alone_until_it_is_decided() -> None:
     assert (contradicted.decision, contradicted.settled, contradicted.asks("r1")) == ("contradicts", True, 0)
 
 
-@pytest.mark.parametrize(("looks", "alpha"), [((3, 6), (0.03, 0.03)), ((2, 6), (0.01, 0.01)), ((6, 3), (0.01, 0.01)),
-                                              ((3, 11), (0.01, 0.01)), ((3,), (0.0,))])  # fmt: skip
-def test_a_procedure_that_could_err_more_than_5_percent_is_refused(looks: tuple[int, ...], alpha: tuple[float, ...]
-                                                                   ) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("looks", "alpha"),
+    [((3, 6), (0.03, 0.03)), ((2, 6), (0.01, 0.01)), ((6, 3), (0.01, 0.01)), ((3, 11), (0.01, 0.01)), ((3,), (0.0,))],
+)
+def test_a_procedure_that_could_err_more_than_5_percent_is_refused(
+    looks: tuple[int, ...], alpha: tuple[float, ...]
+) -> None:
     with pytest.raises(ValueError):
         decide.Procedure(PROCEDURE.seeds, looks, alpha)
 
 
 @pytest.mark.parametrize("procedure", [PROCEDURE, load_expected(EXPECTED).procedure], ids=["3 looks", "shipped"])
 def test_the_procedure_with_every_look_counted_errs_at_most_5_percent_under_no_effect(
-    procedure: decide.Procedure) -> None:  # fmt: skip
+    procedure: decide.Procedure,
+) -> None:
     """Simulated: a claim with no true effect (normal deltas, mean 0), every look taken in turn; this one and
     the procedure the paper's set registers."""
     rng = np.random.default_rng(7)
@@ -240,8 +247,11 @@ def test_a_claim_of_several_comparisons_needs_each_one() -> None:
 def test_every_decision_is_a_decision_member_that_prints_as_its_word() -> None:
     """A test, a claim and a claim under a procedure each decide a `Decision`, never a bare string; the evidence
     lines print it, and check_report.json's state holds it, as the word it always was."""
-    supports, contradicts, undecided = PairedTest((1.0, 2.0, 3.0), +1), PairedTest((1.0, 2.0, 3.0), -1), PairedTest(
-        (5.0, 6.0), +1)
+    supports, contradicts, undecided = (
+        PairedTest((1.0, 2.0, 3.0), +1),
+        PairedTest((1.0, 2.0, 3.0), -1),
+        PairedTest((5.0, 6.0), +1),
+    )
     assert supports.outcome() is decide.Decision.SUPPORTS and undecided.outcome() is decide.Decision.UNDECIDED
     assert contradicts.outcome(against=0.05) is decide.Decision.CONTRADICTS
     assert decide.claim_outcome([supports, undecided]) is decide.Decision.UNDECIDED
@@ -317,8 +327,9 @@ def test_a_batch_of_sets_is_moderated_set_by_set_as_moderated_spread_does() -> N
         spread = decide.moderated_spread({str(g): v for g, v in enumerate(variances[i, j])}, 2)
         assert df[i, j] == pytest.approx(spread.df, rel=1e-14)
         assert np.sqrt(moderated[i, j]) == pytest.approx(list(spread.sd.values()), rel=1e-14)
-        assert batch[i, j] == pytest.approx([rule.tolerance(sd, spread.df, 3, 10) for sd in spread.sd.values()],
-                                            rel=1e-12)  # fmt: skip
+        assert batch[i, j] == pytest.approx(
+            [rule.tolerance(sd, spread.df, 3, 10) for sd in spread.sd.values()], rel=1e-12
+        )
     assert df[0, 0] == 24 and len(set(moderated[0, 0])) == 1
 
 

@@ -35,12 +35,14 @@ def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     expected = load_expected(EXPECTED)
     b3 = next(line for line in res.output.split("[acc]")[1].splitlines() if line.strip().startswith("B3"))
     assert [float(x) for x in b3.split()[3:]] == pytest.approx(
-        [expected.tolerance_for("B3", "acc", k) for k in (3, 5, 8, 12, 20)], abs=0.005)
+        [expected.tolerance_for("B3", "acc", k) for k in (3, 5, 8, 12, 20)], abs=0.005
+    )
     spread = expected.spreads["acc"]
     sd, df, c, tau = spread.sd["B3"], spread.df, 2 / 3, expected.rule.tau
     nu = df * (sd**2 * c + tau**2) ** 2 / (sd**2 * c) ** 2
     assert expected.tolerance_for("B3", "acc", 3) == pytest.approx(
-        stats.t.isf(0.01 / 48, nu) * math.sqrt(sd**2 * c + tau**2))
+        stats.t.isf(0.01 / 48, nu) * math.sqrt(sd**2 * c + tau**2)
+    )
 
 
 def test_the_faithful_model_b_reproduces_the_papers_spread() -> None:
@@ -60,8 +62,7 @@ def test_model_a_adds_the_papers_sampling_error_to_the_truth() -> None:
     expected = load_expected(EXPECTED)
     world = oc.World.of(expected)
     rng = np.random.default_rng(1)
-    truths = {f: np.stack([oc.Model("x", faithful=f, tau=0.0).truth(world, rng) for _ in range(4000)])
-              for f in "ab"}  # fmt: skip
+    truths = {f: np.stack([oc.Model("x", faithful=f, tau=0.0).truth(world, rng) for _ in range(4000)]) for f in "ab"}
     b3 = world.index("B3")
     s = float(np.std([43.64, 44.72, 43.65], ddof=1))
     assert float(truths["b"][:, b3, 0].std()) == 0.0
@@ -105,7 +106,8 @@ def test_the_bound_is_the_one_sided_z_tests_power_at_the_weakest_comparison() ->
     bound = oc.Bound.of(expected, np.random.default_rng(0), oc.Model("b", faithful="b", tau=0.0))
     assert [bound.at(k) for k in (3, 10, 20)] == pytest.approx(by_hand)
     assert bound.seeds_for(0.95) == next(
-        k for k in range(3, 100) if stats.norm.cdf(d * math.sqrt(k) / sigma - stats.norm.ppf(0.95)) >= 0.95)
+        k for k in range(3, 100) if stats.norm.cdf(d * math.sqrt(k) / sigma - stats.norm.ppf(0.95)) >= 0.95
+    )
 
 
 def test_the_bound_of_a_comparison_with_no_true_effect_or_the_wrong_sign_is_5_percent() -> None:
@@ -133,8 +135,18 @@ def test_a_claims_null_models_set_the_true_effect_to_zero() -> None:
 
 
 def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -> None:
-    summary = oc.Summary(oc.Model("a", faithful="a"), 4, (1, 1, 1), (0, 0, 0), (0, 0, 0), 1.0, 3.0, (1.0, 1.0), [],
-                         Counter({(("B1", 3), ("B3", 3)): 3, (): 1}))  # fmt: skip
+    summary = oc.Summary(
+        oc.Model("a", faithful="a"),
+        4,
+        (1, 1, 1),
+        (0, 0, 0),
+        (0, 0, 0),
+        1.0,
+        3.0,
+        (1.0, 1.0),
+        [],
+        Counter({(("B1", 3), ("B3", 3)): 3, (): 1}),
+    )
     oc.write_extra_runs(tmp_path / "runs.csv", summary)
     table = pd.read_csv(tmp_path / "runs.csv")
     assert list(table["share"]) == [0.75, 0.25] and list(table["B1"]) == [3, 0] and table["B0"].sum() == 0
@@ -142,11 +154,37 @@ def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -
 
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
     """A small N: the numbers are rough; every part and target line is printed, each share with an interval."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--gating-draws", "10", "--close-draws",
-                                    "10", "--rho", "0.5", "--tau", "0.5", "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "oc",
+            "-n",
+            "10",
+            "--grid-draws",
+            "10",
+            "--gating-draws",
+            "10",
+            "--close-draws",
+            "10",
+            "--rho",
+            "0.5",
+            "--tau",
+            "0.5",
+            "--expected",
+            str(EXPECTED),
+        ],
+    )
     assert res.exit_code == 0, res.output
-    for label in ("(a) rho 0.5, tau 0.5", "(b) rho 0.5, tau 0.5", "(c) rho 0.5, tau 0.5", "a3 noisy miss",
-                  "null C5", "C1: NOT SUPPORTED", "detectable miss", "within 3 pp of the any-rule bound"):
+    for label in (
+        "(a) rho 0.5, tau 0.5",
+        "(b) rho 0.5, tau 0.5",
+        "(c) rho 0.5, tau 0.5",
+        "a3 noisy miss",
+        "null C5",
+        "C1: NOT SUPPORTED",
+        "detectable miss",
+        "within 3 pp of the any-rule bound",
+    ):
         assert label in res.output, label
     a3 = next(line for line in res.output.splitlines() if line.startswith("a3 noisy miss"))
     assert "  0.0 [0.0, " in a3, a3  # P(RR) with its Wilson interval
@@ -161,8 +199,9 @@ def test_share_is_scipys_wilson_interval() -> None:
 def test_one_claim_alone_is_priced_from_its_own_procedure() -> None:
     """`uh oc --only claims`: each claim's look 1 is its run IDs on the paper's three seeds, priced from the paper's
     T4 seconds; the whole of its own procedure costs at least that, and at most every look of every run ID."""
-    res = CliRunner().invoke(main, ["oc", "--only", "claims", "--grid-draws", "10", "--seed", "1", "--expected",
-                                    str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(
+        main, ["oc", "--only", "claims", "--grid-draws", "10", "--seed", "1", "--expected", str(EXPECTED)]
+    )
     assert res.exit_code == 0, res.output
     rows = {line.split()[0]: line for line in res.output.splitlines() if line[:2] in ("C1", "C2", "C3", "C4", "C5")}
     seconds = oc.paper_seconds(load_expected(EXPECTED))
@@ -215,9 +254,30 @@ def test_uh_oc_only_gating_prints_the_gating_table_alone_on_its_own_draws() -> N
     """`uh oc --only gating`: the per-metric table alone, on --gating-draws worlds per tau (not --draws): a row per
     gating metric with a cell per tau, and the family's line; none of the misses' simulations run."""
     expected = load_expected(EXPECTED)
-    res = CliRunner().invoke(main, ["oc", "--only", "gating", "-n", "10", "--grid-draws", "10", "--close-draws", "10",
-                                    "--gating-draws", "20", "--tau", "0.5", "--tau", "1", "-j", "1", "--expected",
-                                    str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "oc",
+            "--only",
+            "gating",
+            "-n",
+            "10",
+            "--grid-draws",
+            "10",
+            "--close-draws",
+            "10",
+            "--gating-draws",
+            "20",
+            "--tau",
+            "0.5",
+            "--tau",
+            "1",
+            "-j",
+            "1",
+            "--expected",
+            str(EXPECTED),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert re.fullmatch(r"uh oc: done, 40 of 40 re-runs in \d+ s", res.stderr.splitlines()[-1]), res.stderr
     assert "(20 draws per tau)" in res.output and "misses and nulls" not in res.output
@@ -238,9 +298,30 @@ def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
 def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     """tau 1.0, the rule's own allowance, is beyond what the targets ask the rule to tolerate (0.75): its rows are
     printed, no target is read from them, and the run says how long it took."""
-    res = CliRunner().invoke(main, ["oc", "--only", "faithful", "-n", "10", "--grid-draws", "10", "--close-draws", "10",
-                                    "--rho", "0.5", "--tau", "0.75", "--tau", "1.0", "-j", "1",
-                                    "--expected", str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "oc",
+            "--only",
+            "faithful",
+            "-n",
+            "10",
+            "--grid-draws",
+            "10",
+            "--close-draws",
+            "10",
+            "--rho",
+            "0.5",
+            "--tau",
+            "0.75",
+            "--tau",
+            "1.0",
+            "-j",
+            "1",
+            "--expected",
+            str(EXPECTED),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "(a) rho 0.5, tau 1" in res.output and "(a) rho 0.5, tau 0.75" in res.output
     targets = res.output.split("targets:")[1]
@@ -262,8 +343,11 @@ def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to
     assert len(lines) == 8 and any(f", {each} draws: " in line for line in lines), lines
     for line in lines:
         low, high = map(float, re.search(r"\[([\d.]+), ([\d.]+)\]", line).groups())
-        bound = float(re.search(r"bound ([\d.]+)\)", line)[1]) - 3 if "bound" in line else float(
-            re.search(r"([<>]=) (\d+)%", line)[2])  # fmt: skip
+        bound = (
+            float(re.search(r"bound ([\d.]+)\)", line)[1]) - 3
+            if "bound" in line
+            else float(re.search(r"([<>]=) (\d+)%", line)[2])
+        )
         close = low <= bound <= high
         assert line.strip().startswith("too close to call") == close, line
         assert close <= (int(re.search(r", (\d+) draws: ", line)[1]) >= each), line  # 10 draws too few: drawn again
@@ -273,19 +357,42 @@ def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
     its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
     standard error: standard output keeps the figures alone."""
-    res = CliRunner().invoke(main, ["oc", "-n", "10", "--grid-draws", "10", "--gating-draws", "10", "--close-draws",
-                                    "10", "--rho", "0.5", "--tau", "0.5", "-j", "2", "--expected",
-                                    str(EXPECTED)])  # fmt: skip
+    res = CliRunner().invoke(
+        main,
+        [
+            "oc",
+            "-n",
+            "10",
+            "--grid-draws",
+            "10",
+            "--gating-draws",
+            "10",
+            "--close-draws",
+            "10",
+            "--rho",
+            "0.5",
+            "--tau",
+            "0.5",
+            "-j",
+            "2",
+            "--expected",
+            str(EXPECTED),
+        ],
+    )
     assert res.exit_code == 0, res.output
     err = res.stderr.splitlines()
     # 3 faithful cells x 10, 13 misses and 5 nulls x 10, 1 gating tau x 10, 5 claims x 10, 3 laws x (1 + 5) x 10
     assert err[0] == "uh oc ..." and re.fullmatch(r"uh oc: done, 450 of 450 re-runs in \d+ s", err[-1])
     parts = [re.sub(r" \(\d+ s\)$", "", line) for line in err[1:-1] if not line.endswith(" so far")]
     assert sorted(parts) == [
-        "uh oc: claims: 5 simulations done", "uh oc: contradicts: 5 simulations done",
-        "uh oc: faithful: 3 simulations done", "uh oc: gating: 1 simulation done",
-        "uh oc: law claims: 15 simulations done", "uh oc: law nulls: 3 simulations done",
-        "uh oc: misses: 13 simulations done"]  # fmt: skip
+        "uh oc: claims: 5 simulations done",
+        "uh oc: contradicts: 5 simulations done",
+        "uh oc: faithful: 3 simulations done",
+        "uh oc: gating: 1 simulation done",
+        "uh oc: law claims: 15 simulations done",
+        "uh oc: law nulls: 3 simulations done",
+        "uh oc: misses: 13 simulations done",
+    ]
     assert "uh oc:" not in res.stdout.split("simulations on 2 processes")[1]
 
 
@@ -298,9 +405,31 @@ def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
 
     main_fd, terminal = os.openpty()
     termios.tcsetwinsize(terminal, (24, 100))
-    proc = subprocess.Popen([sys.executable, "-m", "uniform_herding", "oc", "-n", "30", "--grid-draws", "10", "--rho",
-                             "0.5", "--tau", "0.5", "--only", "faithful", "-j", "2", "--expected", str(EXPECTED)],
-                            stdin=terminal, stdout=terminal, stderr=terminal)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uniform_herding",
+            "oc",
+            "-n",
+            "30",
+            "--grid-draws",
+            "10",
+            "--rho",
+            "0.5",
+            "--tau",
+            "0.5",
+            "--only",
+            "faithful",
+            "-j",
+            "2",
+            "--expected",
+            str(EXPECTED),
+        ],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
     os.close(terminal)
     out = b""
     while True:

@@ -36,14 +36,24 @@ MODELS = (
     oc.Model("faithful", faithful="b", rho=RHO, tau=TAU),
     oc.Model("faithful, the paper's sampling error", faithful="a", rho=RHO, tau=TAU),
     oc.Model("noisier", faithful="b", rho=RHO, tau=TAU, noise_scale=2.0),
-    *(oc.Model(f"{r} {m} {d:+g}", faithful="b", rho=RHO, tau=TAU, shift=(r, m, d))
-      for r in ("B3", "a2", "a4", "B1", "s1", "B0") for m in ("acc", "forgetting") for d in (-6.0, 5.0)),
-    *(oc.Model(f"null {c}", faithful="b", rho=RHO, tau=TAU, nulls=((r, o, m),))
-      for c, r, o, m, _ in oc.pairs(EXPECTED)),
+    *(
+        oc.Model(f"{r} {m} {d:+g}", faithful="b", rho=RHO, tau=TAU, shift=(r, m, d))
+        for r in ("B3", "a2", "a4", "B1", "s1", "B0")
+        for m in ("acc", "forgetting")
+        for d in (-6.0, 5.0)
+    ),
+    *(
+        oc.Model(f"null {c}", faithful="b", rho=RHO, tau=TAU, nulls=((r, o, m),))
+        for c, r, o, m, _ in oc.pairs(EXPECTED)
+    ),
     oc.Model("null C5", faithful="b", rho=RHO, tau=TAU, null_c5=True),
-)  # fmt: skip
-PROPERTY = settings(max_examples=int(os.environ.get("UH_PROPERTY_EXAMPLES", 500)), deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+)
+PROPERTY = settings(
+    max_examples=int(os.environ.get("UH_PROPERTY_EXAMPLES", 500)),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 Pairs = frozenset[tuple[str, int]]
 
@@ -63,8 +73,9 @@ def reruns(draw: st.DrawFn) -> np.ndarray:
     return values
 
 
-def table(values: np.ndarray, have: Pairs, extra: dict[tuple[str, int], tuple[float, ...]] | None = None
-          ) -> pd.DataFrame:  # fmt: skip
+def table(
+    values: np.ndarray, have: Pairs, extra: dict[tuple[str, int], tuple[float, ...]] | None = None
+) -> pd.DataFrame:
     """The per-seed table of the runs in `have` (and `extra`'s rows, values given), in a fixed order; BWT at least
     -F, as every R gives (the simulation draws them apart)."""
     rows = [(r, s, *values[WORLD.index(r), SEEDS.index(s)]) for r, s in sorted(have)]
@@ -100,11 +111,17 @@ def test_the_papers_own_table_repeated_needs_one_more_look_then_passes() -> None
     comparisons and C3 undecided (B2 is asked for nothing more); look 2 (seeds 1, 2) decides C3 and look 3 (B1, B3
     on seeds 3 to 5) C1."""
     paper = EXPECTED.per_seed.set_index(["run_id", "seed"])
-    values = np.stack([[paper.loc[(r, EXPECTED.seeds[k % 3]), list(METRICS)].to_numpy(float) for k in range(len(SEEDS))]
-                       for r in WORLD.runs])  # fmt: skip
+    values = np.stack(
+        [
+            [paper.loc[(r, EXPECTED.seeds[k % 3]), list(METRICS)].to_numpy(float) for k in range(len(SEEDS))]
+            for r in WORLD.runs
+        ]
+    )
     states, final = follow(values, frozenset())
-    assert [asked for _, asked in states[1:]] == [{(r, s) for r in ("B1", "B3", "a4") for s in (1, 2)},
-                                                  {(r, s) for r in ("B1", "B3") for s in (3, 4, 5)}]
+    assert [asked for _, asked in states[1:]] == [
+        {(r, s) for r in ("B1", "B3", "a4") for s in (1, 2)},
+        {(r, s) for r in ("B1", "B3") for s in (3, 4, 5)},
+    ]
     assert final.kind is VerdictKind.RESULTS_REPLICATED
 
 
@@ -123,8 +140,11 @@ def test_each_comparison_is_decided_at_the_first_look_its_own_runs_have() -> Non
     state = state_of(no_b1)
     c1 = state.claims["C1"]
     assert [(c.comparison.label, c.decision, c.reached) for c in c1.comparisons] == [
-        ("B3-B1 acc", "undecided", 0), ("B3-B1 forgetting", "undecided", 0), ("B3-B2 acc", "supports", 1),
-        ("B3-B2 forgetting", "supports", 1)]  # fmt: skip
+        ("B3-B1 acc", "undecided", 0),
+        ("B3-B1 forgetting", "undecided", 0),
+        ("B3-B2 acc", "supports", 1),
+        ("B3-B2 forgetting", "supports", 1),
+    ]
     assert (c1.decision, c1.settled, c1.look) == ("undecided", False, 0)
     assert state.final("B2") and not state.final("B3") and state.missing("B1") == EXPECTED.seeds
     b3 = paper[paper["run_id"] == "B3"]
@@ -141,11 +161,14 @@ def test_a_claim_goes_on_to_its_next_look_only_once_every_open_comparison_has_ha
     """A comparison undecided at look 1 (the paper's B3 - B1 ACC deltas, p 0.048) whose run has look 2's seeds too
     is not tested at look 2 while the claim's other comparison lacks look 1's: had it run ahead, a contradiction at
     look 1 would settle the claim there and leave look 2's seeds uncounted, as no look asked for them."""
-    claim = Claim("X", "x", ("r0", "r1"), (Comparison("r0", "acc", (("r0", 1),), +1),
-                                           Comparison("r1", "acc", (("r1", 1),), +1)))  # fmt: skip
+    claim = Claim(
+        "X", "x", ("r0", "r1"), (Comparison("r0", "acc", (("r0", 1),), +1), Comparison("r1", "acc", (("r1", 1),), +1))
+    )
     seeds = len(EXPECTED.procedure.seeds)
-    values = {("acc", "r0"): np.array([2.76, 0.90, 1.36, 1.9, 1.5, *[np.nan] * (seeds - 5)]),
-              ("acc", "r1"): np.full(seeds, np.nan)}  # fmt: skip
+    values = {
+        ("acc", "r0"): np.array([2.76, 0.90, 1.36, 1.9, 1.5, *[np.nan] * (seeds - 5)]),
+        ("acc", "r1"): np.full(seeds, np.nan),
+    }
     shipped = EXPECTED.procedure  # its boundaries hold the paper's claim sizes; this claim's (2) at half of 1's
     procedure = replace(shipped, contradicts={**shipped.contradicts, 2: tuple(a / 2 for a in shipped.contradicts[1])})
     state = claim_state(claim, values, procedure)
@@ -155,8 +178,9 @@ def test_a_claim_goes_on_to_its_next_look_only_once_every_open_comparison_has_ha
 
 @PROPERTY
 @given(reruns(), st.data())
-def test_an_interrupted_look_changes_nothing_that_the_completed_look_decides(values: np.ndarray, data: st.DataObject
-                                                                             ) -> None:  # fmt: skip
+def test_an_interrupted_look_changes_nothing_that_the_completed_look_decides(
+    values: np.ndarray, data: st.DataObject
+) -> None:
     """Any subset of any look's runs (the paper's 36 included: a failed run during `all`): uh check never reads a
     final verdict the completed look would not (no NOT REPLICATED from a miss that waits for that look), and
     resuming from there (next_step, check, ...) ends where the uninterrupted procedure ends."""
@@ -191,9 +215,13 @@ def test_seeds_no_look_asked_for_change_nothing(values: np.ndarray, data: st.Dat
         rows[r, s] = tuple({"drawn": own, "paper mean": WORLD.mean[WORLD.index(r)], "30 pp off": own + 30.0}[how])
     after = check(EXPECTED, table(values, have, rows), explain=False)
     assert (after.verdict.kind, after.verdict.code, after.verdict.next_step) == (
-        before.verdict.kind, before.verdict.code, before.verdict.next_step), (before.verdict.line, after.verdict.line)
+        before.verdict.kind,
+        before.verdict.code,
+        before.verdict.next_step,
+    ), (before.verdict.line, after.verdict.line)
     assert [(m.run_id, m.metric, m.verdict, m.n_observed) for m in after.metrics] == [
-        (m.run_id, m.metric, m.verdict, m.n_observed) for m in before.metrics]
+        (m.run_id, m.metric, m.verdict, m.n_observed) for m in before.metrics
+    ]
     assert [(c.claim_id, c.verdict) for c in after.claims] == [(c.claim_id, c.verdict) for c in before.claims]
 
 
@@ -206,8 +234,10 @@ def test_the_order_of_rows_never_matters(values: np.ndarray, data: st.DataObject
     states, _ = follow(values, frozenset())
     have = data.draw(st.sampled_from([h | a for h, a in states] or [frozenset()]), label="state")
     ordered = table(values, have)
-    findings = [ordered[ordered["run_id"] == base].assign(run_id=r, acc=lambda t, d=d: t["acc"] + d)
-                for r, base, d in (("r1", "B1", 0.0), ("r2", "B3", -1.0), ("r3", "B1", 0.5))]
+    findings = [
+        ordered[ordered["run_id"] == base].assign(run_id=r, acc=lambda t, d=d: t["acc"] + d)
+        for r, base, d in (("r1", "B1", 0.0), ("r2", "B3", -1.0), ("r3", "B1", 0.5))
+    ]
     ordered = pd.concat([ordered, *findings], ignore_index=True)  # C6-C8 too, decided on the seeds they share
     order = data.draw(st.permutations(range(len(ordered))), label="row order")
     shuffled = ordered.iloc[list(order)].reset_index(drop=True)
@@ -217,9 +247,12 @@ def test_the_order_of_rows_never_matters(values: np.ndarray, data: st.DataObject
     for rows in (shuffled, read_per_seed_csv(Path("shuffled.csv"), csv.getvalue())):
         b = check(EXPECTED, rows)
         assert (a.verdict.line, a.verdict.next_step) == (b.verdict.line, b.verdict.next_step)
-        assert [(m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict, m.uncounted)
-                for m in a.metrics] == [(m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict,
-                                         m.uncounted) for m in b.metrics]  # the rest is computed from these
-        assert [(c.claim_id, c.verdict, c.evidence) for c in a.claims] == [(c.claim_id, c.verdict, c.evidence)
-                                                                           for c in b.claims]
+        assert [
+            (m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict, m.uncounted) for m in a.metrics
+        ] == [
+            (m.run_id, m.metric, m.expected, m.observed, m.tolerance, m.verdict, m.uncounted) for m in b.metrics
+        ]  # the rest is computed from these
+        assert [(c.claim_id, c.verdict, c.evidence) for c in a.claims] == [
+            (c.claim_id, c.verdict, c.evidence) for c in b.claims
+        ]
         assert a.state.to_dict() == b.state.to_dict()

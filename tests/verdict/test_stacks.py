@@ -39,16 +39,26 @@ SIGMAS = (0.6, 1.0, 1.6, 2.5)  # the seeds' SD per run ID, as unequal as the pap
 
 def stack(name: str, rows: list[tuple[str, int, float]]) -> Stack:
     """A stack whose acc holds the given (run ID, seed, value); forgetting and bwt fixed."""
-    table = pd.DataFrame([(r, k, v, 10.0, -10.0) for r, k, v in rows], columns=["run_id", "seed", "acc", "forgetting",
-                                                                                 "bwt"])  # fmt: skip
+    table = pd.DataFrame(
+        [(r, k, v, 10.0, -10.0) for r, k, v in rows], columns=["run_id", "seed", "acc", "forgetting", "bwt"]
+    )
     return Stack(name, table, "paper", name)
 
 
 def simulated(rng: np.random.Generator, n_stacks: int, tau: float, seeds: int = 3) -> list[Stack]:
     """Stacks drawn from the module's model: each run ID's offset ~ N(0, tau^2) per stack, each seed ~ N(0, sigma^2)."""
-    return [stack(f"s{s}", [(r, k, 50 + offset + rng.normal(0, sigma)) for r, sigma in zip(RUNS, SIGMAS, strict=True)
-                            for offset in [rng.normal(0, tau)] for k in range(seeds)])
-            for s in range(n_stacks)]  # fmt: skip
+    return [
+        stack(
+            f"s{s}",
+            [
+                (r, k, 50 + offset + rng.normal(0, sigma))
+                for r, sigma in zip(RUNS, SIGMAS, strict=True)
+                for offset in [rng.normal(0, tau)]
+                for k in range(seeds)
+            ],
+        )
+        for s in range(n_stacks)
+    ]
 
 
 def test_the_estimate_is_the_method_of_moments_formula_computed_directly() -> None:
@@ -65,8 +75,18 @@ def test_the_estimate_is_the_method_of_moments_formula_computed_directly() -> No
         assert found.ms_between / found.ms_within == pytest.approx(stats.f_oneway(*groups).statistic)
         n0 = (total - np.sum(sizes**2) / total) / (len(groups) - 1)  # Searle's n0: E[MS_b] = sigma^2 + n0 tau^2
         assert found.tau2 == pytest.approx((found.ms_between - ms_within) / n0)
-    sources = [stack(f"s{s}", [(r, k, float(v)) for r, groups in (("B0", a), ("B1", b)) if s < len(groups)
-                               for k, v in enumerate(groups[s])]) for s in range(4)]  # fmt: skip
+    sources = [
+        stack(
+            f"s{s}",
+            [
+                (r, k, float(v))
+                for r, groups in (("B0", a), ("B1", b))
+                if s < len(groups)
+                for k, v in enumerate(groups[s])
+            ],
+        )
+        for s in range(4)
+    ]
     found = cells(sources, "acc")
     weights = np.array([2, 3]) / 5  # between-stack df: 3 stacks of B0, 4 of B1
     assert pooled(found) == pytest.approx(weights @ [anova("B0", "acc", a).tau2, anova("B1", "acc", b).tau2])
@@ -129,12 +149,26 @@ def write_stack(folder: Path, device: str, values: dict[str, list[float]], profi
     for run_id, accs in values.items():
         config = resolve(run_id, profile)
         for seed, acc in zip((1993, 2023, 42, 1, 2), accs, strict=False):
-            write_json_atomic(folder / run_id / f"seed-{seed}" / "result.json", {
-                "config_version": CONFIG_VERSION, "run_id": run_id, "seed": seed, "profile": profile,
-                "config": config.to_dict(), "R": matrix_with(acc, 20.0, -20.0, config.n_tasks),
-                "metrics": {"acc": acc, "forgetting": 20.0, "bwt": -20.0},
-                "environment": {"device": device, "torch": "2.11.0+cu128", "python": "3.11.9",
-                                "precision": "16-mixed", "compile": "off", "step": "graph"}})  # fmt: skip
+            write_json_atomic(
+                folder / run_id / f"seed-{seed}" / "result.json",
+                {
+                    "config_version": CONFIG_VERSION,
+                    "run_id": run_id,
+                    "seed": seed,
+                    "profile": profile,
+                    "config": config.to_dict(),
+                    "R": matrix_with(acc, 20.0, -20.0, config.n_tasks),
+                    "metrics": {"acc": acc, "forgetting": 20.0, "bwt": -20.0},
+                    "environment": {
+                        "device": device,
+                        "torch": "2.11.0+cu128",
+                        "python": "3.11.9",
+                        "precision": "16-mixed",
+                        "compile": "off",
+                        "step": "graph",
+                    },
+                },
+            )
     return folder
 
 
@@ -156,10 +190,15 @@ def test_results_folders_are_stacks_labelled_by_their_environment_and_every_figu
     acc = next(m for m in report["metrics"] if m["metric"] == "acc")
     b3 = next(c for c in acc["cells"] if c["run_id"] == "B3")
     assert (b3["ms_between"], b3["ms_within"], b3["tau2"]) == pytest.approx((39.0, 3.0, 12.0))  # the hand example
-    assert [c["run_id"] for c in acc["cells"]] == ["B1", "B3", "a1"] and acc["weights"] == pytest.approx([.25, .5, .25])
+    assert [c["run_id"] for c in acc["cells"]] == ["B1", "B3", "a1"] and acc["weights"] == pytest.approx(
+        [0.25, 0.5, 0.25]
+    )
     assert acc["tau"] == pytest.approx(np.sqrt(max(0, acc["tau2_pooled"]))) and len(acc["interval"]) == 2
     assert report["note"] == AMENDMENT and [s["label"].split(",")[0] for s in report["stacks"]] == [
-        "cuda: NVIDIA H100", "cuda: Tesla T4", "cuda: Tesla T4"]
+        "cuda: NVIDIA H100",
+        "cuda: Tesla T4",
+        "cuda: Tesla T4",
+    ]
 
 
 def test_a_source_that_mixes_stacks_says_so(tmp_path) -> None:
@@ -182,19 +221,33 @@ def test_a_per_seed_csv_is_a_stack_taken_to_be_of_the_others_profile(tmp_path) -
     assert f"stack 2: {csv}\n  a per-seed CSV: its stack is not recorded\n" in result.output
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})], "uh stacks needs 2 SOURCEs or more"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})] * 2, "/a hold the same run (B3 seed 1993"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}),
-                write_stack(p / "b", "cpu", {"B3": [1, 2, 3]}, profile="cifar10-cpu")], "different profiles"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), write_stack(p / "b", "cpu", {"B1": [1, 2, 3]})],
-     "no run ID is held by 2 SOURCEs or more"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1]}), write_stack(p / "b", "cpu", {"B3": [2]})],
-     "the seeds' spread is unknown"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), p / "a" / "B3" / "seed-1993" / "result.json"],
-     "not a results folder, a bundle (.zip, uh bundle) or a per-seed CSV"),
-    (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), p / "empty"], "no <RUN>/seed-<SEED>/result.json"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})], "uh stacks needs 2 SOURCEs or more"),
+        (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]})] * 2, "/a hold the same run (B3 seed 1993"),
+        (
+            lambda p: [
+                write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}),
+                write_stack(p / "b", "cpu", {"B3": [1, 2, 3]}, profile="cifar10-cpu"),
+            ],
+            "different profiles",
+        ),
+        (
+            lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), write_stack(p / "b", "cpu", {"B1": [1, 2, 3]})],
+            "no run ID is held by 2 SOURCEs or more",
+        ),
+        (
+            lambda p: [write_stack(p / "a", "cpu", {"B3": [1]}), write_stack(p / "b", "cpu", {"B3": [2]})],
+            "the seeds' spread is unknown",
+        ),
+        (
+            lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), p / "a" / "B3" / "seed-1993" / "result.json"],
+            "not a results folder, a bundle (.zip, uh bundle) or a per-seed CSV",
+        ),
+        (lambda p: [write_stack(p / "a", "cpu", {"B3": [1, 2, 3]}), p / "empty"], "no <RUN>/seed-<SEED>/result.json"),
+    ],
+)
 def test_inputs_that_cannot_measure_tau_are_refused_in_one_line(tmp_path, make, message) -> None:
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(main, ["stacks", *map(str, make(tmp_path))])
@@ -224,8 +277,12 @@ def test_bundles_made_by_uh_bundle_are_read_as_their_results_folders(tmp_path) -
         out = tmp_path / "tau.json"
         result = CliRunner().invoke(main, ["stacks", *map(str, sources), "--json-out", str(out)])
         assert result.exit_code == 0, result.output
-        figures.append([{k: m[k] for k in ("metric", "tau", "tau2_pooled", "interval")}
-                        for m in json.loads(out.read_text())["metrics"]])  # fmt: skip
+        figures.append(
+            [
+                {k: m[k] for k in ("metric", "tau", "tau2_pooled", "interval")}
+                for m in json.loads(out.read_text())["metrics"]
+            ]
+        )
     assert figures[0] == figures[1]
     (tmp_path / "t4.zip").write_bytes((tmp_path / "t4.zip").read_bytes()[:-30])  # a damaged zip: one line, exit 2
     result = CliRunner().invoke(main, ["stacks", *map(str, zips)])

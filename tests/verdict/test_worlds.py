@@ -18,11 +18,16 @@ from uniform_herding.verdict.worlds import LAWS, NOT_ASSUMED, Model, World, law_
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
 WORLD = World.of(EXPECTED)
 
-MODELS = [Model("c", faithful="c"), Model("b", faithful="b", rho=0.0, tau=0.75),
-          Model("a, heavy-tailed", faithful="a", law="heavy-tailed"),  # two laws in one world: drawn world by world
-          Model("c, skewed, noisier", law="skewed", noise_scale=2.0),
-          Model("shifted", shift=("B3", "acc", -4.0)), Model("null", nulls=(("B3", "B1", "acc"),)),
-          Model("null C5", null_c5=True), Model("fixed", fixed=("a3", "acc", (35.5, 39.0, 40.5)))]  # fmt: skip
+MODELS = [
+    Model("c", faithful="c"),
+    Model("b", faithful="b", rho=0.0, tau=0.75),
+    Model("a, heavy-tailed", faithful="a", law="heavy-tailed"),  # two laws in one world: drawn world by world
+    Model("c, skewed, noisier", law="skewed", noise_scale=2.0),
+    Model("shifted", shift=("B3", "acc", -4.0)),
+    Model("null", nulls=(("B3", "B1", "acc"),)),
+    Model("null C5", null_c5=True),
+    Model("fixed", fixed=("a3", "acc", (35.5, 39.0, 40.5))),
+]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)

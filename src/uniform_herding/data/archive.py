@@ -255,9 +255,7 @@ def _images_labels(batches: list[dict[str, Any]], spec: DatasetSpec) -> tuple[np
     x = np.concatenate([np.asarray(b["data"]) for b in batches])
     y = np.concatenate([np.asarray(b[spec.label_key], dtype=np.int64) for b in batches])
     if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != ROW or len(x) != len(y):
-        raise ValueError(
-            f"data {x.dtype} {x.shape} with {len(y)} labels; expected uint8 [N, {ROW}] and N labels"
-        )
+        raise ValueError(f"data {x.dtype} {x.shape} with {len(y)} labels; expected uint8 [N, {ROW}] and N labels")
     if np.any((y < 0) | (y >= spec.n_classes)):
         raise ValueError(f"labels outside 0..{spec.n_classes - 1}")
     return x.reshape(-1, 3, SIDE, SIDE), y
@@ -382,9 +380,7 @@ def _write_tar(f: io.BufferedWriter, folder: str, members: dict[str, Any]) -> No
 
 # --- `uh data` -------------------------------------------------------------------------------------
 
-_dataset_option = click.option(
-    "--dataset", type=click.Choice(list(DATASETS)), default="cifar100", show_default=True
-)
+_dataset_option = click.option("--dataset", type=click.Choice(list(DATASETS)), default="cifar100", show_default=True)
 
 
 @click.group("data")

@@ -77,11 +77,12 @@ class Config:
         return {**dataclasses.asdict(self), "budget": self.budget, "retrieval": self.retrieval}
 
 
-
 DEVICES = ("auto", "cuda", "cpu")  # --device (devices.py); here, so that the CLI names them without torch
 # The variables every command that trains reads besides its options (`uh run`, `uh sweep`, `uh doctor` --help).
-TRAINING_ENVIRONMENT = ("UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
-                        "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0).")  # fmt: skip
+TRAINING_ENVIRONMENT = (
+    "UH_CPU_THREADS, the CPU thread count (default 1: a CPU result depends on it); UH_COMPILE, "
+    "torch.compile the backbone (0, 1, reduce-overhead, max-autotune; default 0)."
+)
 
 # What a run on each device uses unless told otherwise, of the settings besides its config that change its numbers
 # (runs/run.py's numeric_settings): engine.precision and devices.cpu_threads take theirs from here, and uh check names

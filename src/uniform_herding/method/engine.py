@@ -168,8 +168,10 @@ def compile_mode() -> str | None:
     if mode not in COMPILE_MODES:
         raise ValueError(f"UH_COMPILE={value!r} is not a setting; use 0, 1, {', '.join(COMPILE_MODES[1:])}")
     if need := compiler_missing():
-        raise ValueError(f"UH_COMPILE={value!r} needs {need} to build torch.compile's kernels; install it "
-                         "(Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE")  # fmt: skip
+        raise ValueError(
+            f"UH_COMPILE={value!r} needs {need} to build torch.compile's kernels; install it "
+            "(Debian/Ubuntu: gcc python3-dev; the image has neither), or unset UH_COMPILE"
+        )
     return mode
 
 

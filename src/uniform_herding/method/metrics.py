@@ -92,8 +92,11 @@ class Metric:
 
 
 # Percent: an accuracy is in [0, 100], so is a mean of accuracies, forgetting (best minus last); BWT in [-100, 100].
-PAPER: dict[str, Metric] = {"acc": Metric(acc, 0, 100), "forgetting": Metric(forgetting, 0, 100),
-                            "bwt": Metric(bwt, -100, 100)}  # fmt: skip
+PAPER: dict[str, Metric] = {
+    "acc": Metric(acc, 0, 100),
+    "forgetting": Metric(forgetting, 0, 100),
+    "bwt": Metric(bwt, -100, 100),
+}
 METRICS: tuple[str, ...] = tuple(PAPER)  # acc, forgetting, bwt: the paper's three, checked against it (uh check)
 # Metrics beyond the paper's three (result.json's `metrics`, uh aggregate, uh report), never checked.
 REPORTED: dict[str, Metric] = {"aia": Metric(aia, 0, 100), "la": Metric(learning_accuracy, 0, 100)}

@@ -48,8 +48,9 @@ def learn_task(
     replay and the augmentations; `precision` is the fp16 path's "16-mixed" or fp32 (engine.precision)."""
     teacher = freeze(learner) if t > 0 and distils(cfg) else None
     grow_head(learner, stream, t, cfg)
-    stats = fit_task(cfg, learner, teacher, stream, memory.replay_items(), stream.train_items(t), generator,
-                     precision, progress)  # fmt: skip
+    stats = fit_task(
+        cfg, learner, teacher, stream, memory.replay_items(), stream.train_items(t), generator, precision, progress
+    )
     if problem := stats.divergence():
         raise Diverged(problem)
     refresh_memory(memory, learner, stream, t, cfg.eval_batch_size)
@@ -68,8 +69,9 @@ def grow_head(learner: Learner, stream: TaskStream, t: int, cfg: Config) -> None
     if not (cfg.imprint and t > 0):
         return
     classes = stream.classes(t)
-    means = [F.normalize(embed(learner, stream, stream.class_items[c], cfg.eval_batch_size), dim=1).mean(0)
-             for c in classes]  # fmt: skip
+    means = [
+        F.normalize(embed(learner, stream, stream.class_items[c], cfg.eval_batch_size), dim=1).mean(0) for c in classes
+    ]
     learner.head.imprint(slice(classes.start, classes.stop), torch.stack(means))
 
 

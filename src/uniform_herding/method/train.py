@@ -80,8 +80,9 @@ def draw_replay(replay: Tensor, b: int, generator: torch.Generator) -> Tensor:
     return replay[torch.randint(len(replay), (b,), device=replay.device, generator=generator)]
 
 
-def inputs(cfg: Config, stream: TaskStream, batch: Tensor, replay: Tensor | None, generator: torch.Generator
-           ) -> tuple[Tensor, Tensor]:  # fmt: skip
+def inputs(
+    cfg: Config, stream: TaskStream, batch: Tensor, replay: Tensor | None, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
     """A step's images and labels: the batch's items and b replay draws, then crop, flip and normalise on the
     device (replays re-augmented)."""
     if replay is not None and cfg.retrieval > 0:
@@ -112,9 +113,18 @@ class Watch:
     after_step: Callable[[torch.amp.GradScaler | None], None] = lambda scaler: None
 
 
-def fit_task(cfg: Config, learner: Learner, teacher: Learner | None, stream: TaskStream, replay: Tensor | None,
-             items: Tensor, generator: torch.Generator, precision: str = "32-true", progress: bool = False,
-             watch: Watch | None = None) -> TaskStats:  # fmt: skip
+def fit_task(
+    cfg: Config,
+    learner: Learner,
+    teacher: Learner | None,
+    stream: TaskStream,
+    replay: Tensor | None,
+    items: Tensor,
+    generator: torch.Generator,
+    precision: str = "32-true",
+    progress: bool = False,
+    watch: Watch | None = None,
+) -> TaskStats:
     """cfg.epochs epochs over the task's `items`, each batch with b draws from `replay` (the memory's items); the
     learner trains in place, on its device. `generator` draws the batches, the replay and the augmentations;
     `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision). Returns the task's record."""
@@ -180,8 +190,9 @@ def step(
 
 def sgd(cfg: Config, params: Iterable[Tensor], fused: bool) -> torch.optim.SGD:
     """A task's fresh SGD with the paper's settings, no schedule; fused on the fp16 path (engine.zero_fill_momentum)."""
-    optimizer = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                                fused=fused or None)  # fmt: skip
+    optimizer = torch.optim.SGD(
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused or None
+    )
     engine.zero_fill_momentum(optimizer)
     return optimizer
 

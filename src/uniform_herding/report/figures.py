@@ -73,7 +73,6 @@ RC = {
 PAPER_FORGETTING_RANGES = {"B3": (8.1, 30.1), "B2": (51.0, 59.0), "a2": (27.0, 55.0)}
 
 
-
 # --- helpers -------------------------------------------------------------------------------------
 
 
@@ -91,14 +90,22 @@ def _title(ax: Axes, title: str, missing: list[str]) -> None:
     ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
 
 
-def _line(ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0,
-          counted: bool = False) -> None:
+def _line(
+    ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0, counted: bool = False
+) -> None:
     """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style; `counted` puts the
     number of seeds in the legend label, "(n = 3)"."""
     colour, marker, dashes = STYLE[run_id]
     label = _label(run_id, profile) + (f" (n = {len(values)})" if counted else "")
-    ax.errorbar(x + dodge, values.mean(axis=0), yerr=values.std(axis=0), color=colour, marker=marker,
-                linestyle=dashes, label=label)
+    ax.errorbar(
+        x + dodge,
+        values.mean(axis=0),
+        yerr=values.std(axis=0),
+        color=colour,
+        marker=marker,
+        linestyle=dashes,
+        label=label,
+    )
 
 
 def _task_axis(ax: Axes, T: int) -> None:
@@ -113,8 +120,9 @@ def _legend_below(ax: Axes, ncols: int = 2) -> None:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, frameon=False)
 
 
-def _per_task(ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray],
-              counted: bool = False) -> None:
+def _per_task(
+    ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray], counted: bool = False
+) -> None:
     """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart (_line)."""
     present = [r for r in run_ids if r in runs.R]
     for k, run_id in enumerate(present):
@@ -130,8 +138,14 @@ def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#00
     if values.empty:
         return
     mean, std, n = values.mean(), values.std(ddof=0), len(values)
-    ax.axhspan(mean - std, mean + std, color=colour, alpha=0.08, zorder=0.4,
-               label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}")  # fmt: skip
+    ax.axhspan(
+        mean - std,
+        mean + std,
+        color=colour,
+        alpha=0.08,
+        zorder=0.4,
+        label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}",
+    )
 
 
 # --- the figures ---------------------------------------------------------------------------------
@@ -145,8 +159,10 @@ def per_task_accuracy(runs: Runs) -> Figure:
     (a) baselines, (b) variants of B3."""
     fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     panels = fig.subplots(1, 2, sharey=True)
-    groups = {"(a) baselines vs Uniform Herding": ("B0", "B1", "B2", "B3"),
-              "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4")}
+    groups = {
+        "(a) baselines vs Uniform Herding": ("B0", "B1", "B2", "B3"),
+        "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4"),
+    }
     for ax, (title, run_ids) in zip(panels, groups.items(), strict=True):
         _per_task(ax, runs, run_ids, lambda R: R[:, -1, :], counted=True)
         _title(ax, title, runs.missing(run_ids))
@@ -166,8 +182,14 @@ def forgetting_by_task(runs: Runs) -> Figure:
     if runs.paper is not None:  # the paper states ranges over tasks 0..T-2, drawn right of the last task
         for k, (run_id, (low, high)) in enumerate(PAPER_FORGETTING_RANGES.items()):
             x = runs.n_tasks - 0.4 + 0.25 * k
-            ax.plot([x, x], [low, high], color=PAPER_STYLE["color"], linewidth=3, solid_capstyle="butt",
-                    label=PAPER_LABEL + f": range over T0-T{runs.n_tasks - 2}" if k == 0 else None)
+            ax.plot(
+                [x, x],
+                [low, high],
+                color=PAPER_STYLE["color"],
+                linewidth=3,
+                solid_capstyle="butt",
+                label=PAPER_LABEL + f": range over T0-T{runs.n_tasks - 2}" if k == 0 else None,
+            )
             ax.annotate(run_id, (x, high), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6.5)
     _title(ax, "Forgetting by task (0 for the last task by definition)", runs.missing(run_ids))
     ax.set_ylabel("forgetting (pp)")
@@ -192,8 +214,12 @@ def resource_sensitivity(runs: Runs) -> Figure:
             ax = panels[row, col]
             for table, dodge, style in sources:
                 present = [r for r in run_ids if r in table.index]
-                ax.errorbar([x_of[r] * dodge for r in present], table.loc[present, f"{metric}_mean"],
-                            yerr=table.loc[present, f"{metric}_std"], **style)
+                ax.errorbar(
+                    [x_of[r] * dodge for r in present],
+                    table.loc[present, f"{metric}_mean"],
+                    yerr=table.loc[present, f"{metric}_std"],
+                    **style,
+                )
             seed_band(ax, runs, "B3", metric)
             ax.set_xscale("log", base=2)
             ticks = sorted(set(x_of.values()))
@@ -222,8 +248,15 @@ def forgetting_heatmap(runs: Runs) -> Figure:
     image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=max(np.nanmax(grid, initial=0), 1), aspect="auto")
     for (i, j), value in np.ndenumerate(grid):
         if not np.isnan(value):
-            ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=6.5,
-                    color="white" if value < 0.6 * image.norm.vmax else "black")
+            ax.text(
+                j,
+                i,
+                f"{value:.1f}",
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color="white" if value < 0.6 * image.norm.vmax else "black",
+            )
     for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
         ax.text((n - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
     ax.set_yticks(range(len(run_ids)), [_label(r, runs.profile) for r in run_ids])
@@ -246,8 +279,15 @@ def evolution(run_id: str) -> Callable[[Runs], Figure]:
         image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=100)
         for (i, t), value in np.ndenumerate(matrix):
             if not np.isnan(value):
-                ax.text(t, i, f"{value:.0f}", ha="center", va="center", fontsize=6.5,
-                        color="white" if value < 60 else "black")
+                ax.text(
+                    t,
+                    i,
+                    f"{value:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6.5,
+                    color="white" if value < 60 else "black",
+                )
         if stack is None:
             ax.text((T - 1) / 2, (T - 1) / 2, "missing (no result)", ha="center", va="center", style="italic")
         ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
@@ -276,8 +316,16 @@ def kd_slopes(runs: Runs) -> Figure:
             intro, final = np.diag(R)[: T - 1], R[-1, : T - 1]
             ends += zip(intro, final, strict=True)
             for j in range(T - 1):
-                ax.plot([0, 1], [intro[j], final[j]], color=STYLE[run_id][0], alpha=0.45, marker=_seed_marker(seed),
-                        linestyle=STYLE[run_id][2], linewidth=0.8, label=f"seed {seed}" if j == 0 else None)
+                ax.plot(
+                    [0, 1],
+                    [intro[j], final[j]],
+                    color=STYLE[run_id][0],
+                    alpha=0.45,
+                    marker=_seed_marker(seed),
+                    linestyle=STYLE[run_id][2],
+                    linewidth=0.8,
+                    label=f"seed {seed}" if j == 0 else None,
+                )
         title = _label(run_id, runs.profile)
         if ends:
             intro_mean, final_mean = np.mean(ends, axis=0)
@@ -299,24 +347,41 @@ def component_attribution(runs: Runs) -> Figure:
     # (table, x shift, marker style, bar label, seed labels): the paper's values are hollow, grey, dashed
     sources = [(runs.per_seed, 0.0, {"color": "black"}, "re-run: mean", True)]
     if runs.paper is not None:
-        sources.append((runs.paper, 0.3, {"color": PAPER_STYLE["color"], "markerfacecolor": "none"}, PAPER_LABEL,
-                        False))
+        sources.append(
+            (runs.paper, 0.3, {"color": PAPER_STYLE["color"], "markerfacecolor": "none"}, PAPER_LABEL, False)
+        )
     for ax, (metric, name) in zip(panels, (("acc", "ACC"), ("forgetting", "F")), strict=True):
         for table, shift, style, bar_label, seed_labels in sources:
             for i, run_id in enumerate(run_ids):
                 deltas = paired(table, run_id, base_of(run_id), metric)  # against B3
                 if deltas.empty:
                     continue
-                ax.bar(i + shift, deltas.mean(), width=0.28, facecolor="0.85" if shift == 0 else "none",
-                       edgecolor=style["color"], linestyle="-" if shift == 0 else "--", label=bar_label)
+                ax.bar(
+                    i + shift,
+                    deltas.mean(),
+                    width=0.28,
+                    facecolor="0.85" if shift == 0 else "none",
+                    edgecolor=style["color"],
+                    linestyle="-" if shift == 0 else "--",
+                    label=bar_label,
+                )
                 for k, (seed, delta) in enumerate(deltas.items()):
-                    ax.plot(i + shift + 0.06 * (k - 1), delta, marker=_seed_marker(seed), linestyle="none", **style,
-                            label=f"seed {seed}" if seed_labels else None)
+                    ax.plot(
+                        i + shift + 0.06 * (k - 1),
+                        delta,
+                        marker=_seed_marker(seed),
+                        linestyle="none",
+                        **style,
+                        label=f"seed {seed}" if seed_labels else None,
+                    )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(run_ids)), [f"{r}\n{run_name(r, runs.profile).replace(' ', chr(10))}" for r in run_ids])
         ax.set_ylabel(f"Δ {name} vs B3 (pp)")
-        _title(ax, f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
-               runs.missing(("B3", *run_ids)))
+        _title(
+            ax,
+            f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
+            runs.missing(("B3", *run_ids)),
+        )
     unique = {label: handle for ax in panels for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
     fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncols=min(len(unique), 6))
     return fig
@@ -331,16 +396,32 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
     for run_id in (r for r in summary.index if r in STYLE):  # the run IDs; variants have their own table
         colour, marker, _ = STYLE[run_id]
         x, y = summary.loc[run_id, "forgetting_mean"], summary.loc[run_id, "acc_mean"]
-        ax.errorbar(x, y, xerr=summary.loc[run_id, "forgetting_std"], yerr=summary.loc[run_id, "acc_std"],
-                    color=colour, marker=marker, markersize=6, linestyle="none", label=_label(run_id, runs.profile))
+        ax.errorbar(
+            x,
+            y,
+            xerr=summary.loc[run_id, "forgetting_std"],
+            yerr=summary.loc[run_id, "acc_std"],
+            color=colour,
+            marker=marker,
+            markersize=6,
+            linestyle="none",
+            label=_label(run_id, runs.profile),
+        )
         ax.annotate(run_id, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
         if published is not None and run_id in published.index:
             px, py = published.loc[run_id, "forgetting_mean"], published.loc[run_id, "acc_mean"]
             ax.plot([px, x], [py, y], color=PAPER_STYLE["color"], linestyle=":", linewidth=0.8)
             ax.plot(px, py, marker=marker, color=PAPER_STYLE["color"], markerfacecolor="none", linestyle="none")
     if published is not None:  # one legend entry for all the hollow marks
-        ax.plot([], [], marker="o", color=PAPER_STYLE["color"], markerfacecolor="none", linestyle=":",
-                label=f"{PAPER_LABEL},\ndotted to the re-run")
+        ax.plot(
+            [],
+            [],
+            marker="o",
+            color=PAPER_STYLE["color"],
+            markerfacecolor="none",
+            linestyle=":",
+            label=f"{PAPER_LABEL},\ndotted to the re-run",
+        )
     ax.set_xlabel("forgetting F (pp, lower is better)")
     ax.set_ylabel("average accuracy ACC (%, higher is better)")
     _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(PAPER_RUNS))
@@ -355,10 +436,14 @@ def refresh_isolation(runs: Runs) -> Figure:
     """Beyond the paper: final per-task accuracy (a) and per-task forgetting (b) of B1, r3, r1, r2, B3."""
     fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     panels = fig.subplots(1, 2)
-    for ax, (title, of, label) in zip(panels, (
-        ("(a) final per-task accuracy", lambda R: R[:, -1, :], "final accuracy (%)"),
-        ("(b) forgetting by task (0 for the last task)", task_forgetting, "forgetting (pp)"),
-    ), strict=True):
+    for ax, (title, of, label) in zip(
+        panels,
+        (
+            ("(a) final per-task accuracy", lambda R: R[:, -1, :], "final accuracy (%)"),
+            ("(b) forgetting by task (0 for the last task)", task_forgetting, "forgetting (pp)"),
+        ),
+        strict=True,
+    ):
         _per_task(ax, runs, REFRESH_RUNS, of)
         _title(ax, title, runs.missing(REFRESH_RUNS))
         ax.set_ylabel(label)
@@ -421,8 +506,14 @@ def training_loss(runs: Runs) -> Figure:
         flat = stack.reshape(len(stack), -1)
         x = np.arange(flat.shape[1]) + 1
         ax.plot(x, flat.mean(axis=0), color=colour, linestyle=dashes, label=_label(run_id, runs.profile))
-        ax.fill_between(x, flat.mean(axis=0) - flat.std(axis=0), flat.mean(axis=0) + flat.std(axis=0),
-                        color=colour, alpha=0.15, linewidth=0)  # fmt: skip
+        ax.fill_between(
+            x,
+            flat.mean(axis=0) - flat.std(axis=0),
+            flat.mean(axis=0) + flat.std(axis=0),
+            color=colour,
+            alpha=0.15,
+            linewidth=0,
+        )
     for t in range(1, runs.n_tasks):
         ax.axvline(t * epochs + 0.5, color="0.7", linestyle=":", linewidth=0.8)
     ax.set_xlabel(f"epoch ({epochs} per task, tasks T0-T{runs.n_tasks - 1} in turn)")
@@ -433,35 +524,107 @@ def training_loss(runs: Runs) -> Figure:
 
 
 FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("fig_per_task_accuracy", "fig:per-task-accuracy",
-               f"Final per-task accuracy: mean over seeds, {PER_TASK_BARS}",
-               ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"), ("C1",), per_task_accuracy, False),
-    FigureSpec("fig_forgetting_by_task", "fig:forgetting-by-age", "Forgetting by task: B3, static bank, head-logit",
-               ("B3", "B2", "a2"), ("C1", "C2"), forgetting_by_task, True),
-    FigureSpec("fig_resource_sensitivity", "fig:resource-sensitivity", "Sensitivity to M and b",
-               ("s1", "B3", "s2", "s3", "s4"), ("C5",), resource_sensitivity, True,
-               needs=tuple(pair for axis in (("s1", "B3", "s2"), ("s3", "B3", "s4"))
-                           for pair in itertools.combinations(axis, 2))),  # two points of one axis
-    FigureSpec("fig_forgetting_heatmap", "fig:app-forgetting", "Per-task forgetting, every configuration",
-               PAPER_RUNS, (), forgetting_heatmap, False),
-    FigureSpec("fig_evolution_B3", "fig:app-uniform-evolution", "Accuracy matrix, Uniform Herding",
-               ("B3",), (), evolution("B3"), False),
-    FigureSpec("fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL",
-               ("B1",), (), evolution("B1"), False),
-    FigureSpec("fig_kd_slopes", "fig:app-kd-slopes", "Introduction to final accuracy: B3 vs no KD",
-               ("B3", "a1"), ("C4",), kd_slopes, False, needs=(("B3", "a1"),)),
-    FigureSpec("fig_component_attribution", "fig:app-component-attribution", "Per-seed deltas vs B3",
-               ("B3", "a1", "a2", "a3", "a4"), ("C2", "C3", "C4"), component_attribution, True,
-               needs=tuple((base_of(a), a) for a in ("a1", "a2", "a3", "a4"))),
-    FigureSpec("fig_accuracy_vs_forgetting", "fig:app-accuracy-forgetting", "Accuracy vs forgetting",
-               PAPER_RUNS, ("C1",), accuracy_vs_forgetting, True),
-    FigureSpec("fig_refresh_isolation", "fig:refresh-isolation",
-               "Beyond the paper: refresh isolated (B1, r3, r1, r2, B3), final per-task accuracy and forgetting",
-               REFRESH_RUNS, ("C6", "C7", "C8"), refresh_isolation, False,
-               needs=(("r2", "r1"), ("B3", "r2"), ("B3", "r1"), ("r3", "B1"))),  # a pair of report's T4
-    FigureSpec("fig_training_loss", "fig:training-loss", "Training loss per epoch and task",
-               PAPER_RUNS, (), training_loss, False, needs=tuple((r,) for r in (*PAPER_RUNS, *BEYOND_PAPER)),
-               recorded=lambda runs: runs.epoch_loss.keys()),
+    FigureSpec(
+        "fig_per_task_accuracy",
+        "fig:per-task-accuracy",
+        f"Final per-task accuracy: mean over seeds, {PER_TASK_BARS}",
+        ("B0", "B1", "B2", "B3", "a1", "a2", "a3", "a4"),
+        ("C1",),
+        per_task_accuracy,
+        False,
+    ),
+    FigureSpec(
+        "fig_forgetting_by_task",
+        "fig:forgetting-by-age",
+        "Forgetting by task: B3, static bank, head-logit",
+        ("B3", "B2", "a2"),
+        ("C1", "C2"),
+        forgetting_by_task,
+        True,
+    ),
+    FigureSpec(
+        "fig_resource_sensitivity",
+        "fig:resource-sensitivity",
+        "Sensitivity to M and b",
+        ("s1", "B3", "s2", "s3", "s4"),
+        ("C5",),
+        resource_sensitivity,
+        True,
+        needs=tuple(
+            pair for axis in (("s1", "B3", "s2"), ("s3", "B3", "s4")) for pair in itertools.combinations(axis, 2)
+        ),
+    ),  # two points of one axis
+    FigureSpec(
+        "fig_forgetting_heatmap",
+        "fig:app-forgetting",
+        "Per-task forgetting, every configuration",
+        PAPER_RUNS,
+        (),
+        forgetting_heatmap,
+        False,
+    ),
+    FigureSpec(
+        "fig_evolution_B3",
+        "fig:app-uniform-evolution",
+        "Accuracy matrix, Uniform Herding",
+        ("B3",),
+        (),
+        evolution("B3"),
+        False,
+    ),
+    FigureSpec(
+        "fig_evolution_B1", "fig:app-icarl-evolution", "Accuracy matrix, iCaRL", ("B1",), (), evolution("B1"), False
+    ),
+    FigureSpec(
+        "fig_kd_slopes",
+        "fig:app-kd-slopes",
+        "Introduction to final accuracy: B3 vs no KD",
+        ("B3", "a1"),
+        ("C4",),
+        kd_slopes,
+        False,
+        needs=(("B3", "a1"),),
+    ),
+    FigureSpec(
+        "fig_component_attribution",
+        "fig:app-component-attribution",
+        "Per-seed deltas vs B3",
+        ("B3", "a1", "a2", "a3", "a4"),
+        ("C2", "C3", "C4"),
+        component_attribution,
+        True,
+        needs=tuple((base_of(a), a) for a in ("a1", "a2", "a3", "a4")),
+    ),
+    FigureSpec(
+        "fig_accuracy_vs_forgetting",
+        "fig:app-accuracy-forgetting",
+        "Accuracy vs forgetting",
+        PAPER_RUNS,
+        ("C1",),
+        accuracy_vs_forgetting,
+        True,
+    ),
+    FigureSpec(
+        "fig_refresh_isolation",
+        "fig:refresh-isolation",
+        "Beyond the paper: refresh isolated (B1, r3, r1, r2, B3), final per-task accuracy and forgetting",
+        REFRESH_RUNS,
+        ("C6", "C7", "C8"),
+        refresh_isolation,
+        False,
+        needs=(("r2", "r1"), ("B3", "r2"), ("B3", "r1"), ("r3", "B1")),
+    ),  # a pair of report's T4
+    FigureSpec(
+        "fig_training_loss",
+        "fig:training-loss",
+        "Training loss per epoch and task",
+        PAPER_RUNS,
+        (),
+        training_loss,
+        False,
+        needs=tuple((r,) for r in (*PAPER_RUNS, *BEYOND_PAPER)),
+        recorded=lambda runs: runs.epoch_loss.keys(),
+    ),
 )
 
 

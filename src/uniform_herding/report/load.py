@@ -58,8 +58,10 @@ def load_runs(results_dir: Path) -> Runs:
     R: dict[str, dict[int, np.ndarray]] = {}
     for r in results:  # each n_tasks x n_tasks of its profile's n_tasks (results.validate_result), one profile
         R.setdefault(r["run_id"], {})[r["seed"]] = np.array(r["R"], dtype=float)
-    wall_s = pd.DataFrame([(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
-                          columns=["run_id", "seed", "wall_s"])
+    wall_s = pd.DataFrame(
+        [(r["run_id"], r["seed"], float(r.get("wall_s", np.nan))) for r in results],
+        columns=["run_id", "seed", "wall_s"],
+    )
     recorded = {r.get("environment", {}).get("device", "unknown device") for r in results}
     recorded |= {t["device"] for r in results for t in r.get("tasks", []) if "device" in t}
     devices = tuple(sorted({device_label(str(d)) for d in recorded}))
@@ -67,8 +69,17 @@ def load_runs(results_dir: Path) -> Runs:
     for r in results:  # recorded since the divergence guard; older results lack it
         if r.get("tasks") and all("epoch_loss" in t for t in r["tasks"]):
             epoch_loss.setdefault(r["run_id"], {})[r["seed"]] = np.array([t["epoch_loss"] for t in r["tasks"]])
-    return Runs(profile, per_seed_table(results), R, len(results[0]["R"]), wall_s, devices, epoch_loss=epoch_loss,
-                estimate_s=doctor_estimates(results_dir / "doctor.json", profile), made=made_by(results))
+    return Runs(
+        profile,
+        per_seed_table(results),
+        R,
+        len(results[0]["R"]),
+        wall_s,
+        devices,
+        epoch_loss=epoch_loss,
+        estimate_s=doctor_estimates(results_dir / "doctor.json", profile),
+        made=made_by(results),
+    )
 
 
 def compared_with(runs: Runs, base: str) -> Runs:
@@ -87,8 +98,9 @@ def compared_with(runs: Runs, base: str) -> Runs:
 
     per_seed = runs.per_seed.assign(run_id=runs.per_seed["run_id"].replace(names))
     wall_s = runs.wall_s.assign(run_id=runs.wall_s["run_id"].replace(names))
-    return dataclasses.replace(runs, per_seed=per_seed, R=by_name(runs.R), wall_s=wall_s,
-                               epoch_loss=by_name(runs.epoch_loss))  # fmt: skip
+    return dataclasses.replace(
+        runs, per_seed=per_seed, R=by_name(runs.R), wall_s=wall_s, epoch_loss=by_name(runs.epoch_loss)
+    )
 
 
 def doctor_estimates(path: Path, profile: str, device: str | None = None) -> dict[str, float]:

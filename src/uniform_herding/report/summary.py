@@ -90,11 +90,20 @@ def verdicts(runs: Runs) -> Verdicts:
     except (ExpectedError, ResultError) as e:
         return Verdicts(None, f"not checked: {e}", check_claims(runs.per_seed, runs.profile), variants)
     if expected.profile != runs.profile:
-        return Verdicts(None, f"not checked: {expected.directory} holds profile {expected.profile}",
-                        check_claims(runs.per_seed, runs.profile), variants)  # fmt: skip
+        return Verdicts(
+            None,
+            f"not checked: {expected.directory} holds profile {expected.profile}",
+            check_claims(runs.per_seed, runs.profile),
+            variants,
+        )
     checked = check(expected, runs.per_seed, made=runs.made)
-    return Verdicts(checked.metrics, f"checked against {expected.describe()}", checked.claims, variants,
-                    overall=checked.verdict.line)
+    return Verdicts(
+        checked.metrics,
+        f"checked against {expected.describe()}",
+        checked.claims,
+        variants,
+        overall=checked.verdict.line,
+    )
 
 
 def _metric_cell(runs: Runs, v: Verdicts, run_id: str, metric: str) -> str:
@@ -118,9 +127,20 @@ def _metric_rows(v: Verdicts) -> list[list[str]]:
     for m in v.metrics or []:
         if m.difference is None:
             continue
-        rows.append([m.run_id, METRIC_NAMES[m.metric], f"{m.expected_mean:.2f}", f"{m.observed_mean:.2f}",
-                     f"{m.difference:+.2f}", f"{m.tolerance:.2f}", m.verdict, f"{m.n_expected}/{m.n_observed}",
-                     m.welch_text(), m.equivalence_text()])  # fmt: skip
+        rows.append(
+            [
+                m.run_id,
+                METRIC_NAMES[m.metric],
+                f"{m.expected_mean:.2f}",
+                f"{m.observed_mean:.2f}",
+                f"{m.difference:+.2f}",
+                f"{m.tolerance:.2f}",
+                m.verdict,
+                f"{m.n_expected}/{m.n_observed}",
+                m.welch_text(),
+                m.equivalence_text(),
+            ]
+        )
     return rows
 
 
@@ -142,41 +162,107 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
     blocks: list[Block] = [
         ("h", 1, "Uniform Herding: replication report"),
         ("p", f"Verdict: {v.overall or v.source} (expected_results/README.md states the rules)."),
-        ("p", f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
-              f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
-              f"{', '.join(missing) or 'none'}. Metrics {v.source}."),
-        ("p", f"At a glance: metrics {tally(m.kind for m in v.metrics or [])}; claims "
-              f"{tally(c.kind for c in claims_of[False])}; findings beyond the paper "
-              f"{tally(c.kind for c in claims_of[True])}."),
+        (
+            "p",
+            f"Results {results_dir} (profile {runs.profile}, {runs.n_tasks} tasks, {len(runs.per_seed)} "
+            f"result files, devices: {', '.join(runs.devices)}). Missing run IDs: "
+            f"{', '.join(missing) or 'none'}. Metrics {v.source}.",
+        ),
+        (
+            "p",
+            f"At a glance: metrics {tally(m.kind for m in v.metrics or [])}; claims "
+            f"{tally(c.kind for c in claims_of[False])}; findings beyond the paper "
+            f"{tally(c.kind for c in claims_of[True])}.",
+        ),
         ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-tests, 5% in all)"),
-        ("table", ("Claim", "Verdict", "Statement",
-                   "Evidence (per-seed deltas; mean; t-interval at the test's level: 90% for a one-sided 5%)"),
-         [[c.claim_id, c.verdict, ("Beyond the paper, no paper value, never gates: " if c.finding else "")
-           + c.statement, " / ".join(c.evidence)] for c in v.claims]),
+        (
+            "table",
+            (
+                "Claim",
+                "Verdict",
+                "Statement",
+                "Evidence (per-seed deltas; mean; t-interval at the test's level: 90% for a one-sided 5%)",
+            ),
+            [
+                [
+                    c.claim_id,
+                    c.verdict,
+                    ("Beyond the paper, no paper value, never gates: " if c.finding else "") + c.statement,
+                    " / ".join(c.evidence),
+                ]
+                for c in v.claims
+            ],
+        ),
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
-        ("table", ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
-         [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
-           *(_metric_cell(runs, v, r, m) for m in METRICS)] for r in (*runs.shown(), *variants)]),
+        (
+            "table",
+            ("Run", "Configuration", "Seeds", *METRIC_NAMES.values()),
+            [
+                [
+                    r,
+                    run_name(r, runs.profile),
+                    ", ".join(map(str, seeds_of(runs.per_seed, r))) or "missing",
+                    *(_metric_cell(runs, v, r, m) for m in METRICS),
+                ]
+                for r in (*runs.shown(), *variants)
+            ],
+        ),
         *(("p", f"{METRIC_NAMES[m]}: {PAPER[m].definition}") for m in METRICS),
     ]
     reported = [m for m in REPORTED if m in runs.per_seed]
     if reported:  # every run of the results, variants too
         summary = summarize(runs.per_seed)
-        blocks += [("h", 2, "Metrics beyond the paper's: reported, never checked"),
-                   ("p", "The paper has no value and uh check no tolerance for these; uh check never reads them. "
-                         "Mean ± population std over the seeds present."),
-                   *(("p", f"{m.upper()}: {REPORTED[m].definition}") for m in reported),
-                   ("table", ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
-                    [[r, run_name(r, runs.profile), ", ".join(map(str, seeds_of(runs.per_seed, r))),
-                      *(_pm(summary, r, m).render(False) for m in reported)] for r in summary.index])]  # fmt: skip
+        blocks += [
+            ("h", 2, "Metrics beyond the paper's: reported, never checked"),
+            (
+                "p",
+                "The paper has no value and uh check no tolerance for these; uh check never reads them. "
+                "Mean ± population std over the seeds present.",
+            ),
+            *(("p", f"{m.upper()}: {REPORTED[m].definition}") for m in reported),
+            (
+                "table",
+                ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
+                [
+                    [
+                        r,
+                        run_name(r, runs.profile),
+                        ", ".join(map(str, seeds_of(runs.per_seed, r))),
+                        *(_pm(summary, r, m).render(False) for m in reported),
+                    ]
+                    for r in summary.index
+                ],
+            ),
+        ]
     if _metric_rows(v):
-        blocks += [("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
-                   ("table", ("Run", "Metric", "Expected", "Re-run", "Diff", "Tol", "Verdict", "Seeds",
-                              "Welch 95% CI of diff", "Equivalence at the tolerance (TOST)"), _metric_rows(v))]
+        blocks += [
+            ("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
+            (
+                "table",
+                (
+                    "Run",
+                    "Metric",
+                    "Expected",
+                    "Re-run",
+                    "Diff",
+                    "Tol",
+                    "Verdict",
+                    "Seeds",
+                    "Welch 95% CI of diff",
+                    "Equivalence at the tolerance (TOST)",
+                ),
+                _metric_rows(v),
+            ),
+        ]
     if v.variants:
-        blocks += [("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
-                   ("table", ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
-                    [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants])]  # fmt: skip
+        blocks += [
+            ("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
+            (
+                "table",
+                ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
+                [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants],
+            ),
+        ]
     blocks.append(("h", 2, "Figures"))
     if line := left_out(runs):
         blocks.append(("p", line[0].upper() + line[1:] + "."))
@@ -202,20 +288,39 @@ def summary_markdown(blocks: list[Block]) -> str:
             out.append(rest[0])
         elif kind == "table":
             header, rows = rest
-            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-                                  *("| " + " | ".join(row) + " |" for row in rows)]))
+            out.append(
+                "\n".join(
+                    [
+                        "| " + " | ".join(header) + " |",
+                        "|" + "---|" * len(header),
+                        *("| " + " | ".join(row) + " |" for row in rows),
+                    ]
+                )
+            )
         else:
             src, title, lines = rest
             out.append("\n".join([f"### {title}", "", f"![{title}]({src})", "", *(f"- {x}" for x in lines)]))
     return "\n\n".join(out) + "\n"
 
 
-VERDICT_RE = re.compile(r"RESULTS REPLICATED|NOT REPLICATED|REPLICATED|NOT SUPPORTED|SUPPORTED|INCONCLUSIVE"
-                        r"|UNDECIDED|EXPECTED SET MATCHED|PIPELINE CHECK PASSED|PIPELINE CHECK FAILED|NOT EVIDENCE"
-                        r"|INCOMPLETE|NOT CHECKED|not checked|missing")
-VERDICT_CLASS = {"RESULTS REPLICATED": "ok", "REPLICATED": "ok", "SUPPORTED": "ok", "PIPELINE CHECK PASSED": "ok",
-                 "EXPECTED SET MATCHED": "ok", "NOT REPLICATED": "bad", "NOT SUPPORTED": "bad",
-                 "PIPELINE CHECK FAILED": "bad", "INCONCLUSIVE": "noise", "UNDECIDED": "noise", "INCOMPLETE": "noise"}
+VERDICT_RE = re.compile(
+    r"RESULTS REPLICATED|NOT REPLICATED|REPLICATED|NOT SUPPORTED|SUPPORTED|INCONCLUSIVE"
+    r"|UNDECIDED|EXPECTED SET MATCHED|PIPELINE CHECK PASSED|PIPELINE CHECK FAILED|NOT EVIDENCE"
+    r"|INCOMPLETE|NOT CHECKED|not checked|missing"
+)
+VERDICT_CLASS = {
+    "RESULTS REPLICATED": "ok",
+    "REPLICATED": "ok",
+    "SUPPORTED": "ok",
+    "PIPELINE CHECK PASSED": "ok",
+    "EXPECTED SET MATCHED": "ok",
+    "NOT REPLICATED": "bad",
+    "NOT SUPPORTED": "bad",
+    "PIPELINE CHECK FAILED": "bad",
+    "INCONCLUSIVE": "noise",
+    "UNDECIDED": "noise",
+    "INCOMPLETE": "noise",
+}
 CSS = """body{font-family:sans-serif;max-width:72em;margin:1em auto;font-size:14px}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 .fig{display:flex;gap:1.5em;align-items:flex-start;margin-bottom:1.5em}.fig img{max-width:58%}
@@ -229,8 +334,11 @@ def _html(text: str) -> str:
 
 
 def summary_html(blocks: list[Block]) -> str:
-    out = ["<!doctype html>", '<html><head><meta charset="utf-8"><title>Uniform Herding: replication report</title>',
-           f"<style>{CSS}</style></head><body>"]
+    out = [
+        "<!doctype html>",
+        '<html><head><meta charset="utf-8"><title>Uniform Herding: replication report</title>',
+        f"<style>{CSS}</style></head><body>",
+    ]
     for kind, *rest in blocks:
         if kind == "h":
             out.append(f"<h{rest[0]}>{html.escape(rest[1])}</h{rest[0]}>")
@@ -265,8 +373,13 @@ def published_values(runs: Runs, wanted: bool | None, echo: Callable[[str], None
         return None
 
 
-def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
-                 echo: Callable[[str], None] = print, base: str | None = None) -> list[Path]:
+def write_report(
+    results_dir: Path,
+    out: Path,
+    overlay: bool | None = None,
+    echo: Callable[[str], None] = print,
+    base: str | None = None,
+) -> list[Path]:
     """Every table, figure and the summary under `out`, every variant compared with run ID `base` where given
     (--base; else with its own base, catalogue.base_of); returns the files written.
 
@@ -314,15 +427,30 @@ def write_report(results_dir: Path, out: Path, overlay: bool | None = None,
 
 
 @click.command("report")
-@click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path), envvar="UH_RESULTS_DIR",
-              default="results", show_default=True, help="Where results/<RUN>/seed-<S>/ are. Env: UH_RESULTS_DIR.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder, e.g. paper/ [default: <results-dir>/report].")
-@click.option("--paper-values/--no-paper-values", default=None,
-              help="Overlay the paper's published values on the figures [default: for paper-profile results].")
-@click.option("--base", metavar="RUN_ID",
-              help="Compare every variant of the results with this run ID; its ID then ends in +vs=RUN_ID, as uh run "
-              "--base writes it. Default: each variant's own (the +vs= of its ID, else the run ID it starts from).")
+@click.option(
+    "--results-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="UH_RESULTS_DIR",
+    default="results",
+    show_default=True,
+    help="Where results/<RUN>/seed-<S>/ are. Env: UH_RESULTS_DIR.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output folder, e.g. paper/ [default: <results-dir>/report].",
+)
+@click.option(
+    "--paper-values/--no-paper-values",
+    default=None,
+    help="Overlay the paper's published values on the figures [default: for paper-profile results].",
+)
+@click.option(
+    "--base",
+    metavar="RUN_ID",
+    help="Compare every variant of the results with this run ID; its ID then ends in +vs=RUN_ID, as uh run "
+    "--base writes it. Default: each variant's own (the +vs= of its ID, else the run ID it starts from).",
+)
 def report_command(results_dir: Path, out: Path | None, paper_values: bool | None, base: str | None) -> None:
     """Tables (LaTeX, Markdown), figures (PDF, PNG) and summary.{md,html} from whatever results exist."""
     out = out or results_dir / "report"
@@ -335,4 +463,3 @@ def report_command(results_dir: Path, out: Path | None, paper_values: bool | Non
             f"cannot write {e.filename or out} ({e.strerror or e}); {out} is as it was; choose a writable --out"
         ) from None
     click.echo(f"wrote {len(written)} files under {out} (open {out / 'summary.html'})")
-

@@ -72,10 +72,21 @@ def paired_bar(ax: Axes, runs: Runs, x: float, run_id: str, reference: str, metr
         return False
     rows = runs.per_seed[(runs.per_seed["run_id"] == reference) & runs.per_seed["seed"].isin(deltas.index)]
     start = rows[metric].mean()
-    ax.plot([x, x], [start + ci[0], start + ci[1]], color=colour, linewidth=4, alpha=0.35, solid_capstyle="butt",
-            label=f"paired 95% t-interval vs {reference} ({len(deltas)} seeds)")  # fmt: skip
-    ax.plot([x - 0.06, x + 0.06] if ax.get_xscale() == "linear" else [x / 1.04, x * 1.04], [start, start],
-            color=colour, linewidth=1)  # where the reference is, over the shared seeds: the bar's zero
+    ax.plot(
+        [x, x],
+        [start + ci[0], start + ci[1]],
+        color=colour,
+        linewidth=4,
+        alpha=0.35,
+        solid_capstyle="butt",
+        label=f"paired 95% t-interval vs {reference} ({len(deltas)} seeds)",
+    )
+    ax.plot(
+        [x - 0.06, x + 0.06] if ax.get_xscale() == "linear" else [x / 1.04, x * 1.04],
+        [start, start],
+        color=colour,
+        linewidth=1,
+    )  # where the reference is, over the shared seeds: the bar's zero
     return True
 
 
@@ -160,18 +171,36 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
             for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
                 if value is not None and value in values:  # a base that reads `key`, at a value on the axis
                     setting = f"paper's setting of {base}" if base in PAPER_RUNS else f"{base}'s setting"
-                    ax.axvline(x_of(value), color="0.82", linewidth=9, zorder=0.5,  # a band behind the data
-                               label=f"{setting}: {key}={format_value(value)}")  # fmt: skip
+                    ax.axvline(
+                        x_of(value),
+                        color="0.82",
+                        linewidth=9,
+                        zorder=0.5,  # a band behind the data
+                        label=f"{setting}: {key}={format_value(value)}",
+                    )
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
                 xs = [x_of(v) for v in line.points]
                 seeds = [table.loc[[r]] for r in line.points.values()]
-                ax.plot(xs, [s[metric].mean() for s in seeds], color=colour, linestyle=dashes, marker="o",
-                        label=f"{line.context}, {key} varied: mean")  # fmt: skip
+                ax.plot(
+                    xs,
+                    [s[metric].mean() for s in seeds],
+                    color=colour,
+                    linestyle=dashes,
+                    marker="o",
+                    label=f"{line.context}, {key} varied: mean",
+                )
                 for x, rows in zip(xs, seeds, strict=True):
                     for seed, value in zip(rows["seed"], rows[metric], strict=True):
-                        ax.plot(x, value, marker=_seed_marker(seed), color=colour, markerfacecolor="none",
-                                linestyle="none", alpha=0.6)  # fmt: skip
+                        ax.plot(
+                            x,
+                            value,
+                            marker=_seed_marker(seed),
+                            color=colour,
+                            markerfacecolor="none",
+                            linestyle="none",
+                            alpha=0.6,
+                        )
                         seeds_shown.add(seed)
                 reference = line.reference
                 if reference is None:
@@ -189,8 +218,10 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
         _title(panels[1], "(b) forgetting", [])
         n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
         note = "".join(f"\n{x}" for x in dict.fromkeys(unpaired))
-        fig.suptitle(f"Sweep over {key}, profile {runs.profile}: mean over {n}; hollow marks: single seeds{note}",
-                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        fig.suptitle(
+            f"Sweep over {key}, profile {runs.profile}: mean over {n}; hollow marks: single seeds{note}",
+            fontsize=RC["axes.titlesize"],
+        )
         _unique_legend(fig, panels[0], seeds_shown, ncols=2)
         return fig
 
@@ -200,11 +231,17 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
 def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
     """One figure per key swept over at least two values in these results (sweep_lines)."""
     return tuple(
-        FigureSpec(f"fig_sweep_{key}", f"fig:sweep-{key.replace('_', '-')}",
-                   f"Beyond the paper: final ACC and F against {key} (uh sweep)",
-                   tuple(r for line in lines for r in line.points.values()), (), sweep_figure(key, lines), False)
+        FigureSpec(
+            f"fig_sweep_{key}",
+            f"fig:sweep-{key.replace('_', '-')}",
+            f"Beyond the paper: final ACC and F against {key} (uh sweep)",
+            tuple(r for line in lines for r in line.points.values()),
+            (),
+            sweep_figure(key, lines),
+            False,
+        )
         for key, lines in sweep_lines(runs.per_seed["run_id"], runs.profile, least=2).items()
-    )  # fmt: skip
+    )
 
 
 def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
@@ -227,12 +264,19 @@ def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
                     if rows.empty:
                         continue
                     is_base = run_id == base
-                    ax.bar(x, rows.mean(), width=0.3, facecolor="0.88" if is_base else "#cfe3f3",
-                           edgecolor="0.4" if is_base else "#0072B2", zorder=0.5,
-                           label="base: mean" if is_base else "variant: mean")  # fmt: skip
+                    ax.bar(
+                        x,
+                        rows.mean(),
+                        width=0.3,
+                        facecolor="0.88" if is_base else "#cfe3f3",
+                        edgecolor="0.4" if is_base else "#0072B2",
+                        zorder=0.5,
+                        label="base: mean" if is_base else "variant: mean",
+                    )
                     for seed, value in rows.items():
-                        ax.plot(x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none",
-                                linestyle="none")  # fmt: skip
+                        ax.plot(
+                            x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none", linestyle="none"
+                        )
                         seeds_shown.add(seed)
                 deltas = paired(table, variant, base, metric)
                 for seed in deltas.index:  # the pairing: a seed's base and variant
@@ -252,9 +296,11 @@ def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
             ax.set_ylabel(name)
         _title(panels[0], "(a) final average accuracy", [])
         _title(panels[1], "(b) forgetting", [])
-        fig.suptitle(f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
-                     "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
-                     fontsize=RC["axes.titlesize"])  # fmt: skip
+        fig.suptitle(
+            f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
+            "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
+            fontsize=RC["axes.titlesize"],
+        )
         _unique_legend(fig, panels[0], seeds_shown, ncols=4)
         return fig
 
@@ -267,6 +313,14 @@ def variant_specs(runs: Runs) -> tuple[FigureSpec, ...]:
     if not shown:
         return ()
     bases = tuple(dict.fromkeys(base_of(v) for v in shown))
-    return (FigureSpec("fig_variants", "fig:variants", "Beyond the paper: each variant against its base (uh run --set)",
-                       (*shown, *bases), (), variants_figure(shown), False),)  # fmt: skip
-
+    return (
+        FigureSpec(
+            "fig_variants",
+            "fig:variants",
+            "Beyond the paper: each variant against its base (uh run --set)",
+            (*shown, *bases),
+            (),
+            variants_figure(shown),
+            False,
+        ),
+    )

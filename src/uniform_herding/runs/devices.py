@@ -36,8 +36,12 @@ def driver_version(proc: Path = Path("/proc/driver/nvidia/version")) -> str | No
     if match := re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text):
         return match.group(1)
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -49,8 +53,12 @@ def compute_modes() -> list[str]:
     """Each visible GPU's compute mode as nvidia-smi says it ("Default", "Exclusive_Process", ...); [] without it.
     In Exclusive_Process mode a second process cannot use the GPU: `--jobs N` > 1 then fails."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_mode", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_mode", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
@@ -79,14 +87,18 @@ def gpu_problem() -> str | None:
         if driver is None:
             return "no NVIDIA GPU is visible (no driver found)"
         need = MIN_DRIVER.get(str(torch.version.cuda))
-        return (f"an NVIDIA driver {driver} is present but torch {torch.__version__} (CUDA {torch.version.cuda}) "
-                f"cannot use it" + (f": it needs driver >= {need}" if need else ""))  # fmt: skip
+        return (
+            f"an NVIDIA driver {driver} is present but torch {torch.__version__} (CUDA {torch.version.cuda}) "
+            f"cannot use it" + (f": it needs driver >= {need}" if need else "")
+        )
     capability = torch.cuda.get_device_capability()
     arch_list = torch.cuda.get_arch_list()
     if arch_list and not arch_supported(capability, arch_list):  # an empty list: a build that does not say
         name = torch.cuda.get_device_name()
-        return (f"{name} (compute capability {capability[0]}.{capability[1]}) has no kernels in torch "
-                f"{torch.__version__}, built for {' '.join(arch_list)}: the paper's CUDA 12.8 build needs 7.5 or newer")
+        return (
+            f"{name} (compute capability {capability[0]}.{capability[1]}) has no kernels in torch "
+            f"{torch.__version__}, built for {' '.join(arch_list)}: the paper's CUDA 12.8 build needs 7.5 or newer"
+        )
     return None
 
 

@@ -134,21 +134,44 @@ class RunPair:
             print(line, flush=True)
 
         # result.json's "command" (sys.argv): the `uh run` this job stands for, not submitit's entry point
-        sys.argv = ["uh", "run", self.run_id, "--seed", str(self.seed), "--profile", self.profile,
-                    "--data-dir", str(self.data_dir), "--results-dir", str(self.results_dir),
-                    *(["--archive", str(self.archive)] if self.archive else []),
-                    *(["--precision", self.precision] if self.precision else []),
-                    *(["--device", self.device] if self.device else []),
-                    *(["--deterministic"] if self.deterministic else [])]  # fmt: skip
+        sys.argv = [
+            "uh",
+            "run",
+            self.run_id,
+            "--seed",
+            str(self.seed),
+            "--profile",
+            self.profile,
+            "--data-dir",
+            str(self.data_dir),
+            "--results-dir",
+            str(self.results_dir),
+            *(["--archive", str(self.archive)] if self.archive else []),
+            *(["--precision", self.precision] if self.precision else []),
+            *(["--device", self.device] if self.device else []),
+            *(["--deterministic"] if self.deterministic else []),
+        ]
 
         try:
             # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
             # parent's forwarded signal stop the run at once, keeping the checkpoint.
             with stop_on_signals(), stop_with_parent(self.uh_pid):
                 cfg = resolve(self.run_id, self.profile)  # this job's process resolves its run once
-                out = run_seed(self.run_id, cfg, self.seed, self.profile, self.data_dir, self.results_dir,
-                               self.archive, self.force and not restarted(), False, say, self.precision,
-                               self.device, self.deterministic)  # fmt: skip
+                out = run_seed(
+                    self.run_id,
+                    cfg,
+                    self.seed,
+                    self.profile,
+                    self.data_dir,
+                    self.results_dir,
+                    self.archive,
+                    self.force and not restarted(),
+                    False,
+                    say,
+                    self.precision,
+                    self.device,
+                    self.deterministic,
+                )
         except (DataError, RunError, ValueError) as e:
             say(f"Error: {self.run_id} seed {self.seed}: {e}")
             raise
@@ -176,8 +199,16 @@ def record_submission(results_dir: Path, name: str, entries: list[dict]) -> Path
 
 
 def _entry(task: RunPair, executor: str, folder: Path, job_id: str | None) -> dict:
-    return {"run_id": task.run_id, "seed": task.seed, "profile": task.profile, "executor": executor, "job_id": job_id,
-            "folder": str(folder), "uh_pid": os.getpid(), "host": os.uname().nodename}  # fmt: skip
+    return {
+        "run_id": task.run_id,
+        "seed": task.seed,
+        "profile": task.profile,
+        "executor": executor,
+        "job_id": job_id,
+        "folder": str(folder),
+        "uh_pid": os.getpid(),
+        "host": os.uname().nodename,
+    }
 
 
 # --- following a job's log ------------------------------------------------------------------------------
@@ -265,8 +296,11 @@ def run_local(tasks: list[RunPair], slots: list[int | None], results_dir: Path, 
             while pending and free and not failed and not stopped:
                 i, task = pending.pop(0)
                 gpu = free.pop(0)
-                executor.update_parameters(timeout_min=LOCAL_TIMEOUT_MIN, gpus_per_node=0 if gpu is None else 1,
-                                           visible_gpus=() if gpu is None else (gpu,))  # fmt: skip
+                executor.update_parameters(
+                    timeout_min=LOCAL_TIMEOUT_MIN,
+                    gpus_per_node=0 if gpu is None else 1,
+                    visible_gpus=() if gpu is None else (gpu,),
+                )
                 job = executor.submit(dataclasses.replace(task, uh_pid=os.getpid()))
                 running[job] = (gpu, Tail(job.paths.stdout))
                 entries[i]["job_id"] = job.job_id
@@ -311,25 +345,50 @@ SLURM_DEFAULTS: dict[str, Any] = {
 def slurm_options(f: Callable) -> Callable:
     """`uh run`'s Slurm settings: options, else UH_SLURM_* variables, else --slurm-config's TOML, else defaults."""
     options = [
-        click.option("--slurm-config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                     envvar="UH_SLURM_CONFIG",
-                     help="TOML file with any of: partition, account, time, gpus, cpus, mem_gb, "
-                     "array_parallelism, [sbatch]. Options and UH_SLURM_* variables override it."),
+        click.option(
+            "--slurm-config",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            envvar="UH_SLURM_CONFIG",
+            help="TOML file with any of: partition, account, time, gpus, cpus, mem_gb, "
+            "array_parallelism, [sbatch]. Options and UH_SLURM_* variables override it.",
+        ),
         click.option("--slurm-partition", envvar="UH_SLURM_PARTITION", help="Partition (-p)."),
         click.option("--slurm-account", envvar="UH_SLURM_ACCOUNT", help="Account (-A)."),
-        click.option("--slurm-time", type=click.IntRange(min=1), envvar="UH_SLURM_TIME",
-                     help="Time limit per run in minutes [default: 240]; a run that reaches it requeues and resumes."),
-        click.option("--slurm-gpus", type=click.IntRange(min=0), envvar="UH_SLURM_GPUS",
-                     help="GPUs per run [default: 1 for the paper-size profiles, 0 for the CPU ones, smoke too]."),
-        click.option("--slurm-cpus", type=click.IntRange(min=1), envvar="UH_SLURM_CPUS",
-                     help="CPUs per run [default: 2]."),
-        click.option("--slurm-mem-gb", type=click.IntRange(min=1), envvar="UH_SLURM_MEM_GB",
-                     help="Memory per run in GB [default: the partition's]."),
-        click.option("--slurm-array-parallelism", type=click.IntRange(min=1), envvar="UH_SLURM_ARRAY_PARALLELISM",
-                     help="At most this many runs of the array at once [default: 256]."),
-        click.option("--slurm-sbatch", multiple=True, metavar="KEY=VALUE", envvar="UH_SLURM_SBATCH",
-                     help="Extra sbatch option, e.g. qos=normal or constraint=t4 (repeatable)."),
-    ]  # fmt: skip
+        click.option(
+            "--slurm-time",
+            type=click.IntRange(min=1),
+            envvar="UH_SLURM_TIME",
+            help="Time limit per run in minutes [default: 240]; a run that reaches it requeues and resumes.",
+        ),
+        click.option(
+            "--slurm-gpus",
+            type=click.IntRange(min=0),
+            envvar="UH_SLURM_GPUS",
+            help="GPUs per run [default: 1 for the paper-size profiles, 0 for the CPU ones, smoke too].",
+        ),
+        click.option(
+            "--slurm-cpus", type=click.IntRange(min=1), envvar="UH_SLURM_CPUS", help="CPUs per run [default: 2]."
+        ),
+        click.option(
+            "--slurm-mem-gb",
+            type=click.IntRange(min=1),
+            envvar="UH_SLURM_MEM_GB",
+            help="Memory per run in GB [default: the partition's].",
+        ),
+        click.option(
+            "--slurm-array-parallelism",
+            type=click.IntRange(min=1),
+            envvar="UH_SLURM_ARRAY_PARALLELISM",
+            help="At most this many runs of the array at once [default: 256].",
+        ),
+        click.option(
+            "--slurm-sbatch",
+            multiple=True,
+            metavar="KEY=VALUE",
+            envvar="UH_SLURM_SBATCH",
+            help="Extra sbatch option, e.g. qos=normal or constraint=t4 (repeatable).",
+        ),
+    ]
     for option in reversed(options):
         f = option(f)
     return f
@@ -346,8 +405,9 @@ def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True
             raise click.UsageError(f"--slurm-config {config}: {e}") from None
         unknown = sorted(set(data) - set(SLURM_DEFAULTS))
         if unknown:
-            raise click.UsageError(f"--slurm-config {config}: unknown keys {', '.join(unknown)}; "
-                                   f"known: {', '.join(SLURM_DEFAULTS)}")  # fmt: skip
+            raise click.UsageError(
+                f"--slurm-config {config}: unknown keys {', '.join(unknown)}; known: {', '.join(SLURM_DEFAULTS)}"
+            )
         settings.update(data)
     for key, value in given.items():
         if key == "sbatch" and value:
@@ -386,8 +446,10 @@ def slurm_executor(results_dir: Path, settings: dict[str, Any], job_name: str = 
 
 def need_sbatch() -> None:
     if shutil.which("sbatch") is None:
-        raise click.ClickException("--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
-                                   "of the cluster, or use --executor local")  # fmt: skip
+        raise click.ClickException(
+            "--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
+            "of the cluster, or use --executor local"
+        )
 
 
 @contextmanager
@@ -409,13 +471,17 @@ def submit_array(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
     with sbatch_errors("the job array"), executor.batch():
         jobs = [executor.submit(task) for task in tasks]
     array = jobs[0].job_id.split("_")[0]
-    record_submission(results_dir, f"slurm-{array}",
-                      [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)])
+    record_submission(
+        results_dir,
+        f"slurm-{array}",
+        [_entry(t, "slurm", executor.folder, j.job_id) for t, j in zip(tasks, jobs, strict=True)],
+    )
     return jobs
 
 
-def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool,
-                 echo: Callable[[str], None]) -> int:  # fmt: skip
+def submit_slurm(
+    tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, wait: bool, echo: Callable[[str], None]
+) -> int:
     """Submit one job array (one task per pair); print the job IDs; with `wait`, follow it to the end."""
     need_sbatch()
     jobs = submit_array(tasks, settings, results_dir)
@@ -443,4 +509,3 @@ def submit_slurm(tasks: list[RunPair], settings: dict[str, Any], results_dir: Pa
         if result != "done":
             echo(f"Error: {job_pair(job)} {result} (Slurm job {job.job_id} {job.state}); log: {job.paths.stderr}")
     return int(any(r != "done" for r in results.values()))
-

@@ -34,8 +34,13 @@ class FinalError(ValueError):
 
 def key(result: dict[str, Any]) -> dict[str, Any]:
     """What ties a final state to its result: the run, its config and the archive it read."""
-    return {"run_id": result["run_id"], "seed": result["seed"], "profile": result["profile"],
-            "config": result["config"], "data_md5": result.get("environment", {}).get("data_md5")}  # fmt: skip
+    return {
+        "run_id": result["run_id"],
+        "seed": result["seed"],
+        "profile": result["profile"],
+        "config": result["config"],
+        "data_md5": result.get("environment", {}).get("data_md5"),
+    }
 
 
 def save_final(path: Path, result: dict[str, Any], learner: Learner, memory: Memory) -> None:

@@ -114,8 +114,12 @@ def tree_diff(package: Path = PACKAGE, checkout: Path = CHECKOUT) -> str | None:
     untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", *paths, checkout=checkout) or ""
     for name in sorted(n for n in untracked.split("\0") if n.endswith(".py") and "__pycache__" not in n):
         try:  # `git diff --no-index` exits 1 when the files differ, which they always do here
-            out = subprocess.run(["git", "diff", "--no-color", "--binary", "--no-index", "--", "/dev/null", name],
-                                 cwd=checkout, capture_output=True, timeout=30)  # fmt: skip
+            out = subprocess.run(
+                ["git", "diff", "--no-color", "--binary", "--no-index", "--", "/dev/null", name],
+                cwd=checkout,
+                capture_output=True,
+                timeout=30,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         diff += out.stdout.decode(errors="replace")

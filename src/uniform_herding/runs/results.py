@@ -150,8 +150,11 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     bad = [name for name in given if not _is_number(metrics[name])]
     if bad:
         raise ResultError(f"{path}: metric(s) {', '.join(bad)} not a finite number")
-    out_of_range = [f"{name} {metrics[name]} (not in [{m.low:g}, {m.high:g}])" for name, m in given.items()
-                    if not m.low <= metrics[name] <= m.high]  # fmt: skip
+    out_of_range = [
+        f"{name} {metrics[name]} (not in [{m.low:g}, {m.high:g}])"
+        for name, m in given.items()
+        if not m.low <= metrics[name] <= m.high
+    ]
     if out_of_range:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
     check_metrics_of_R(result, path)
@@ -245,8 +248,10 @@ def is_finished(out: Path, run_id: str, seed: int, profile: str) -> bool:
     except UnreadableJSON as e:
         raise ResultError(f"{out} is unreadable ({e.why}); move it away and run again") from None
     same_run = isinstance(found, dict) and (found.get("run_id"), found.get("seed"), found.get("profile")) == (
-        run_id, seed, profile,
-    )  # fmt: skip
+        run_id,
+        seed,
+        profile,
+    )
     if not same_run:
         names = ("run_id", "seed", "profile")
         holds = ", ".join(f"{k} {found.get(k)!r}" for k in names) if isinstance(found, dict) else "no object"
@@ -362,17 +367,13 @@ def load_results(results_dir: Path | str) -> list[dict[str, Any]]:
         )
     if len(by_profile) > 1:
         listed = "; ".join(f"{p}: {_names(results_dir, paths)}" for p, paths in sorted(by_profile.items()))
-        raise ResultError(
-            f"{results_dir} mixes profiles ({listed}); move one profile's results to another results dir"
-        )
+        raise ResultError(f"{results_dir} mixes profiles ({listed}); move one profile's results to another results dir")
     results = []
     for path in sorted(results_dir.glob("*/seed-*/result.json")):
         result = load_result(path)
         where = (path.parent.parent.name, path.parent.name)
         if where != (result["run_id"], f"seed-{result['seed']}"):
-            raise ResultError(
-                f"{path}: holds {result['run_id']} seed {result['seed']}, not {'/'.join(where)}"
-            )
+            raise ResultError(f"{path}: holds {result['run_id']} seed {result['seed']}, not {'/'.join(where)}")
         results.append(result)
     if not results:
         raise ResultError(f"{results_dir}: no <RUN>/seed-<SEED>/result.json found")

@@ -109,7 +109,7 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
 
 
 def device_name(device: torch.device) -> str:
-    """"cuda: <the GPU's name>", or "cpu: <cpu_name()>": smoke numbers differ between CPU kinds
+    """ "cuda: <the GPU's name>", or "cpu: <cpu_name()>": smoke numbers differ between CPU kinds
     (expected_results/README.md), so a result says which it is."""
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
@@ -117,7 +117,7 @@ def device_name(device: torch.device) -> str:
 
 
 def cpu_name() -> str:
-    """"<the CPU's model> (<the instruction set torch's CPU kernels use>)"."""
+    """ "<the CPU's model> (<the instruction set torch's CPU kernels use>)"."""
     try:
         model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
@@ -233,8 +233,9 @@ def run_seed(
                 try:
                     row, stats = learn_task(t, cfg, learner, memory, stream, data_gen, precision, progress)
                 except Diverged as e:  # before the checkpoint: the last good one stays
-                    raise RunError(f"task {t + 1}/{cfg.n_tasks} diverged ({e}); no result written, "
-                                   f"{checkpoint.kept()}") from None  # fmt: skip
+                    raise RunError(
+                        f"task {t + 1}/{cfg.n_tasks} diverged ({e}); no result written, {checkpoint.kept()}"
+                    ) from None
                 except ReadoutError as e:  # before the checkpoint, as a divergence
                     raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
                 record["rows"].append(row)
@@ -279,10 +280,16 @@ def task_record(t: int, device: str, seconds: float, memory: Memory, stats: Task
     """result.json's record of task t: where it ran and with which code (a resumed run may go on elsewhere, or
     after an edit, or in a process that loaded other code: each task says so), its seconds, the memory's sizes after
     the refresh, and its training record (TaskStats)."""
-    return {"task": t, "device": device, "code_sha256": code_hash(), "unhashed_code": unhashed_code(),
-            "wall_s": round(seconds, 3), "active_size": sum(len(a) for a in memory.active.values()),
-            "pool_size": memory.pool_size(),
-            **stats.record()}  # fmt: skip
+    return {
+        "task": t,
+        "device": device,
+        "code_sha256": code_hash(),
+        "unhashed_code": unhashed_code(),
+        "wall_s": round(seconds, 3),
+        "active_size": sum(len(a) for a in memory.active.values()),
+        "pool_size": memory.pool_size(),
+        **stats.record(),
+    }
 
 
 def assemble(

@@ -66,8 +66,16 @@ class Reference(L.LightningModule):
     """Lightning's stock "16-mixed" path for the same step, through its Trainer: automatic optimisation, unfused
     SGD, Lightning's own clipping (it unscales first), contiguous memory; the same batch transform and loss."""
 
-    def __init__(self, cfg: Config, learner: Learner, teacher: Learner, stream: TaskStream, replay: Tensor,
-                 generator: torch.Generator, watched: Watched) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: Config,
+        learner: Learner,
+        teacher: Learner,
+        stream: TaskStream,
+        replay: Tensor,
+        generator: torch.Generator,
+        watched: Watched,
+    ) -> None:
         super().__init__()
         self.cfg, self.learner, self.stream, self.replay, self.generator = cfg, learner, stream, replay, generator
         self.__dict__["teacher"] = teacher  # not a submodule: the Trainer would switch it to train mode
@@ -97,8 +105,9 @@ class Reference(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         cfg = self.cfg
-        return torch.optim.SGD(self.learner.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                               weight_decay=cfg.weight_decay)  # fmt: skip
+        return torch.optim.SGD(
+            self.learner.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
 
 
 @dataclass(frozen=True)
@@ -136,8 +145,10 @@ class Comparison:
         if not (self.ours.finite and self.reference.finite):
             problems.append(f"weights not finite (ours {self.ours.finite}, reference {self.reference.finite})")
         if self.ours.skipped != self.reference.skipped or not set(self.overflow_at) <= set(self.ours.skipped):
-            problems.append(f"skipped steps differ: ours {self.ours.skipped}, reference {self.reference.skipped}, "
-                            f"forced {list(self.overflow_at)}")  # fmt: skip
+            problems.append(
+                f"skipped steps differ: ours {self.ours.skipped}, reference {self.reference.skipped}, "
+                f"forced {list(self.overflow_at)}"
+            )
         if self.ours.scales != self.reference.scales:
             problems.append(f"scale sequences differ: ours {self.ours.scales}, reference {self.reference.scales}")
         if self.skipped_counted != len(self.ours.skipped):
@@ -152,9 +163,15 @@ def random_stream(cfg: Config, images_per_class: int, device: torch.device) -> T
     rng = np.random.default_rng(0)
     n_train = cfg.probe_per_class + cfg.val_per_class + images_per_class
     y, test_y = np.repeat(np.arange(100), n_train), np.repeat(np.arange(100), 1)
-    raw = RawData(rng.integers(0, 256, (len(y), 3, 32, 32), dtype=np.uint8), y,
-                  rng.integers(0, 256, (len(test_y), 3, 32, 32), dtype=np.uint8), test_y,
-                  [f"c{i}" for i in range(100)], "0" * 32, "synthetic")  # fmt: skip
+    raw = RawData(
+        rng.integers(0, 256, (len(y), 3, 32, 32), dtype=np.uint8),
+        y,
+        rng.integers(0, 256, (len(test_y), 3, 32, 32), dtype=np.uint8),
+        test_y,
+        [f"c{i}" for i in range(100)],
+        "0" * 32,
+        "synthetic",
+    )
     return TaskStream(raw, cfg, device)
 
 
@@ -190,18 +207,27 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
     stats = fit_task(cfg, ours_learner, copy.deepcopy(teacher), stream, replay, items, gen, "16-mixed", watch=ours)
     ours.weights = [p.detach().to("cpu", torch.float32) for p in ours_learner.parameters()]
     gen = torch.Generator(device=device).manual_seed(0)
-    ref = Reference(cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen,
-                    Watched(overflow_at, progress))  # fmt: skip
+    ref = Reference(
+        cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen, Watched(overflow_at, progress)
+    )
     ref.learner.train()
     for model in (ref.learner, ref.teacher):  # like with like: compiled as fit_task compiles ours (UH_COMPILE)
         compile_backbone(model)
     L.Trainer(
-        accelerator=device.type, devices=1, max_epochs=1,
-        plugins=[MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
-                 LightningEnvironment()],  # one plain process, inside a Slurm job too (no requeue handler)
-        gradient_clip_val=cfg.grad_clip, gradient_clip_algorithm="norm", logger=False,
-        enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
-    ).fit(ref, train_dataloaders=Batches(items, cfg.batch_size, ref.generator))  # fmt: skip
+        accelerator=device.type,
+        devices=1,
+        max_epochs=1,
+        plugins=[
+            MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
+            LightningEnvironment(),
+        ],  # one plain process, inside a Slurm job too (no requeue handler)
+        gradient_clip_val=cfg.grad_clip,
+        gradient_clip_algorithm="norm",
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+    ).fit(ref, train_dataloaders=Batches(items, cfg.batch_size, ref.generator))
 
     def trace(scales: list[float], weights: list[Tensor], step_s: list[float]) -> Trace:
         previous = [INIT_SCALE, *scales[:-1]]

@@ -41,8 +41,9 @@ def slurm_states(entries: Iterable[dict], timeout: float = SLURM_WAIT_S) -> dict
     bases = sorted({str(e["job_id"]).split("_")[0] for e in entries if e["executor"] == "slurm" and e.get("job_id")})
     if not bases:
         return {}
-    out = slurm("sacct", "-o", "JobID,State,NodeList", "--parsable2", *(a for b in bases for a in ("-j", b)),
-                timeout=timeout)  # fmt: skip
+    out = slurm(
+        "sacct", "-o", "JobID,State,NodeList", "--parsable2", *(a for b in bases for a in ("-j", b)), timeout=timeout
+    )
     if out is None:
         return None
     return {job: info.get("State") or "UNKNOWN" for job, info in SlurmInfoWatcher().read_info(out).items()}
@@ -132,8 +133,9 @@ class Line:
         return f"{self.run_id} seed {self.seed}: {self.state}{f' {self.detail}' if self.detail else ''}"
 
 
-def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None,
-                slurm_state: dict[str, str] | None) -> Line:  # fmt: skip
+def pair_status(
+    results_dir: Path, run_id: str, seed: int, entry: dict | None, slurm_state: dict[str, str] | None
+) -> Line:
     """The state of one pair: done, running, queued, failed, cancelled, stopped, unknown or not started.
     `slurm_state`: Slurm's states of the jobs (slurm_states; None: it could not be read)."""
     folder = results_dir / run_id / f"seed-{seed}"
@@ -156,8 +158,12 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None,
         return running()
     if entry is None:
         if progress:
-            return Line(run_id, seed, "stopped", f"(checkpoint after task {progress[0]} of {progress[1]}; "
-                                                 "run it again to resume)")  # fmt: skip
+            return Line(
+                run_id,
+                seed,
+                "stopped",
+                f"(checkpoint after task {progress[0]} of {progress[1]}; run it again to resume)",
+            )
         return Line(run_id, seed, "not started")
     if job is None:  # queued by a local `uh run` that has not started it yet
         alive = _local_alive(entry, int(entry["uh_pid"]))
@@ -165,8 +171,13 @@ def pair_status(results_dir: Path, run_id: str, seed: int, entry: dict | None,
     if entry["executor"] == "local":
         alive = _local_alive(entry, int(job.job_id))
     elif slurm_state is None:
-        return Line(run_id, seed, "unknown", f"{tag} (Slurm's accounting could not be read: sacct failed or gave no "
-                                             f"answer in time); log: {job.paths.stderr}")  # fmt: skip
+        return Line(
+            run_id,
+            seed,
+            "unknown",
+            f"{tag} (Slurm's accounting could not be read: sacct failed or gave no "
+            f"answer in time); log: {job.paths.stderr}",
+        )
     else:
         state = slurm_state.get(str(job.job_id), "UNKNOWN").split()[0]  # e.g. "CANCELLED by 0"
     if (folder / "result.json").exists():  # finished while we asked
@@ -189,11 +200,16 @@ def status_lines(results_dir: Path, wait: float = SLURM_WAIT_S) -> list[Line]:
     """One Line per pair that has a folder under results_dir or a recorded job, sorted by run ID and seed; Slurm's
     accounting waited for `wait` seconds at most."""
     recorded = submissions(results_dir)
-    found = {(p.parent.name, int(p.name.removeprefix("seed-"))) for p in results_dir.glob("*/seed-*")
-             if p.is_dir() and p.name.removeprefix("seed-").isdigit()}  # fmt: skip
+    found = {
+        (p.parent.name, int(p.name.removeprefix("seed-")))
+        for p in results_dir.glob("*/seed-*")
+        if p.is_dir() and p.name.removeprefix("seed-").isdigit()
+    }
     states = slurm_states(recorded.values(), wait)
-    return [pair_status(results_dir, run_id, seed, recorded.get((run_id, seed)), states)
-            for run_id, seed in sorted(found | set(recorded))]  # fmt: skip
+    return [
+        pair_status(results_dir, run_id, seed, recorded.get((run_id, seed)), states)
+        for run_id, seed in sorted(found | set(recorded))
+    ]
 
 
 def summary(lines: list[Line]) -> str:

@@ -88,8 +88,9 @@ def fit_line(text: str, width: int | None, indent: str | None = None) -> str:
     if width is None or len(text) <= width:
         return text
     indent = text[: len(text) - len(text.lstrip(" "))] + WRAP_INDENT if indent is None else indent
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
-                                   break_on_hyphens=False))  # fmt: skip
+    return "\n".join(
+        textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    )
 
 
 def duration(seconds: float) -> str:
@@ -157,16 +158,26 @@ class Progress:
                 elif self.every is not None and time.monotonic() - last >= self.every:
                     last = time.monotonic()
                     done = self._counted()
-                    print(f"{self.what}: {done + ', ' if done else ''}{duration(last - self._start)} so far",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"{self.what}: {done + ', ' if done else ''}{duration(last - self._start)} so far",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
     def __enter__(self) -> Progress:
         self._start = time.monotonic()
         if self.terminal:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, desc=self.what, unit=self.unit, file=sys.stderr, leave=True,
-                             dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+            self._bar = tqdm(
+                total=self.total,
+                desc=self.what,
+                unit=self.unit,
+                file=sys.stderr,
+                leave=True,
+                dynamic_ncols=True,
+                mininterval=0.5,
+            )
         else:
             print(f"{self.what} ...", file=sys.stderr, flush=True)
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -181,5 +192,8 @@ class Progress:
             self._bar.close()
         elif kind is None:
             done = self._counted()
-            print(f"{self.what}: done{', ' + done if done else ''} in {duration(time.monotonic() - self._start)}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{self.what}: done{', ' + done if done else ''} in {duration(time.monotonic() - self._start)}",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -94,8 +94,10 @@ def delta_text(per_seed: pd.DataFrame, run_id: str) -> str:
     d = {m: paired(per_seed, run_id, other, m) for m in METRICS}
     if not len(d["acc"]):
         return f"(no seed shared with {other})"
-    return (f"dACC {d['acc'].mean():+6.2f}  dF {d['forgetting'].mean():+6.2f}  dBWT {d['bwt'].mean():+6.2f}  "
-            f"(n={len(d['acc'])})" + (f" vs {other}" if other != "B3" else ""))  # fmt: skip
+    return (
+        f"dACC {d['acc'].mean():+6.2f}  dF {d['forgetting'].mean():+6.2f}  dBWT {d['bwt'].mean():+6.2f}  "
+        f"(n={len(d['acc'])})" + (f" vs {other}" if other != "B3" else "")
+    )
 
 
 def format_table(per_seed: pd.DataFrame, profile: str = "paper", width: int | None = None) -> str:
@@ -106,8 +108,10 @@ def format_table(per_seed: pd.DataFrame, profile: str = "paper", width: int | No
     reported = [m for m in REPORTED if f"{m}_mean" in summary]  # reported, never checked (metrics.REPORTED)
 
     def spread(metric: str) -> list[str]:
-        return [with_spread(f"{row[f'{metric}_mean']:.2f}", f"{row[f'{metric}_std']:.2f}", int(row["n"]))
-                for _, row in summary.iterrows()]  # fmt: skip
+        return [
+            with_spread(f"{row[f'{metric}_mean']:.2f}", f"{row[f'{metric}_std']:.2f}", int(row["n"]))
+            for _, row in summary.iterrows()
+        ]
 
     runs = list(summary.index)
     table = [
@@ -169,8 +173,12 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the per-seed table here (atomically), e.g. expected_results/smoke/per_seed.csv.",
 )
-@click.option("--wide", is_flag=True, help="Every column, however wide (else the table fits COLUMNS, 120 where unset: "
-              "AIA and LA left out first, then the deltas under their rows).")  # fmt: skip
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column, however wide (else the table fits COLUMNS, 120 where unset: "
+    "AIA and LA left out first, then the deltas under their rows).",
+)
 def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None, wide: bool) -> None:
     """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
     table, profile, _ = load_input(results_dir, per_seed)

@@ -39,10 +39,17 @@ class Design:
     seed: int
 
     def __post_init__(self) -> None:
-        if not (0 < self.contradicts <= self.supports / 2 and self.supports <= 0.05 and 0 < self.first_share < 1
-                and self.gamma != 0 and self.paths >= 10_000):  # fmt: skip
-            raise ValueError("boundaries need 0 < contradicts <= supports / 2, supports <= 0.05, first_share in "
-                             "(0, 1), gamma != 0 and at least 10,000 paths")  # fmt: skip
+        if not (
+            0 < self.contradicts <= self.supports / 2
+            and self.supports <= 0.05
+            and 0 < self.first_share < 1
+            and self.gamma != 0
+            and self.paths >= 10_000
+        ):
+            raise ValueError(
+                "boundaries need 0 < contradicts <= supports / 2, supports <= 0.05, first_share in "
+                "(0, 1), gamma != 0 and at least 10,000 paths"
+            )
 
     def spent(self, total: float, looks: tuple[int, ...]) -> np.ndarray:
         """The error spent by each look, cumulative: `first_share` of `total` at look 1, then Hwang-Shih-DeCani."""
@@ -91,8 +98,13 @@ def derive(design: Design, looks: tuple[int, ...], ms: tuple[int, ...]) -> tuple
     return supports, {m: calibrate(t, looks, design.spent(design.contradicts / m, looks)) for m in ms}
 
 
-def errors(looks: tuple[int, ...], supports: tuple[float, ...], contradicts: tuple[float, ...], paths: int,
-           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def errors(
+    looks: tuple[int, ...],
+    supports: tuple[float, ...],
+    contradicts: tuple[float, ...],
+    paths: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
     """One null comparison through the procedure's rule on `paths` fresh paths: stopped at the first look whose
     supporting level its one-sided p-value is below (supports), else whose contradicting level the other way's is
     (contradicts), as decide.PairedTest.outcome tests them. Per look, how many paths end there each way."""
@@ -106,21 +118,26 @@ def errors(looks: tuple[int, ...], supports: tuple[float, ...], contradicts: tup
     return up, down
 
 
-def derive_lines(design: Design, looks: tuple[int, ...], supports: tuple[float, ...],
-                 contradicts: dict[int, tuple[float, ...]]) -> list[str]:  # fmt: skip
+def derive_lines(
+    design: Design, looks: tuple[int, ...], supports: tuple[float, ...], contradicts: dict[int, tuple[float, ...]]
+) -> list[str]:
     """What `uh oc --derive` prints of a set's boundaries: each side's levels as registered and as derived anew from
     the design, look by look, and whether they agree to the 3 significant figures they are given in."""
     derived_supports, derived = derive(design, looks, tuple(contradicts))
     rows = [("supports", supports, derived_supports)]
     rows += [(f"contradicts, m = {m}", contradicts[m], derived[m]) for m in sorted(contradicts)]
-    lines = [f"\nboundaries: {design.supports:g} supporting, {design.contradicts:g} / m contradicting, "
-             f"{design.first_share:g} of each at look 1, then Hwang-Shih-DeCani gamma {design.gamma:g}; "
-             f"{design.paths:,} null paths, seed {design.seed}", f"  {'side':22} " + " ".join(
-                 f"{f'look {k + 1} ({n})':>21}" for k, n in enumerate(looks))]  # fmt: skip
+    lines = [
+        f"\nboundaries: {design.supports:g} supporting, {design.contradicts:g} / m contradicting, "
+        f"{design.first_share:g} of each at look 1, then Hwang-Shih-DeCani gamma {design.gamma:g}; "
+        f"{design.paths:,} null paths, seed {design.seed}",
+        f"  {'side':22} " + " ".join(f"{f'look {k + 1} ({n})':>21}" for k, n in enumerate(looks)),
+    ]
     for side, registered, anew in rows:
         pairs = zip(registered, anew, strict=True)
         lines.append(f"  {side:22} " + " ".join(f"{f'{r:.3g} / {a:.3g}':>21}" for r, a in pairs))
     same = all(r == a for _, registered, anew in rows for r, a in zip(registered, anew, strict=True))
-    lines.append("  (registered / derived anew: " + ("the same)" if same else "they differ: the set's levels are not "
-                                                     "what its design derives)"))  # fmt: skip
+    lines.append(
+        "  (registered / derived anew: "
+        + ("the same)" if same else "they differ: the set's levels are not what its design derives)")
+    )
     return lines

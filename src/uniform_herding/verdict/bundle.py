@@ -101,15 +101,21 @@ def bundled_files(results_dir: Path, results: list[dict], with_weights: bool) ->
         out = result_path(results_dir, r["run_id"], r["seed"])
         final = out.with_name(FINAL_NAME)
         if with_weights and not final.is_file():
-            raise BundleError(f"{r['run_id']} seed {r['seed']} has no final state ({final}): it finished before uh "
-                              "kept one; re-run it (uh run --force) or bundle without --with-weights")  # fmt: skip
+            raise BundleError(
+                f"{r['run_id']} seed {r['seed']} has no final state ({final}): it finished before uh "
+                "kept one; re-run it (uh run --force) or bundle without --with-weights"
+            )
         files += [out, *([final] if with_weights else []), out.with_name(DIFF_NAME)]
     files += [results_dir / PROFILE_FILE, results_dir / "check_report.json"]
     files += sorted((results_dir / "report").rglob("*"))
     files += [p for p in sorted((results_dir / "submitit").rglob("*")) if p.suffix in LOGS]
-    return {f"{RESULTS}/{p.relative_to(results_dir).as_posix()}": p for p in files
-            if p.is_file() and not p.is_symlink()
-            and not any(part.startswith(".") for part in p.relative_to(results_dir).parts)}
+    return {
+        f"{RESULTS}/{p.relative_to(results_dir).as_posix()}": p
+        for p in files
+        if p.is_file()
+        and not p.is_symlink()
+        and not any(part.startswith(".") for part in p.relative_to(results_dir).parts)
+    }
 
 
 def _value(crate: ROCrate, kind: str, name: str, value: Any, description: str | None = None) -> ContextEntity:
@@ -117,8 +123,18 @@ def _value(crate: ROCrate, kind: str, name: str, value: Any, description: str | 
     text = value if isinstance(value, str) else json.dumps(value)
     identifier = "#" + quote(f"{kind}:{name}={text}", safe=":=")
     if identifier not in crate:
-        crate.add(ContextEntity(crate, identifier, {"@type": "PropertyValue", "name": name, "value": value,
-                                                    **({"description": description} if description else {})}))
+        crate.add(
+            ContextEntity(
+                crate,
+                identifier,
+                {
+                    "@type": "PropertyValue",
+                    "name": name,
+                    "value": value,
+                    **({"description": description} if description else {}),
+                },
+            )
+        )
     return crate.get(identifier)
 
 
@@ -131,13 +147,24 @@ def _code(crate: ROCrate, provenance: dict[str, Any]) -> ContextEntity:
     if provenance.get("unhashed_code"):
         identifier += "+unhashed"
     if identifier not in crate:
-        facts = [_value(crate, "code", k, provenance.get(k))
-                 for k in ("code_files", "git_revision_verified", "tree_modified", "diff_sha256")]  # fmt: skip
-        crate.add(ContextEntity(crate, identifier, {
-            "@type": "SoftwareApplication", "name": "uniform_herding: the code that trains and records a run",
-            "softwareVersion": __version__, "additionalProperty": facts, **({"version": revision} if revision else {}),
-            **({"identifier": code} if code else {"description": "the result records no code hash"}),
-        }))  # fmt: skip
+        facts = [
+            _value(crate, "code", k, provenance.get(k))
+            for k in ("code_files", "git_revision_verified", "tree_modified", "diff_sha256")
+        ]
+        crate.add(
+            ContextEntity(
+                crate,
+                identifier,
+                {
+                    "@type": "SoftwareApplication",
+                    "name": "uniform_herding: the code that trains and records a run",
+                    "softwareVersion": __version__,
+                    "additionalProperty": facts,
+                    **({"version": revision} if revision else {}),
+                    **({"identifier": code} if code else {"description": "the result records no code hash"}),
+                },
+            )
+        )
     return crate.get(identifier)
 
 
@@ -148,12 +175,24 @@ def _archive(crate: ROCrate, result: dict[str, Any]) -> ContextEntity:
     identifier = f"#data-md5-{md5}"
     if identifier not in crate:
         name = DATASETS["cifar100" if dataset == "synthetic" else dataset].filename
-        how = ("uh run and uh check --recompute write it again, byte for byte" if dataset == "synthetic" else
-               f"uh run downloads it ({env.get('data_source')} archive)")
-        crate.add(ContextEntity(crate, identifier, {
-            "@type": "File", "name": name, "identifier": f"md5:{md5}", "encodingFormat": "application/gzip",
-            "description": f"the {dataset} archive the run read, not included: {how}",
-        }))  # fmt: skip
+        how = (
+            "uh run and uh check --recompute write it again, byte for byte"
+            if dataset == "synthetic"
+            else f"uh run downloads it ({env.get('data_source')} archive)"
+        )
+        crate.add(
+            ContextEntity(
+                crate,
+                identifier,
+                {
+                    "@type": "File",
+                    "name": name,
+                    "identifier": f"md5:{md5}",
+                    "encodingFormat": "application/gzip",
+                    "description": f"the {dataset} archive the run read, not included: {how}",
+                },
+            )
+        )
     return crate.get(identifier)
 
 
@@ -162,34 +201,55 @@ def _stack(crate: ROCrate, result: dict[str, Any], here: dict[str, Any]) -> list
     process's torch reports, and says so."""
     env = {k: v for k, v in result.get("environment", {}).items() if k not in ("data_md5", "data_source")}
     values = [_value(crate, "environment", k, v) for k, v in env.items()]
-    return values + [_value(crate, "environment", k, v, "not recorded by the run: what torch reports where the bundle "
-                            "was made") for k, v in here.items() if k not in env]  # fmt: skip
+    return values + [
+        _value(crate, "environment", k, v, "not recorded by the run: what torch reports where the bundle was made")
+        for k, v in here.items()
+        if k not in env
+    ]
 
 
 def _action(crate: ROCrate, result: dict[str, Any], parts: dict[str, File], here: dict[str, Any]) -> ContextEntity:
     """The run as a CreateAction: its code, inputs, outputs and environment."""
     run_id, seed = result["run_id"], result["seed"]
     folder = f"{RESULTS}/{run_id}/seed-{seed}/"
-    inputs = [_archive(crate, result), _value(crate, "run", "profile", result["profile"]),
-              _value(crate, "run", "seed", seed), *(_value(crate, "config", k, v) for k, v in result["config"].items())]
+    inputs = [
+        _archive(crate, result),
+        _value(crate, "run", "profile", result["profile"]),
+        _value(crate, "run", "seed", seed),
+        *(_value(crate, "config", k, v) for k, v in result["config"].items()),
+    ]
     times = {"startTime": result.get("started"), "endTime": result.get("finished")}
-    return crate.add(ContextEntity(crate, "#" + quote(f"run-{run_id}-seed-{seed}"), {
-        "@type": "CreateAction", "name": f"{run_id} seed {seed}", "description": result.get("command"),
-        "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
-        "instrument": _code(crate, result.get("provenance") or {}),
-        "object": inputs + [parts[n] for n in (folder + DIFF_NAME,) if n in parts],
-        "result": [parts[n] for n in (folder + "result.json", folder + FINAL_NAME) if n in parts],
-        "environment": _stack(crate, result, here),
-        **{k: v for k, v in times.items() if v},
-    }))  # fmt: skip
+    return crate.add(
+        ContextEntity(
+            crate,
+            "#" + quote(f"run-{run_id}-seed-{seed}"),
+            {
+                "@type": "CreateAction",
+                "name": f"{run_id} seed {seed}",
+                "description": result.get("command"),
+                "actionStatus": {"@id": "http://schema.org/CompletedActionStatus"},
+                "instrument": _code(crate, result.get("provenance") or {}),
+                "object": inputs + [parts[n] for n in (folder + DIFF_NAME,) if n in parts],
+                "result": [parts[n] for n in (folder + "result.json", folder + FINAL_NAME) if n in parts],
+                "environment": _stack(crate, result, here),
+                **{k: v for k, v in times.items() if v},
+            },
+        )
+    )
 
 
-RUN_FILES = {"result.json": "its result (uh run)",
-             FINAL_NAME: "its final state: the learner's weights and the memory's active exemplars",
-             DIFF_NAME: "the diff of the modified tree that ran it against its git revision"}  # fmt: skip
-OTHER_FILES = {PROFILE_FILE: "the results' profile", "check_report.json": "uh check's report as the sender ran it",
-               MANIFEST: "the SHA-256 of every other file of the bundle, as sha256sum -c reads it",
-               "report": "uh report's output", "submitit": "a job's log"}  # fmt: skip
+RUN_FILES = {
+    "result.json": "its result (uh run)",
+    FINAL_NAME: "its final state: the learner's weights and the memory's active exemplars",
+    DIFF_NAME: "the diff of the modified tree that ran it against its git revision",
+}
+OTHER_FILES = {
+    PROFILE_FILE: "the results' profile",
+    "check_report.json": "uh check's report as the sender ran it",
+    MANIFEST: "the SHA-256 of every other file of the bundle, as sha256sum -c reads it",
+    "report": "uh report's output",
+    "submitit": "a job's log",
+}
 
 
 def _describe(name: str) -> str:
@@ -205,17 +265,33 @@ def crate_of(results: list[dict], files: dict[str, Path], here: dict[str, Any]) 
     """The crate's metadata for `results` and their `files` (each File entity's sha256 is set as it is zipped)."""
     crate = ROCrate(version="1.1")
     crate.metadata.extra_contexts.append(WORKFLOW_RUN_CONTEXT)
-    profile = crate.add(ContextEntity(crate, PROCESS_RUN_CRATE, {"@type": "CreativeWork", "name": "Process Run Crate",
-                                                                 "version": "0.5"}))  # fmt: skip
-    parts = {name: crate.add_file(source, dest_path=name, properties={
-        "name": Path(name).name, "description": _describe(name),
-        "encodingFormat": FORMATS.get(Path(name).suffix) or mimetypes.guess_type(name)[0] or FORMATS[".pt"]})
-        for name, source in files.items()}  # fmt: skip
-    parts[MANIFEST] = crate.add_file(None, dest_path=MANIFEST, properties={
-        "name": MANIFEST, "description": _describe(MANIFEST), "encodingFormat": "text/plain"})  # fmt: skip
+    profile = crate.add(
+        ContextEntity(
+            crate, PROCESS_RUN_CRATE, {"@type": "CreativeWork", "name": "Process Run Crate", "version": "0.5"}
+        )
+    )
+    parts = {
+        name: crate.add_file(
+            source,
+            dest_path=name,
+            properties={
+                "name": Path(name).name,
+                "description": _describe(name),
+                "encodingFormat": FORMATS.get(Path(name).suffix) or mimetypes.guess_type(name)[0] or FORMATS[".pt"],
+            },
+        )
+        for name, source in files.items()
+    }
+    parts[MANIFEST] = crate.add_file(
+        None,
+        dest_path=MANIFEST,
+        properties={"name": MANIFEST, "description": _describe(MANIFEST), "encodingFormat": "text/plain"},
+    )
     crate.name = f"Uniform Herding re-run: {len(results)} runs of profile {results_profile(results)}"
-    crate.description = ("uh bundle: one CreateAction per run (run ID and seed); every file's SHA-256 in "
-                         f"{MANIFEST}; check it with uh check --bundle")  # fmt: skip
+    crate.description = (
+        "uh bundle: one CreateAction per run (run ID and seed); every file's SHA-256 in "
+        f"{MANIFEST}; check it with uh check --bundle"
+    )
     crate.datePublished = datetime.now(UTC).isoformat(timespec="seconds")
     crate.root_dataset["license"] = crate.add(ContextEntity(crate, LICENSE, LICENSE_ENTITY))
     crate.root_dataset["conformsTo"] = profile
@@ -300,19 +376,36 @@ def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int,
 
 
 @click.command("bundle")
-@click.option("--results-dir", type=click.Path(file_okay=False, path_type=Path), envvar="UH_RESULTS_DIR",
-              default="results", show_default=True, help="The results to send. Env: UH_RESULTS_DIR.")
-@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The zip to write (a new file: never overwritten).")
-@click.option("--with-weights", is_flag=True, help="Also each run's final state (final.pt: weights and exemplar "
-              "indices, ~45 MB a run at the paper's size), so that uh check --bundle --recompute can evaluate R's "
-              "last row again on a CPU.")
+@click.option(
+    "--results-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="UH_RESULTS_DIR",
+    default="results",
+    show_default=True,
+    help="The results to send. Env: UH_RESULTS_DIR.",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The zip to write (a new file: never overwritten).",
+)
+@click.option(
+    "--with-weights",
+    is_flag=True,
+    help="Also each run's final state (final.pt: weights and exemplar "
+    "indices, ~45 MB a run at the paper's size), so that uh check --bundle --recompute can evaluate R's "
+    "last row again on a CPU.",
+)
 def bundle_command(results_dir: Path, out: Path, with_weights: bool) -> None:
     """Write the results as one zip to send (an RO-Crate, Process Run Crate profile): each run with its code hash,
     dataset md5 and stack, uh check's report, uh report's output, the logs, and every file's SHA-256."""
     runs, files = write_bundle(results_dir, out, with_weights)
-    click.echo(f"wrote {out}: {runs} runs, {files} files in the zip{' with weights' if with_weights else ''}, "
-               f"{out.stat().st_size / 1e6:.1f} MB; the receiver checks it with uh check --bundle {out}")
+    click.echo(
+        f"wrote {out}: {runs} runs, {files} files in the zip{' with weights' if with_weights else ''}, "
+        f"{out.stat().st_size / 1e6:.1f} MB; the receiver checks it with uh check --bundle {out}"
+    )
 
 
 # --- verifying ----------------------------------------------------------------------------------------------------
@@ -395,8 +488,10 @@ def members(zf: zipfile.ZipFile, path: Path, size: int) -> list[zipfile.ZipInfo]
             "refused, nothing extracted"
         )
     if total > MAX_TOTAL_BYTES or (total > RATIO_FROM and total > MAX_RATIO * max(packed, 1)):
-        raise BundleError(f"{path} holds {total} bytes uncompressed from {packed} ({total // max(packed, 1)}:1), more "
-                          f"than {MAX_TOTAL_BYTES} or {MAX_RATIO}:1; refused, nothing extracted")  # fmt: skip
+        raise BundleError(
+            f"{path} holds {total} bytes uncompressed from {packed} ({total // max(packed, 1)}:1), more "
+            f"than {MAX_TOTAL_BYTES} or {MAX_RATIO}:1; refused, nothing extracted"
+        )
     return files
 
 
@@ -557,22 +652,33 @@ def _members(message: str, bundle: OpenedBundle) -> str:
     return message.replace(f"{extracted}{os.sep}", f"{bundle.path}: member ").replace(extracted, str(bundle.path))
 
 
-def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_dir: Path, run_ids: tuple[str, ...],
-                 check: Callable[[Path], None]) -> None:  # fmt: skip
+def check_bundle(
+    ctx: click.Context,
+    path: Path | None,
+    recompute: bool,
+    data_dir: Path,
+    run_ids: tuple[str, ...],
+    check: Callable[[Path], None],
+) -> None:
     """`uh check --bundle`: verify, print the provenance, recompute R's last rows where asked (of `run_ids` alone
     where given: uh check --run-ids), then `check` the bundled results (uh check --results-dir's own command), never
     the bundled report."""
     if path is None:
         raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
-    given = [f"--{k.replace('_', '-')}" for k in ("results_dir", "per_seed")
-             if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT]
+    given = [
+        f"--{k.replace('_', '-')}"
+        for k in ("results_dir", "per_seed")
+        if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT
+    ]
     if given:
         raise click.UsageError(f"give --bundle or {given[0]}, not both")
     width = columns(bool(ctx.params.get("wide")))
     with opened(path) as bundle, _named_in(bundle):
         count = len(bundle.crate.data_entities) + 1  # and the crate's metadata: the files in the zip, as uh bundle's
-        opening = (f"bundle {path}: {count} files in the zip, each as {MANIFEST} records it; an "
-                   f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json")  # fmt: skip
+        opening = (
+            f"bundle {path}: {count} files in the zip, each as {MANIFEST} records it; an "
+            f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json"
+        )
         click.echo(fit_line(opening, width))
         results = load_results(bundle.results_dir)
         click.echo("\n".join(fit_line(line, width) for line in receivers_page(results, recompute)))
@@ -580,6 +686,8 @@ def check_bundle(ctx: click.Context, path: Path | None, recompute: bool, data_di
             from uniform_herding.verdict.recompute import recompute_last_rows
 
             if differ := recompute_last_rows(bundle.results_dir, data_dir, run_ids, click.echo):
-                raise BundleError(f"{path}: the recorded last row of R is not what the run's final state gives for "
-                                  f"{', '.join(differ)}: those results are not the runs'")  # fmt: skip
+                raise BundleError(
+                    f"{path}: the recorded last row of R is not what the run's final state gives for "
+                    f"{', '.join(differ)}: those results are not the runs'"
+                )
         check(bundle.results_dir)

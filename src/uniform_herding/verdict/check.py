@@ -60,7 +60,6 @@ class UnwritableReport(click.ClickException):
     exit_code = 2
 
 
-
 def _num(x: float | None, fmt: str) -> str:
     """x to fmt's decimals, "-" for none; a value that rounds to zero prints as 0.00, never -0.00."""
     places = int(fmt.rsplit(".", 1)[1].rstrip("f")) if "." in fmt else 2
@@ -72,8 +71,11 @@ def _beside(difference: float | None, tolerance: float) -> tuple[str, str]:
     takes to show why the verdict is what it is: +2.60 never beside a tolerance of 2.60 it missed."""
     places = 2
     if difference is not None:
-        while (places < decide.DECIMALS and round(abs(difference), decide.DECIMALS) != tolerance
-               and f"{abs(difference):.{places}f}" == f"{tolerance:.{places}f}"):  # fmt: skip
+        while (
+            places < decide.DECIMALS
+            and round(abs(difference), decide.DECIMALS) != tolerance
+            and f"{abs(difference):.{places}f}" == f"{tolerance:.{places}f}"
+        ):
             places += 1
     return _num(difference, f"+.{places}f"), f"{tolerance:.{places}f}"
 
@@ -87,8 +89,10 @@ def format_metrics(checks: list[MetricCheck], width: int | None = None) -> list[
     """One row per metric, no wider than `width` where the kept columns allow (None: every column): the TOST
     equivalence text goes first, then the Welch interval moves under its row; both are information only."""
     verdicts = [c.verdict if c.gating or c.expected_mean is None else f"{c.verdict} (not gating)" for c in checks]
-    verdicts = [f"{v} (not final: waits)" if c.kind is MetricKind.NOT_REPLICATED and not c.final else v
-                for c, v in zip(checks, verdicts, strict=True)]  # fmt: skip
+    verdicts = [
+        f"{v} (not final: waits)" if c.kind is MetricKind.NOT_REPLICATED and not c.final else v
+        for c, v in zip(checks, verdicts, strict=True)
+    ]
     beside = [_beside(c.difference, c.tolerance) for c in checks]
     table = [
         Column("run", [c.run_id for c in checks], "<", width=3),
@@ -99,16 +103,24 @@ def format_metrics(checks: list[MetricCheck], width: int | None = None) -> list[
         Column("tol", [tolerance for _, tolerance in beside], width=5),
         Column("verdict", verdicts, "<", gap=2, width=27),  # a long NOT CHECKED (...) widens the column
         Column("seeds", [f"{c.n_expected:>2}/{c.n_observed:<2}" for c in checks], width=5),
-        Column("Welch 95% CI of diff", ["" if c.difference is None else c.welch_text() for c in checks], "<",
-               fit="wrap", gap=2, width=21),
-        Column("equivalence at the tolerance (TOST, information)", [c.equivalence_text() for c in checks], "<",
-               fit="drop"),
+        Column(
+            "Welch 95% CI of diff",
+            ["" if c.difference is None else c.welch_text() for c in checks],
+            "<",
+            fit="wrap",
+            gap=2,
+            width=21,
+        ),
+        Column(
+            "equivalence at the tolerance (TOST, information)", [c.equivalence_text() for c in checks], "<", fit="drop"
+        ),
     ]
     lines = fit_table(table, width)
     uncounted = sorted({(c.run_id, s) for c in checks for s in c.uncounted})
     if uncounted:
-        lines += fit_lines(["not counted (not asked for by the procedure): "
-                            + ", ".join(f"{r} seed {s}" for r, s in uncounted)], width)  # fmt: skip
+        lines += fit_lines(
+            ["not counted (not asked for by the procedure): " + ", ".join(f"{r} seed {s}" for r, s in uncounted)], width
+        )
     return lines
 
 
@@ -122,8 +134,10 @@ def format_variants(checks: list[ClaimCheck], width: int | None = None) -> list[
     return fit_lines(lines, width)
 
 
-CLAIMS_HEADER = (f"claims of the paper, from the re-run alone (paired by seed; one-sided paired t-tests, 5% in "
-                 f"all, at least {decide.MIN_SEEDS} shared seeds):")  # fmt: skip
+CLAIMS_HEADER = (
+    f"claims of the paper, from the re-run alone (paired by seed; one-sided paired t-tests, 5% in "
+    f"all, at least {decide.MIN_SEEDS} shared seeds):"
+)
 FINDINGS_HEADER = "findings beyond the paper (no paper value; decided alike; they never change the exit code):"
 
 
@@ -202,8 +216,10 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     named = named_run_ids(option)
     outside = [r for r in named if r not in set(expected.per_seed["run_id"])]
     if outside:
-        raise InputError(f"--run-ids: {', '.join(outside)} not in the expected set {expected.directory}, which holds "
-                         f"{run_ids_text(dict.fromkeys(expected.per_seed['run_id']))}")  # fmt: skip
+        raise InputError(
+            f"--run-ids: {', '.join(outside)} not in the expected set {expected.directory}, which holds "
+            f"{run_ids_text(dict.fromkeys(expected.per_seed['run_id']))}"
+        )
     return named
 
 
@@ -225,23 +241,47 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="JSON report [default: <results-dir>/check_report.json; ./check_report.json for --per-seed or --bundle].",
 )
-@click.option("--claim", "claim_id", type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
-              help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
-                   "look (next_step never names the other run IDs). Never the badge: EXPECTED SET MATCHED at best.")
-@click.option("--run-ids", "run_ids_option", metavar="IDS",
-              help="Only these run IDs of the expected set, comma-separated (B0,B3): the verdict names the subset; "
-                   "never the badge. Without it every run ID of the set is asked for: one missing is INCOMPLETE.")
-@click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
-              help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
-                   "provenance printed, then its results checked (verdict/bundle.py).")
-@click.option("--recompute", is_flag=True,
-              help="With --bundle: evaluate R's last row of each run again on the CPU from its final state "
-                   "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.")
-@click.option("--data-dir", type=click.Path(path_type=Path), envvar="UH_DATA_DIR", default="data", show_default=True,
-              help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.")
-@click.option("--wide", is_flag=True, help="Every column and line whole, however wide (else the output fits COLUMNS, "
-              "120 where unset: the TOST text left out first, then the Welch interval under its row, long lines "
-              "wrapped). The JSON report holds every field either way.")  # fmt: skip
+@click.option(
+    "--claim",
+    "claim_id",
+    type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
+    help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
+    "look (next_step never names the other run IDs). Never the badge: EXPECTED SET MATCHED at best.",
+)
+@click.option(
+    "--run-ids",
+    "run_ids_option",
+    metavar="IDS",
+    help="Only these run IDs of the expected set, comma-separated (B0,B3): the verdict names the subset; "
+    "never the badge. Without it every run ID of the set is asked for: one missing is INCOMPLETE.",
+)
+@click.option(
+    "--bundle",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
+    "provenance printed, then its results checked (verdict/bundle.py).",
+)
+@click.option(
+    "--recompute",
+    is_flag=True,
+    help="With --bundle: evaluate R's last row of each run again on the CPU from its final state "
+    "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar="UH_DATA_DIR",
+    default="data",
+    show_default=True,
+    help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.",
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column and line whole, however wide (else the output fits COLUMNS, "
+    "120 where unset: the TOST text left out first, then the Welch interval under its row, long lines "
+    "wrapped). The JSON report holds every field either way.",
+)
 def check_command(
     results_dir: Path | None,
     per_seed: Path | None,
@@ -265,10 +305,23 @@ def check_command(
         ctx = click.get_current_context()
         ctx.meta[BUNDLE_SOURCE] = f"--bundle {bundle}"  # the source the check names, not the temporary directory
         recomputed = named_run_ids(run_ids_option) if recompute else ()
-        check_bundle(ctx, bundle, recompute, data_dir, recomputed, lambda results: ctx.invoke(
-            check_command, results_dir=results, expected_dir=expected_dir, profile=profile,
-            json_out=json_out or Path("check_report.json"), claim_id=claim_id,
-            run_ids_option=run_ids_option, wide=wide))  # fmt: skip
+        check_bundle(
+            ctx,
+            bundle,
+            recompute,
+            data_dir,
+            recomputed,
+            lambda results: ctx.invoke(
+                check_command,
+                results_dir=results,
+                expected_dir=expected_dir,
+                profile=profile,
+                json_out=json_out or Path("check_report.json"),
+                claim_id=claim_id,
+                run_ids_option=run_ids_option,
+                wide=wide,
+            ),
+        )
         return  # the check exits with its verdict's code; a bundle's never goes on to ./results
     width = columns(wide)
 
@@ -281,7 +334,8 @@ def check_command(
     given = profile or run_profile  # what the user or the results say, if anything
     profile = given or "paper"
     source = click.get_current_context().meta.get(BUNDLE_SOURCE) or (
-        f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}")
+        f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
+    )
     json_out = json_out or (
         Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
     )
@@ -290,9 +344,11 @@ def check_command(
             root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
             expected_dir = expected_dir_for(profile, root)
             if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
-                line = (f"{VerdictKind.INCOMPLETE.value} (no expected set for profile {profile}: "
-                        f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
-                        "numbers)")  # fmt: skip
+                line = (
+                    f"{VerdictKind.INCOMPLETE.value} (no expected set for profile {profile}: "
+                    f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
+                    "numbers)"
+                )
                 code = VerdictKind.INCOMPLETE.code
                 echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
                 incomplete = {"source": _recorded(source), "profile": profile, "verdict": line, "exit_code": code}
@@ -314,15 +370,22 @@ def check_command(
     paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
     echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
     gating = ", ".join(expected.gate)
-    click.echo("\n".join([*format_metrics(metrics, width), "", *format_claims(claims, width),
-                          *format_variants(variants, width), ""]))  # fmt: skip
+    click.echo(
+        "\n".join(
+            [*format_metrics(metrics, width), "", *format_claims(claims, width), *format_variants(variants, width), ""]
+        )
+    )
     echo(
         f"metrics: {tally(m.kind for m in metrics)} ({gating} gate); "
         f"claims: {tally(c.kind for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
         f"findings beyond the paper: {tally(c.kind for c in findings)} (never gate)"
-        + (f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
-           f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)" if variants else "")
+        + (
+            f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
+            f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)"
+            if variants
+            else ""
+        )
     )
     if made.causes:
         click.echo("\n".join(format_made(made, expected.profile, width)))
@@ -336,7 +399,8 @@ def check_command(
         "code_sha256": made.this,  # this checkout's: the checker's own, and the one its results are held to
         # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
         "not_made_by_this_code": (
-            {why: list(map(list, pairs)) for why, pairs in made.others.items()} if made.recorded else None),
+            {why: list(map(list, pairs)) for why, pairs in made.others.items()} if made.recorded else None
+        ),
         # each group of results not plainly this code's with all its causes, and what that means on this profile
         "provenance": [
             {"results": list(map(list, pairs)), "causes": list(causes)} for causes, pairs in made.grouped().items()

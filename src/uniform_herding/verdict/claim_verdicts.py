@@ -23,8 +23,11 @@ from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_eviden
 from uniform_herding.verdict.procedure import ComparisonState, State, seeds_by_run
 from uniform_herding.verdict.words import ClaimKind, seeds_text, word
 
-DECIDED = {decide.Decision.SUPPORTS: ClaimKind.SUPPORTED, decide.Decision.CONTRADICTS: ClaimKind.NOT_SUPPORTED,
-           decide.Decision.UNDECIDED: ClaimKind.INCONCLUSIVE}
+DECIDED = {
+    decide.Decision.SUPPORTS: ClaimKind.SUPPORTED,
+    decide.Decision.CONTRADICTS: ClaimKind.NOT_SUPPORTED,
+    decide.Decision.UNDECIDED: ClaimKind.INCONCLUSIVE,
+}
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,19 @@ class ClaimCheck:
         return word(self.kind, self.detail)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"claim_id": self.claim_id, "statement": self.statement, "verdict": self.verdict,
-                "evidence": self.evidence, "finding": self.finding, "seeds_needed": self.seeds_needed,
-                "runs": list(self.runs), "look": self.look, "looks": self.looks, "next_seeds": list(self.next_seeds),
-                "below_paper": list(self.below_paper)}  # fmt: skip
+        return {
+            "claim_id": self.claim_id,
+            "statement": self.statement,
+            "verdict": self.verdict,
+            "evidence": self.evidence,
+            "finding": self.finding,
+            "seeds_needed": self.seeds_needed,
+            "runs": list(self.runs),
+            "look": self.look,
+            "looks": self.looks,
+            "next_seeds": list(self.next_seeds),
+            "below_paper": list(self.below_paper),
+        }
 
 
 def _seeds(values: pd.Series, fmt: str) -> str:
@@ -76,8 +88,10 @@ def _interval_text(test: decide.PairedTest, alpha: float = decide.ALPHA) -> str:
     ci = test.interval(alpha)
     if ci is None:
         return f"no interval ({_n_seeds(test.n)} shared; a claim needs {decide.MIN_SEEDS})"
-    return (f"{_level(alpha)} t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({test.n - 1} df), "
-            f"one-sided {decide.p_text(test.p_value(test.sign))}")  # type: ignore[arg-type]
+    return (
+        f"{_level(alpha)} t-interval [{ci[0]:+.2f}, {ci[1]:+.2f}] ({test.n - 1} df), "
+        f"one-sided {decide.p_text(test.p_value(test.sign))}"
+    )  # type: ignore[arg-type]
 
 
 def _excludes(test: decide.PairedTest, alpha: float, value: float) -> bool:
@@ -85,13 +99,21 @@ def _excludes(test: decide.PairedTest, alpha: float, value: float) -> bool:
     return ci is not None and not ci[0] <= value <= ci[1]
 
 
-def _evidence_line(c: Comparison, deltas: pd.Series, test: decide.PairedTest, decided: bool,
-                   alpha: float = decide.ALPHA, against: float | None = None, paper: float | None = None
-                   ) -> str:  # fmt: skip
+def _evidence_line(
+    c: Comparison,
+    deltas: pd.Series,
+    test: decide.PairedTest,
+    decided: bool,
+    alpha: float = decide.ALPHA,
+    against: float | None = None,
+    paper: float | None = None,
+) -> str:
     """One comparison: its deltas, mean, interval at the look's level and decision (contradicting at `against`);
     where `paper` (the paper's own mean) is given, whether the interval holds it."""
-    line = (f"{c.label}: {_seeds(deltas, '+.2f')}; mean {test.mean:+.2f} (claimed {'>' if c.sign > 0 else '<'} 0); "
-            f"{_interval_text(test, alpha)}")  # fmt: skip
+    line = (
+        f"{c.label}: {_seeds(deltas, '+.2f')}; mean {test.mean:+.2f} (claimed {'>' if c.sign > 0 else '<'} 0); "
+        f"{_interval_text(test, alpha)}"
+    )
     if not (decided and test.decidable):
         return line
     line = f"{line}: {test.outcome(alpha, against)}" + ("" if alpha == decide.ALPHA else f" at alpha {alpha:g}")
@@ -127,11 +149,14 @@ def _on_shared_seeds(claim: Claim, table: pd.DataFrame, profile: str) -> ClaimCh
     (shown, never decided)."""
     why_not = not_evidence(profile, claim.finding)
     deltas = [c.deltas(table) for c in claim.comparisons]
-    tests = tuple(decide.PairedTest(tuple(d.astype(float)), c.sign) for d, c in zip(deltas, claim.comparisons,
-                                                                                     strict=True))  # fmt: skip
+    tests = tuple(
+        decide.PairedTest(tuple(d.astype(float)), c.sign) for d, c in zip(deltas, claim.comparisons, strict=True)
+    )
     against = decide.against(decide.ALPHA, len(tests))
-    evidence = [_evidence_line(c, d, t, why_not is None, against=against)
-                for c, d, t in zip(claim.comparisons, deltas, tests, strict=True)]  # fmt: skip
+    evidence = [
+        _evidence_line(c, d, t, why_not is None, against=against)
+        for c, d, t in zip(claim.comparisons, deltas, tests, strict=True)
+    ]
     needed = None
     if why_not:
         kind, detail = ClaimKind.NOT_EVIDENCE, why_not
@@ -155,8 +180,14 @@ def _lacks(state: State, cs: ComparisonState, look: int) -> str:
     return "; ".join(f"seeds {seeds_text(seeds)} missing for {', '.join(runs)}" for seeds, runs in gaps.items())
 
 
-def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFrame], registered: bool,
-                     explain: bool, paper: dict[str, float]) -> ClaimCheck:  # fmt: skip
+def _under_procedure(
+    state: State,
+    claim_id: str,
+    table: Callable[[], pd.DataFrame],
+    registered: bool,
+    explain: bool,
+    paper: dict[str, float],
+) -> ClaimCheck:
     """A claim of the paper read off its state: where a set registers a procedure, the look that decided it (or
     left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds. A comparison
     whose runs lack the look's seeds waits for them, and the claim with it (unless another has contradicted it)."""
@@ -165,9 +196,15 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
     if not s.reached:
         missing = [seed for seed in procedure.seeds_at(0) if seed not in shared]
-        return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
-                          f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}", [], runs=claim.runs,
-                          looks=total if registered else None)  # fmt: skip
+        return ClaimCheck(
+            claim.claim_id,
+            claim.statement,
+            ClaimKind.NOT_CHECKED,
+            f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}",
+            [],
+            runs=claim.runs,
+            looks=total if registered else None,
+        )
     look = s.reached - 1
     waiting = s.waiting() if not s.settled and s.look == look else ()  # this look is not over for them
     seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
@@ -182,23 +219,45 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
         excludes = last and c.label in paper and _excludes(t, procedure.alpha[k], paper[c.label])
         below += [c.label] if excludes else []
         if explain:
-            evidence.append(_evidence_line(c, c.deltas(table()).reindex(list(procedure.seeds_at(k))), t, True,
-                                           procedure.alpha[k], procedure.against(k, m),
-                                           paper.get(c.label) if last else None))  # fmt: skip
+            evidence.append(
+                _evidence_line(
+                    c,
+                    c.deltas(table()).reindex(list(procedure.seeds_at(k))),
+                    t,
+                    True,
+                    procedure.alpha[k],
+                    procedure.against(k, m),
+                    paper.get(c.label) if last else None,
+                )
+            )
     uncounted = sorted(shared - set(seeds))
     if uncounted and explain:
-        evidence.append(f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
-                        f"(the procedure counts the seeds each look asks for)")  # fmt: skip
+        evidence.append(
+            f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
+            f"(the procedure counts the seeds each look asks for)"
+        )
     if not registered:
         tests = [cs.tests[-1] for cs in s.comparisons if cs.tests]
         if waiting:  # its one look: a comparison's runs lack the set's seeds
-            return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
-                              "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting),
-                              evidence, False, runs=claim.runs)  # fmt: skip
+            return ClaimCheck(
+                claim.claim_id,
+                claim.statement,
+                ClaimKind.NOT_CHECKED,
+                "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting),
+                evidence,
+                False,
+                runs=claim.runs,
+            )
         if not tests[0].decidable:  # a set of fewer seeds than a claim needs
-            return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED,
-                              f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}", evidence, False,
-                              runs=claim.runs)  # fmt: skip
+            return ClaimCheck(
+                claim.claim_id,
+                claim.statement,
+                ClaimKind.NOT_CHECKED,
+                f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}",
+                evidence,
+                False,
+                runs=claim.runs,
+            )
         kind = DECIDED[s.decision]
         needed = decide.claim_seeds_needed(tests) if kind is ClaimKind.INCONCLUSIVE else None
         detail = _leaning_text(tests, needed) if kind is ClaimKind.INCONCLUSIVE else ""
@@ -207,25 +266,48 @@ def _under_procedure(state: State, claim_id: str, table: Callable[[], pd.DataFra
     kind, next_seeds = DECIDED[s.decision], ()
     if waiting:
         kind = ClaimKind.UNDECIDED
-        where += ": " + "; ".join(f"{cs.comparison.label} waits for its runs ({_lacks(state, cs, look)})"
-                                  for cs in waiting)  # fmt: skip
+        where += ": " + "; ".join(
+            f"{cs.comparison.label} waits for its runs ({_lacks(state, cs, look)})" for cs in waiting
+        )
     elif not s.settled:
         open_ = [cs for cs in s.comparisons if not cs.settled]
         runs = [r for r in claim.runs if any(r in cs.comparison.runs for cs in open_)]
-        kind, next_seeds = ClaimKind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds):]
-        where += (f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(runs)}; "
-                  f"its undecided comparisons point {_ways([cs.tests[-1] for cs in open_])}")
+        kind, next_seeds = ClaimKind.UNDECIDED, procedure.seeds_at(look + 1)[len(seeds) :]
+        where += (
+            f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(runs)}; "
+            f"its undecided comparisons point {_ways([cs.tests[-1] for cs in open_])}"
+        )
     elif last:
         where = f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
-            f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect" if below else
-            (f"; every {_level(alpha)} interval holds the paper's effect" if paper else ""))  # fmt: skip
-    return ClaimCheck(claim.claim_id, claim.statement, kind, where, evidence, False, None, claim.runs, look + 1, total,
-                      next_seeds, tuple(below))  # fmt: skip
+            f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect"
+            if below
+            else (f"; every {_level(alpha)} interval holds the paper's effect" if paper else "")
+        )
+    return ClaimCheck(
+        claim.claim_id,
+        claim.statement,
+        kind,
+        where,
+        evidence,
+        False,
+        None,
+        claim.runs,
+        look + 1,
+        total,
+        next_seeds,
+        tuple(below),
+    )
 
 
-def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | None = None, registered: bool = True,
-                 explain: bool = True, paper: dict[str, float] | None = None,
-                 claims: tuple[Claim, ...] = CLAIMS) -> list[ClaimCheck]:  # fmt: skip
+def check_claims(
+    observed: pd.DataFrame,
+    profile: str = "paper",
+    state: State | None = None,
+    registered: bool = True,
+    explain: bool = True,
+    paper: dict[str, float] | None = None,
+    claims: tuple[Claim, ...] = CLAIMS,
+) -> list[ClaimCheck]:
     """Every claim from the re-run alone, as evidence where `profile` allows: the paper's claims off the procedure's
     `state` (`registered`: whether the set registers the procedure, or has one look of its own seeds; `paper`: the
     paper's effects, printed beside the interval where the last look leaves a claim undecided); without a state (no
@@ -240,8 +322,11 @@ def check_claims(observed: pd.DataFrame, profile: str = "paper", state: State | 
         tested = state is not None and claim.claim_id in state.claims and state.claims[claim.claim_id].reached
         if not tested and (missing or not frozenset.intersection(*(have[r] for r in claim.runs))):
             why = f"missing: {', '.join(missing)}" if missing else f"no seed shared by {', '.join(claim.runs)}"
-            checks.append(ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED, why, [], claim.finding,
-                                     runs=claim.runs))  # fmt: skip
+            checks.append(
+                ClaimCheck(
+                    claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED, why, [], claim.finding, runs=claim.runs
+                )
+            )
         elif state is not None and claim.claim_id in state.claims:
             check = _under_procedure(state, claim.claim_id, table, registered, explain, paper or {})
             why_not = not_evidence(profile, claim.finding)  # a procedure rehearsed off the paper profile (judge.check)
@@ -270,11 +355,24 @@ def check_variants(observed: pd.DataFrame) -> list[ClaimCheck]:
             deltas = paired(observed, run_id, base, metric)
             if deltas.empty:
                 break
-            evidence.append(f"{run_id} - {base} {metric}: {_seeds(deltas, '+.2f')}; mean {deltas.mean():+.2f}; "
-                            f"{_t_interval_text(deltas)}")  # fmt: skip
-        why = None if evidence else (f"missing: {base}" if base not in set(observed["run_id"])
-                                     else f"no seed shared by {run_id}, {base}")  # fmt: skip
+            evidence.append(
+                f"{run_id} - {base} {metric}: {_seeds(deltas, '+.2f')}; mean {deltas.mean():+.2f}; "
+                f"{_t_interval_text(deltas)}"
+            )
+        why = (
+            None
+            if evidence
+            else (f"missing: {base}" if base not in set(observed["run_id"]) else f"no seed shared by {run_id}, {base}")
+        )
         kind = ClaimKind.MEASURED if why is None else ClaimKind.NOT_CHECKED
-        checks.append(ClaimCheck(run_id, f"{run_id} against {base} ({describe(run_id)})", kind, "" if why is None
-                                 else why, evidence, finding=True))  # fmt: skip
+        checks.append(
+            ClaimCheck(
+                run_id,
+                f"{run_id} against {base} ({describe(run_id)})",
+                kind,
+                "" if why is None else why,
+                evidence,
+                finding=True,
+            )
+        )
     return checks

@@ -64,24 +64,52 @@ class Claim:
 BUDGET_SWEEP, RETRIEVAL_SWEEP = ("s1", "B3", "s2"), ("s3", "B3", "s4")
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("C1", "Uniform Herding (B3) beats iCaRL (B1) and the static bank (B2) in ACC and forgets less",
-          ("B3", "B1", "B2"), (paired("B3", "B1", "acc", +1), paired("B3", "B1", "forgetting", -1),
-                               paired("B3", "B2", "acc", +1), paired("B3", "B2", "forgetting", -1))),
+    Claim(
+        "C1",
+        "Uniform Herding (B3) beats iCaRL (B1) and the static bank (B2) in ACC and forgets less",
+        ("B3", "B1", "B2"),
+        (
+            paired("B3", "B1", "acc", +1),
+            paired("B3", "B1", "forgetting", -1),
+            paired("B3", "B2", "acc", +1),
+            paired("B3", "B2", "forgetting", -1),
+        ),
+    ),
     Claim("C2", "NME beats head-logit readout in ACC (B3 > a2)", ("B3", "a2"), (paired("B3", "a2", "acc", +1),)),
     Claim("C3", "Herding beats random selection in ACC (B3 > a4)", ("B3", "a4"), (paired("B3", "a4", "acc", +1),)),
-    Claim("C4", "Removing KD raises forgetting (a1 F > B3 F)", ("a1", "B3"),
-          (paired("a1", "B3", "forgetting", +1),)),
-    Claim("C5", "The active-budget sweep moves ACC more than the retrieval sweep", ("s1", "B3", "s2", "s3", "s4"),
-          tuple(Comparison(f"(s2-s1)-({hi}-{lo}) acc", "acc", (("s2", 1), ("s1", -1), (hi, -1), (lo, 1)), +1)
-                for hi, lo in permutations(RETRIEVAL_SWEEP, 2))),
+    Claim("C4", "Removing KD raises forgetting (a1 F > B3 F)", ("a1", "B3"), (paired("a1", "B3", "forgetting", +1),)),
+    Claim(
+        "C5",
+        "The active-budget sweep moves ACC more than the retrieval sweep",
+        ("s1", "B3", "s2", "s3", "s4"),
+        tuple(
+            Comparison(f"(s2-s1)-({hi}-{lo}) acc", "acc", (("s2", 1), ("s1", -1), (hi, -1), (lo, 1)), +1)
+            for hi, lo in permutations(RETRIEVAL_SWEEP, 2)
+        ),
+    ),
     # Beyond the paper: the matched experiment that isolates refresh. No paper value.
-    Claim("C6", "Refresh helps at matched storage M: r2 (rho = 1) beats r1 (no refresh) in ACC and forgets less",
-          ("r2", "r1"), (paired("r2", "r1", "acc", +1), paired("r2", "r1", "forgetting", -1)), finding=True),
-    Claim("C7", "Extra candidates help: B3 (rho = 3) beats r2 (rho = 1) in ACC", ("B3", "r2"),
-          (paired("B3", "r2", "acc", +1),), finding=True),
-    Claim("C8", "Refresh helps under iCaRL's objective: r3 beats B1 in ACC", ("r3", "B1"),
-          (paired("r3", "B1", "acc", +1),), finding=True),
-)  # fmt: skip
+    Claim(
+        "C6",
+        "Refresh helps at matched storage M: r2 (rho = 1) beats r1 (no refresh) in ACC and forgets less",
+        ("r2", "r1"),
+        (paired("r2", "r1", "acc", +1), paired("r2", "r1", "forgetting", -1)),
+        finding=True,
+    ),
+    Claim(
+        "C7",
+        "Extra candidates help: B3 (rho = 3) beats r2 (rho = 1) in ACC",
+        ("B3", "r2"),
+        (paired("B3", "r2", "acc", +1),),
+        finding=True,
+    ),
+    Claim(
+        "C8",
+        "Refresh helps under iCaRL's objective: r3 beats B1 in ACC",
+        ("r3", "B1"),
+        (paired("r3", "B1", "acc", +1),),
+        finding=True,
+    ),
+)
 PAPER_CLAIMS = tuple(c for c in CLAIMS if not c.finding)
 
 
@@ -98,6 +126,9 @@ def not_evidence(profile: str, finding: bool) -> str | None:
 def paper_effects(paper: pd.DataFrame) -> dict[str, float]:
     """The paper's own mean of every comparison of every claim of the paper (its per-seed table, paired by seed)."""
     table = wide(paper)
-    return {c.label: float(c.deltas(table).mean()) for claim in PAPER_CLAIMS for c in claim.comparisons
-            if set(c.runs) <= set(table.columns.get_level_values("run_id"))}  # fmt: skip
-
+    return {
+        c.label: float(c.deltas(table).mean())
+        for claim in PAPER_CLAIMS
+        for c in claim.comparisons
+        if set(c.runs) <= set(table.columns.get_level_values("run_id"))
+    }

@@ -83,8 +83,9 @@ def replicated(difference: float | np.ndarray, tolerance: float | np.ndarray) ->
     return bool(ok) if np.ndim(ok) == 0 else ok
 
 
-def welch_interval(expected: Sequence[float], observed: Sequence[float], level: float = 0.95
-                   ) -> tuple[float, float] | None:  # fmt: skip
+def welch_interval(
+    expected: Sequence[float], observed: Sequence[float], level: float = 0.95
+) -> tuple[float, float] | None:
     """Welch interval of mean(observed) - mean(expected) (scipy); None below MIN_SEEDS on a side or with
     no spread on either side (a zero standard error)."""
     e, o = np.asarray(expected, float), np.asarray(observed, float)
@@ -141,8 +142,10 @@ def equivalence(expected: Sequence[float], observed: Sequence[float], tolerance:
     if p < ALPHA:
         return Equivalence(True, p, len(o))
     difference, ve, vo = float(o.mean() - e.mean()), float(np.var(e, ddof=1)), float(np.var(o, ddof=1))
-    needed = next((n for n in range(len(o), MAX_SEEDS + 1)
-                   if abs(difference) + _welch_half_width(ve, vo, len(e), n) < tolerance), None)  # fmt: skip
+    needed = next(
+        (n for n in range(len(o), MAX_SEEDS + 1) if abs(difference) + _welch_half_width(ve, vo, len(e), n) < tolerance),
+        None,
+    )
     return Equivalence(False, p, needed)
 
 
@@ -222,8 +225,14 @@ class PairedTest:
         if self.n < 2 or self.mean == 0:
             return None
         sd = float(np.std(self.deltas, ddof=1))
-        return next((n for n in range(max(self.n, MIN_SEEDS), MAX_SEEDS + 1)
-                     if stats.t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n) < abs(self.mean)), None)  # fmt: skip
+        return next(
+            (
+                n
+                for n in range(max(self.n, MIN_SEEDS), MAX_SEEDS + 1)
+                if stats.t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n) < abs(self.mean)
+            ),
+            None,
+        )
 
 
 def against(alpha: float, m: int) -> float:
@@ -272,9 +281,13 @@ class Procedure:
     design: Design | None = None
 
     def __post_init__(self) -> None:
-        if not (self.looks and len(self.alpha) == len(self.looks) and list(self.looks) == sorted(set(self.looks))
-                and (self.looks[0] >= MIN_SEEDS or len(self.looks) == 1)
-                and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))):
+        if not (
+            self.looks
+            and len(self.alpha) == len(self.looks)
+            and list(self.looks) == sorted(set(self.looks))
+            and (self.looks[0] >= MIN_SEEDS or len(self.looks) == 1)
+            and self.looks[-1] <= len(self.seeds) == len(set(self.seeds))
+        ):
             raise ValueError("looks must rise from 3 seeds to at most the registered seeds (distinct), one alpha each")
         if (self.design is None) != (self.contradicts is None):
             raise ValueError("exact boundaries need their design and the contradicting levels per m")
@@ -372,8 +385,7 @@ class Rule:
     tau: float
     alpha: float
 
-    def degrees_of_freedom(self, sd: float | np.ndarray, df: float | np.ndarray, n: int, k: int
-                           ) -> float | np.ndarray:  # fmt: skip
+    def degrees_of_freedom(self, sd: float | np.ndarray, df: float | np.ndarray, n: int, k: int) -> float | np.ndarray:
         noise = np.square(sd) * (1 / n + 1 / k)
         with np.errstate(divide="ignore", invalid="ignore"):
             nu = np.where(noise == 0, np.inf, df * np.square(noise + self.tau**2) / np.square(noise))

@@ -64,8 +64,10 @@ class Expected:
             groups = self.per_seed.groupby("run_id", sort=False)[metric]
             d = {len(v) for _, v in groups}
             if len(d) != 1 or d.pop() < 2:
-                raise ExpectedError(f"{self.directory}: a derived tolerance needs the same seeds (2 or more) for "
-                                    "every run ID of the set")  # fmt: skip
+                raise ExpectedError(
+                    f"{self.directory}: a derived tolerance needs the same seeds (2 or more) for "
+                    "every run ID of the set"
+                )
             out[metric] = decide.moderated_spread(groups.var(ddof=1).to_dict(), len(self.seeds) - 1)
         return out
 
@@ -125,9 +127,7 @@ def find_expected_root(starts: Iterable[Path]) -> Path:
             candidate = directory / "expected_results"
             if (candidate / "tolerances.toml").is_file():
                 return candidate
-    raise ExpectedError(
-        "expected_results/ not found above the current directory or the package; pass --expected DIR"
-    )
+    raise ExpectedError("expected_results/ not found above the current directory or the package; pass --expected DIR")
 
 
 def expected_dir_for(profile: str, root: Path) -> Path:
@@ -151,19 +151,25 @@ def _procedure(doc: dict[str, Any], seeds: tuple[int, ...], where: Path) -> deci
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))}")
         design = Design(**table["boundaries"]) if "boundaries" in table else None
-        contradicts = ({int(m): tuple(levels) for m, levels in table["contradicts"].items()}
-                       if "contradicts" in table else None)  # fmt: skip
-        procedure = decide.Procedure(tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]),
-                                     contradicts, design)  # fmt: skip
+        contradicts = (
+            {int(m): tuple(levels) for m, levels in table["contradicts"].items()} if "contradicts" in table else None
+        )
+        procedure = decide.Procedure(
+            tuple(table["seeds"]), tuple(table["looks"]), tuple(table["alpha"]), contradicts, design
+        )
     except (TypeError, KeyError, ValueError, AttributeError) as e:
         raise ExpectedError(f"{where}: [procedure] needs seeds, looks and alpha ({e})") from None
     if set(procedure.seeds_at(0)) != set(seeds):
-        raise ExpectedError(f"{where}: [procedure] seeds must begin with the set's own seeds {sorted(seeds)}, "
-                            "and its first look must count exactly them")  # fmt: skip
+        raise ExpectedError(
+            f"{where}: [procedure] seeds must begin with the set's own seeds {sorted(seeds)}, "
+            "and its first look must count exactly them"
+        )
     sizes = {len(c.comparisons) for c in PAPER_CLAIMS}
     if contradicts is not None and set(contradicts) != sizes:
-        raise ExpectedError(f"{where}: [procedure.contradicts] must give levels for claims of exactly "
-                            f"{', '.join(map(str, sorted(sizes)))} comparisons")  # fmt: skip
+        raise ExpectedError(
+            f"{where}: [procedure.contradicts] must give levels for claims of exactly "
+            f"{', '.join(map(str, sorted(sizes)))} comparisons"
+        )
     return procedure
 
 
@@ -191,9 +197,7 @@ def load_expected(directory: Path) -> Expected:
     if unknown:
         raise ExpectedError(f"{toml_path}: unknown key(s) {', '.join(sorted(unknown))}")
     if doc.get("profile") not in PROFILES:
-        raise ExpectedError(
-            f"{toml_path}: profile must be one of {', '.join(PROFILES)}, got {doc.get('profile')!r}"
-        )
+        raise ExpectedError(f"{toml_path}: profile must be one of {', '.join(PROFILES)}, got {doc.get('profile')!r}")
     if ("tolerance" in doc) == ("derive" in doc):
         raise ExpectedError(f"{toml_path}: give either [tolerance] (the numbers) or [derive] (the rule), not both")
     tolerance = doc.get("tolerance", dict.fromkeys(METRICS, 0.0))
@@ -202,8 +206,9 @@ def load_expected(directory: Path) -> Expected:
     for metric, value in tolerance.items():
         values = value.values() if isinstance(value, dict) else [value]
         if not values or not all(_is_tolerance(v) for v in values):
-            raise ExpectedError(f"{toml_path}: tolerance {metric} must be a number >= 0, or a table of them "
-                                f"by run ID, got {value!r}")  # fmt: skip
+            raise ExpectedError(
+                f"{toml_path}: tolerance {metric} must be a number >= 0, or a table of them by run ID, got {value!r}"
+            )
     gate_claims = doc.get("claims", {}).get("gate_exit_code") if isinstance(doc.get("claims"), dict) else None
     if not isinstance(gate_claims, bool):
         raise ExpectedError(f"{toml_path}: [claims] gate_exit_code must be true or false")
@@ -215,8 +220,7 @@ def load_expected(directory: Path) -> Expected:
     csv_path = directory / doc.get("per_seed", "per_seed.csv")
     if not csv_path.is_file():
         raise ExpectedError(
-            f"{csv_path} not found; produce it with "
-            f"`uh aggregate --results-dir results --per-seed-out {csv_path}`"
+            f"{csv_path} not found; produce it with `uh aggregate --results-dir results --per-seed-out {csv_path}`"
         )
     try:
         csv = csv_path.read_bytes()  # read once: the bytes hashed are the bytes parsed
@@ -227,10 +231,18 @@ def load_expected(directory: Path) -> Expected:
         if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
             raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
     digest = hashlib.sha256(raw + csv).hexdigest()
-    expected = Expected(directory, doc["profile"], per_seed, dict(tolerance), gate_claims, tuple(gate), None, digest,
-                        _rule(doc, len(gate) * per_seed["run_id"].nunique(), toml_path))  # fmt: skip
+    expected = Expected(
+        directory,
+        doc["profile"],
+        per_seed,
+        dict(tolerance),
+        gate_claims,
+        tuple(gate),
+        None,
+        digest,
+        _rule(doc, len(gate) * per_seed["run_id"].nunique(), toml_path),
+    )
     expected = replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
     if expected.rule is not None:
         expected.spreads  # noqa: B018 (refuse a set the rule cannot use now, not at the first metric)
     return expected
-

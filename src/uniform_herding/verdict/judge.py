@@ -72,9 +72,12 @@ def _missing_text(state: State) -> str:
     gaps: dict[tuple[int, ...], list[str]] = {}  # the seeds of the look a run ID misses -> those run IDs
     for run_id in step["run_ids"]:
         gaps.setdefault(tuple(s for s in state.missing(run_id) if state.look_of(s) == look), []).append(run_id)
-    text = "; ".join(f"{len(runs)} of {len(state.asked)} run IDs missing: {run_ids_text(runs)}"
-                     if look == 0 and seeds == state.procedure.seeds_at(0) else
-                     f"seeds {seeds_text(seeds)} missing for {run_ids_text(runs)}" for seeds, runs in gaps.items())
+    text = "; ".join(
+        f"{len(runs)} of {len(state.asked)} run IDs missing: {run_ids_text(runs)}"
+        if look == 0 and seeds == state.procedure.seeds_at(0)
+        else f"seeds {seeds_text(seeds)} missing for {run_ids_text(runs)}"
+        for seeds, runs in gaps.items()
+    )
     if look:
         text = f"look {look + 1} of {len(state.procedure.looks)} interrupted: {text}"
     others = sorted({s for r in step["run_ids"] for s in state.uncounted(r)})
@@ -90,16 +93,18 @@ def _scope(expected: Expected, alone: Claim | None, subset: tuple[str, ...]) -> 
     return f"subset {run_ids_text(subset)} of {len(expected.run_ids)} run IDs" if subset else ""
 
 
-def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
-              scope: str) -> Verdict:  # fmt: skip
+def _pipeline(
+    expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck], scope: str
+) -> Verdict:
     """Profiles other than the paper's: a check of the pipeline, never evidence about the paper. It passes only with
     every run asked for there (every run ID of the set, or of the subset `scope` names, on the set's seeds): until
     then INCOMPLETE, naming them, with next_step. Where the set rehearses a procedure (check), its looks are
     followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
     head = f"profile {expected.profile}" + (f", {scope}" if scope else "")
     failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
-    failed += [f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED,
-                                                                           ClaimKind.INCONCLUSIVE)]
+    failed += [
+        f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED, ClaimKind.INCONCLUSIVE)
+    ]
     if failed:
         return Verdict(VerdictKind.PIPELINE_FAILED, (head, *failed), {}, tuple(failed))
     step = state.next_step
@@ -108,16 +113,29 @@ def _pipeline(expected: Expected, state: State, metrics: list[MetricCheck], clai
     if step:
         waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
         todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again"
-        return Verdict(VerdictKind.UNDECIDED, (f"{head}, rehearsing the registered procedure", *waiting,
-                                               f"{todo} (./reproduce.sh next)"), step)  # fmt: skip
+        return Verdict(
+            VerdictKind.UNDECIDED,
+            (f"{head}, rehearsing the registered procedure", *waiting, f"{todo} (./reproduce.sh next)"),
+            step,
+        )
     if not any(m.gating and m.kind in (MetricKind.REPLICATED, MetricKind.NOT_REPLICATED) for m in metrics):
-        return Verdict(VerdictKind.INCOMPLETE, (f"no metric has {decide.MIN_SEEDS} of the expected seeds "
-                                                f"{seeds_text(expected.seeds)}",), {})  # fmt: skip
+        return Verdict(
+            VerdictKind.INCOMPLETE,
+            (f"no metric has {decide.MIN_SEEDS} of the expected seeds {seeds_text(expected.seeds)}",),
+            {},
+        )
     return Verdict(VerdictKind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
 
 
-def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: list[ClaimCheck],
-          alone: Claim | None = None, subset: tuple[str, ...] = (), made: Made | None = None) -> Verdict:  # fmt: skip
+def judge(
+    expected: Expected,
+    state: State,
+    metrics: list[MetricCheck],
+    claims: list[ClaimCheck],
+    alone: Claim | None = None,
+    subset: tuple[str, ...] = (),
+    made: Made | None = None,
+) -> Verdict:
     """The verdict, in ACM's terms. On the paper profile: NOT REPLICATED when a gating metric misses its tolerance on
     seeds that are final, or (the set gating on claims) a claim is NOT SUPPORTED; else INCOMPLETE while runs the
     procedure asked for are missing (look 1's, or those of a look begun); else UNDECIDED while a claim awaits its
@@ -143,10 +161,18 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     if step and state.interrupted:
         return Verdict(VerdictKind.INCOMPLETE, (_missing_text(state), *waits), step)
     if step:
-        undecided = [f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}" for c in gating
-                     if c.kind is ClaimKind.UNDECIDED]  # fmt: skip
-        again = (f"uh check --claim {alone.claim_id}" if alone else f"uh check --run-ids {','.join(subset)}" if subset
-                 else "./reproduce.sh next")  # fmt: skip
+        undecided = [
+            f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}"
+            for c in gating
+            if c.kind is ClaimKind.UNDECIDED
+        ]
+        again = (
+            f"uh check --claim {alone.claim_id}"
+            if alone
+            else f"uh check --run-ids {','.join(subset)}"
+            if subset
+            else "./reproduce.sh next"
+        )
         todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
         return Verdict(VerdictKind.UNDECIDED, (*undecided, *waits, todo), step)
     unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is ClaimKind.NOT_CHECKED]
@@ -155,8 +181,11 @@ def judge(expected: Expected, state: State, metrics: list[MetricCheck], claims: 
     ended = [c for c in gating if c.kind is ClaimKind.INCONCLUSIVE]
     if ended:
         below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
-        tail = (f"no badge; the re-run's effect is below the paper's on {', '.join(below)}" if below
-                else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide")  # fmt: skip
+        tail = (
+            f"no badge; the re-run's effect is below the paper's on {', '.join(below)}"
+            if below
+            else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide"
+        )
         causes = tuple(f"{c.claim_id} {c.kind.value}" for c in ended)
         return Verdict(VerdictKind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
     if scope:
@@ -179,8 +208,14 @@ class Checked:
     verdict: Verdict
 
 
-def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, claim: Claim | None = None,
-          run_ids: tuple[str, ...] = (), made: Made | None = None) -> Checked:  # fmt: skip
+def check(
+    expected: Expected,
+    observed: pd.DataFrame,
+    explain: bool = True,
+    claim: Claim | None = None,
+    run_ids: tuple[str, ...] = (),
+    made: Made | None = None,
+) -> Checked:
     """The procedure's state replayed from `observed` (the set's [procedure], else one look at its own seeds), then
     the metrics on the seeds it counts, the claims off it, and the verdict. `claim`: one claim of the paper alone,
     on its run IDs alone (its own looks, never the other run IDs; no badge). `run_ids`: a subset of the set's run
@@ -205,8 +240,9 @@ def check(expected: Expected, observed: pd.DataFrame, explain: bool = True, clai
     followed = (within if subset else claims) if evidence else within if rehearsal else ()
     state = replay(observed, plan, runs, followed, gating=bool(followed) and expected.gate_claims)
     paper = paper_effects(expected.per_seed) if explain and evidence else None
-    checks = check_claims(observed, expected.profile, state, expected.procedure is not None, explain, paper,
-                          claims if claim else CLAIMS)  # fmt: skip
+    checks = check_claims(
+        observed, expected.profile, state, expected.procedure is not None, explain, paper, claims if claim else CLAIMS
+    )
     metrics = check_metrics(expected, observed, state)
     return Checked(state, metrics, checks, judge(expected, state, metrics, checks, claim, run_ids, made))
 
@@ -216,8 +252,9 @@ def checked_now(results_dir: Path) -> tuple[Expected, Checked]:
     done so far; InputError (exit 2, as uh check) where either cannot be read."""
     observed, profile, made = load_input(results_dir, None)
     try:
-        expected = load_expected(expected_dir_for(profile or "paper", find_expected_root(
-            [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
+        expected = load_expected(
+            expected_dir_for(profile or "paper", find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+        )
     except ExpectedError as e:
         raise InputError(str(e)) from None
     return expected, check(expected, observed, explain=False, made=made)

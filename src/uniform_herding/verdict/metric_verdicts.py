@@ -97,12 +97,22 @@ class MetricCheck:
 
     def to_dict(self) -> dict[str, Any]:
         eq = self.equivalence
-        return {"run_id": self.run_id, "metric": self.metric, "n_expected": self.n_expected,
-                "n_observed": self.n_observed, "expected_mean": self.expected_mean,
-                "observed_mean": self.observed_mean, "difference": self.difference, "tolerance": self.tolerance,
-                "verdict": self.verdict, "gating": self.gating, "final": self.final,
-                "uncounted_seeds": list(self.uncounted), "welch95": self.welch95,
-                "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()}}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "metric": self.metric,
+            "n_expected": self.n_expected,
+            "n_observed": self.n_observed,
+            "expected_mean": self.expected_mean,
+            "observed_mean": self.observed_mean,
+            "difference": self.difference,
+            "tolerance": self.tolerance,
+            "verdict": self.verdict,
+            "gating": self.gating,
+            "final": self.final,
+            "uncounted_seeds": list(self.uncounted),
+            "welch95": self.welch95,
+            "equivalence": None if eq is None else asdict(eq) | {"text": self.equivalence_text()},
+        }
 
 
 def check_metrics(expected: Expected, observed: pd.DataFrame, state: State) -> list[MetricCheck]:
@@ -115,8 +125,16 @@ def check_metrics(expected: Expected, observed: pd.DataFrame, state: State) -> l
         counted = state.counted(run_id)
         exp = [row for (r, _), row in paper.items() if r == run_id]
         for k, metric in enumerate(METRICS):
-            checks.append(MetricCheck(run_id, metric, tuple(float(row[k]) for row in exp),
-                                      tuple(observed_rows[run_id, s][k] for s in counted),
-                                      expected.tolerance_for(run_id, metric, max(len(counted), 1)) if exp else 0.0,
-                                      metric in expected.gate, state.uncounted(run_id), state.final(run_id)))
+            checks.append(
+                MetricCheck(
+                    run_id,
+                    metric,
+                    tuple(float(row[k]) for row in exp),
+                    tuple(observed_rows[run_id, s][k] for s in counted),
+                    expected.tolerance_for(run_id, metric, max(len(counted), 1)) if exp else 0.0,
+                    metric in expected.gate,
+                    state.uncounted(run_id),
+                    state.final(run_id),
+                )
+            )
     return checks

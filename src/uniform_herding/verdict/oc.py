@@ -53,9 +53,11 @@ TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side's bound (its boundari
 TARGET_PASS_GRID, BOUND_GAP = 0.90, 0.03  # (b) elsewhere on the grid; (a) within this of the any-rule bound
 RHOS, TAUS = (0.0, 0.5, 0.8), (0.5, 0.75, 1.0)
 TAU_TARGETED = 0.75  # the largest stack offset the targets hold the rule to; the grid goes on to the rule's own tau
-FAITHFUL = {"a": "(a) the paper's means carry their sampling error",
-            "b": "(b) the paper's means are the truth",
-            "c": "(c) the paper's table redrawn, the set re-derived"}  # fmt: skip
+FAITHFUL = {
+    "a": "(a) the paper's means carry their sampling error",
+    "b": "(b) the paper's means are the truth",
+    "c": "(c) the paper's table redrawn, the set re-derived",
+}
 PROGRESS_EVERY = 10.0  # s: where no bar can be drawn (a log, a pipe, a terminal with no width), a line this often
 COMPUTE_CSV = "paper_compute.csv"  # seconds per run on the paper's Tesla T4 (tab:app-compute)
 LAW_CLAIMS = [(law, claim.claim_id) for law in NOT_ASSUMED for claim in PAPER_CLAIMS]  # the contradicts side per law
@@ -126,16 +128,19 @@ class Summary:
     def row(self, label: str) -> str:
         causes = ", ".join(f"{c} {p:.0%}" for c, p in self.causes[:2]) or "-"
         shares = " ".join(f"{pct(p):>19}" for p in (self.passed, self.failed, self.inconclusive))
-        return (f"{label:44} {self.n:6} {shares} {self.undecided_first:6.0%} {self.extra_runs:5.1f} "
-                f"{self.hours[0]:5.1f} {self.hours[1]:5.1f}  {causes}")
+        return (
+            f"{label:44} {self.n:6} {shares} {self.undecided_first:6.0%} {self.extra_runs:5.1f} "
+            f"{self.hours[0]:5.1f} {self.hours[1]:5.1f}  {causes}"
+        )
 
 
-HEADER = (f"{'model':44} {'draws':>6} {'P(RR) % [95% CI]':>19} {'P(NOT) % [95% CI]':>19} {'P(INC) % [95% CI]':>19} "
-          f"{'und.1':>6} {'+runs':>5} {'T4 h':>5} {'p90':>5}  main causes of not passing")  # fmt: skip
+HEADER = (
+    f"{'model':44} {'draws':>6} {'P(RR) % [95% CI]':>19} {'P(NOT) % [95% CI]':>19} {'P(INC) % [95% CI]':>19} "
+    f"{'und.1':>6} {'+runs':>5} {'T4 h':>5} {'p90':>5}  main causes of not passing"
+)
 
 
-def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float], rng: np.random.Generator
-             ) -> Summary:  # fmt: skip
+def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float], rng: np.random.Generator) -> Summary:
     """P(RESULTS REPLICATED), P(NOT REPLICATED), P(INCONCLUSIVE) at the end of the procedure with intervals,
     P(undecided at look 1), the mean extra runs, the whole procedure's hours on the paper's GPU (mean and
     90th percentile, the least with 90% of the re-runs at or below it, as uh doctor takes it: the paper's runs
@@ -148,18 +153,23 @@ def simulate(expected: Expected, model: Model, n: int, seconds: dict[str, float]
         outcomes.append(follow_procedure(judged_by, world, values))
     causes = Counter(cause for o in outcomes for cause in o.causes)
     hours = np.array([base + sum(seconds.get(r, 0.0) for r in o.extra_runs) for o in outcomes]) / 3600
-    return Summary(model, n, share(sum(o.kind is VerdictKind.RESULTS_REPLICATED for o in outcomes), n),
-                   share(sum(o.kind is VerdictKind.NOT_REPLICATED for o in outcomes), n),
-                   share(sum(o.kind is VerdictKind.INCONCLUSIVE for o in outcomes), n),
-                   sum(o.undecided_at_first_look for o in outcomes) / n,
-                   float(np.mean([len(o.extra_runs) for o in outcomes])),
-                   (float(hours.mean()), float(np.quantile(hours, 0.9, method="inverted_cdf"))),
-                   [(c, k / n) for c, k in causes.most_common()],
-                   Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes))  # fmt: skip
+    return Summary(
+        model,
+        n,
+        share(sum(o.kind is VerdictKind.RESULTS_REPLICATED for o in outcomes), n),
+        share(sum(o.kind is VerdictKind.NOT_REPLICATED for o in outcomes), n),
+        share(sum(o.kind is VerdictKind.INCONCLUSIVE for o in outcomes), n),
+        sum(o.undecided_at_first_look for o in outcomes) / n,
+        float(np.mean([len(o.extra_runs) for o in outcomes])),
+        (float(hours.mean()), float(np.quantile(hours, 0.9, method="inverted_cdf"))),
+        [(c, k / n) for c, k in causes.most_common()],
+        Counter(tuple(sorted(Counter(o.extra_runs).items())) for o in outcomes),
+    )
 
 
-def cell(expected: Expected, model: Model, n: int, seconds: dict[str, float], max_seeds: int,
-         rng: np.random.Generator) -> tuple[Summary, float]:  # fmt: skip
+def cell(
+    expected: Expected, model: Model, n: int, seconds: dict[str, float], max_seeds: int, rng: np.random.Generator
+) -> tuple[Summary, float]:
     """One model simulated, and under (a) the any-rule bound at the procedure's most seeds (else 0)."""
     summary = simulate(expected, model, n, seconds, rng)
     return summary, Bound.of(expected, rng, model).at(max_seeds) if model.faithful == "a" else 0.0
@@ -251,8 +261,10 @@ def run_calls(parts: dict[str, list[Simulation]], seed: int | list[int], jobs: i
     return {part: [next(out) for _ in simulations] for part, simulations in parts.items()}
 
 
-CLAIM_HEADER = (f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} "
-                f"{'T4 h':>6} {'p90':>6} {'most':>6}  {'P(RR-like)':>10}")  # fmt: skip
+CLAIM_HEADER = (
+    f"{'claim':5} {'run IDs':18} {'look 1: runs':>12} {'T4 h':>6}   {'whole, alone: +runs':>19} "
+    f"{'T4 h':>6} {'p90':>6} {'most':>6}  {'P(RR-like)':>10}"
+)
 
 
 def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, float], rng: np.random.Generator) -> str:
@@ -269,9 +281,11 @@ def claim_cost(expected: Expected, claim: Claim, n: int, seconds: dict[str, floa
     hours = np.array([first + sum(seconds.get(r, 0.0) for r in o.extra_runs) / 3600 for o in reruns])
     most = sum(seconds.get(r, 0.0) for r in claim.runs) * expected.procedure.looks[-1] / 3600
     passed = np.mean([o.kind is VerdictKind.SET_MATCHED for o in reruns])
-    return (f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
-            f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
-            f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}")  # fmt: skip
+    return (
+        f"{claim.claim_id:5} {', '.join(claim.runs):18} {len(claim.runs) * len(expected.seeds):12} "
+        f"{first:6.1f}   {np.mean([len(o.extra_runs) for o in reruns]):19.1f} {hours.mean():6.1f} "
+        f"{np.quantile(hours, 0.9, method='inverted_cdf'):6.1f} {most:6.1f}  {passed:10.1%}"
+    )
 
 
 def contradicts(
@@ -352,15 +366,21 @@ def gating_lines(expected: Expected, draws: list[GatingDraws]) -> list[str]:
     share_ = expected.rule.alpha if expected.rule else float("nan")
     rates = np.stack([d.false_fails() for d in draws], 1)  # [metrics, taus]
     miss = draws[0].detectable_miss()
-    lines = [f"  {'metric':14} " + " ".join(f"{f'tau {d.tau:g}':>16}" for d in draws)
-             + f"  {f'detectable (tau {draws[0].tau:g})':>22}"]  # fmt: skip
+    lines = [
+        f"  {'metric':14} "
+        + " ".join(f"{f'tau {d.tau:g}':>16}" for d in draws)
+        + f"  {f'detectable (tau {draws[0].tau:g})':>22}"
+    ]
     for j in np.argsort(-rates[:, -1], kind="stable"):  # the largest tau orders them
         run_id, metric = draws[0].metrics[j]
         cells = " ".join(f"{100 * r:7.3f}% ({r / share_:4.1f}x)" for r in rates[j])
         lines.append(f"  {run_id + ' ' + metric:14} {cells}  {miss[j]:20.1f} pp")
     family = [share(int(d.fails().any(1).sum()), len(d.differences)) for d in draws]
-    return [*lines, f"  the family: any gating metric fails, at each tau: {'; '.join(map(pct, family))} (% [95% CI]) "
-                    f"against its {100 * share_ * len(rates):g}%"]  # fmt: skip
+    return [
+        *lines,
+        f"  the family: any gating metric fails, at each tau: {'; '.join(map(pct, family))} (% [95% CI]) "
+        f"against its {100 * share_ * len(rates):g}%",
+    ]
 
 
 def paper_seconds(expected: Expected) -> dict[str, float]:
@@ -392,8 +412,9 @@ class Bound:
         world = World.of(expected)
         comparisons = [(world.index(r), world.index(o), METRICS.index(m), sign) for _, r, o, m, sign in pairs(expected)]
         sd, rho = world.sd, model.rho
-        sigma = np.array([math.sqrt(sd[r, m] ** 2 + sd[o, m] ** 2 - 2 * rho * sd[r, m] * sd[o, m])
-                          for r, o, m, _ in comparisons])  # fmt: skip
+        sigma = np.array(
+            [math.sqrt(sd[r, m] ** 2 + sd[o, m] ** 2 - 2 * rho * sd[r, m] * sd[o, m]) for r, o, m, _ in comparisons]
+        )
         truths = np.stack([model.truth(world, rng) for _ in range(cls.DRAWS)])  # [worlds, R, M]
         return cls(np.stack([sign * (truths[:, r, m] - truths[:, o, m]) for r, o, m, sign in comparisons], 1), sigma)
 
@@ -441,15 +462,23 @@ def faithful_targets(s: Summary, bound: float, at: tuple[str, int]) -> list[Targ
     m, out = s.model, []
     cell = f"{m.faithful}, rho {m.rho:g}, tau {m.tau:g}, {s.n} draws"
     if m.faithful in "ac":
-        out.append(Target(f"{cell}: NOT REPLICATED <= {TARGET_MISS:.0%} ({pct(s.failed)})", s.failed, TARGET_MISS,
-                          True, at))  # fmt: skip
+        out.append(
+            Target(f"{cell}: NOT REPLICATED <= {TARGET_MISS:.0%} ({pct(s.failed)})", s.failed, TARGET_MISS, True, at)
+        )
     if m.faithful == "b" and m.rho >= 0.5:
         target = TARGET_PASS if (m.rho, m.tau) == CENTER else TARGET_PASS_GRID
-        out.append(Target(f"{cell}: RESULTS REPLICATED >= {target:.0%} ({pct(s.passed)})", s.passed, target, False,
-                          at))  # fmt: skip
+        out.append(Target(f"{cell}: RESULTS REPLICATED >= {target:.0%} ({pct(s.passed)})", s.passed, target, False, at))
     if m.faithful == "a":
-        out.append(Target(f"{cell}: RESULTS REPLICATED within {BOUND_GAP * 100:.0f} pp of the any-rule bound "
-                          f"({pct(s.passed)}; bound {100 * bound:.1f})", s.passed, bound - BOUND_GAP, False, at))
+        out.append(
+            Target(
+                f"{cell}: RESULTS REPLICATED within {BOUND_GAP * 100:.0f} pp of the any-rule bound "
+                f"({pct(s.passed)}; bound {100 * bound:.1f})",
+                s.passed,
+                bound - BOUND_GAP,
+                False,
+                at,
+            )
+        )
     return out
 
 
@@ -462,14 +491,36 @@ def targets(done: dict[str, list[Any]], grid: list[tuple[str, float, float]], mi
         *summaries, (center, _) = done["misses"]
         for i, (model, (s, _)) in enumerate(zip(misses, summaries, strict=True)):
             if model.noise_scale == 1:  # a real miss, or a claim without its effect: it must not pass
-                out.append(Target(f"{model.name}, {s.n} draws: RESULTS REPLICATED <= {TARGET_MISS:.0%} "
-                                  f"({pct(s.passed)})", s.passed, TARGET_MISS, True, ("misses", i)))  # fmt: skip
+                out.append(
+                    Target(
+                        f"{model.name}, {s.n} draws: RESULTS REPLICATED <= {TARGET_MISS:.0%} ({pct(s.passed)})",
+                        s.passed,
+                        TARGET_MISS,
+                        True,
+                        ("misses", i),
+                    )
+                )
             else:  # faithful, only noisier: it must not pass more often than faithful
-                out.append(Target(f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= "
-                                  f"{pct(center.passed)})", s.passed, center.passed[0], True, ("misses", i)))
+                out.append(
+                    Target(
+                        f"noisier passes no more often than faithful (c) ({pct(s.passed)} <= {pct(center.passed)})",
+                        s.passed,
+                        center.passed[0],
+                        True,
+                        ("misses", i),
+                    )
+                )
         for i, (claim, (against, _, n)) in enumerate(zip(PAPER_CLAIMS, done["contradicts"], strict=True)):
-            out.append(Target(f"{claim.claim_id} with no effect, {n} draws: NOT SUPPORTED <= {TARGET_AGAINST:.1%} "
-                              f"({pct(against)})", against, TARGET_AGAINST, True, ("contradicts", i)))  # fmt: skip
+            out.append(
+                Target(
+                    f"{claim.claim_id} with no effect, {n} draws: NOT SUPPORTED <= {TARGET_AGAINST:.1%} "
+                    f"({pct(against)})",
+                    against,
+                    TARGET_AGAINST,
+                    True,
+                    ("contradicts", i),
+                )
+            )
     return out + law_targets(done)
 
 
@@ -558,12 +609,17 @@ def derive_text(expected: Expected) -> list[str]:
         raise click.ClickException(f"{expected.directory}: its tolerances are stated as numbers, not derived")
     rule = expected.rule
     looks = expected.procedure.looks if expected.procedure else (len(expected.seeds),)
-    lines = [f"rule: tolerance = t(nu, 1 - alpha/2) * sqrt(s^2 (1/{len(expected.seeds)} + 1/k) + tau^2); "
-             f"tau {rule.tau:g} pp, alpha {rule.alpha:.6g} per metric"]  # fmt: skip
+    lines = [
+        f"rule: tolerance = t(nu, 1 - alpha/2) * sqrt(s^2 (1/{len(expected.seeds)} + 1/k) + tau^2); "
+        f"tau {rule.tau:g} pp, alpha {rule.alpha:.6g} per metric"
+    ]
     for metric in METRICS:
         spread = expected.spreads[metric]
-        lines.append(f"\n[{metric}] moderated spreads, {spread.df:.2f} df; tolerance (pp) at k = "
-                     + ", ".join(map(str, looks)) + " counted seeds")  # fmt: skip
+        lines.append(
+            f"\n[{metric}] moderated spreads, {spread.df:.2f} df; tolerance (pp) at k = "
+            + ", ".join(map(str, looks))
+            + " counted seeds"
+        )
         for run_id, sd in spread.sd.items():
             tolerances = "  ".join(f"{expected.tolerance_for(run_id, metric, k):5.2f}" for k in looks)
             lines.append(f"  {run_id:3} s {sd:5.2f}   {tolerances}")
@@ -572,39 +628,103 @@ def derive_text(expected: Expected) -> list[str]:
 
 
 @click.command("oc")
-@click.option("--expected", "expected_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Expected set [default: the paper's, expected_results/].")  # fmt: skip
-@click.option("-n", "--draws", type=click.IntRange(min=10), default=10000, show_default=True,
-              help="Simulated re-runs per faithful model at rho 0.5, tau 0.5.")  # fmt: skip
-@click.option("--grid-draws", type=click.IntRange(min=10), default=2000, show_default=True,
-              help="Simulated re-runs per model elsewhere: the grid, the misses and the nulls.")  # fmt: skip
-@click.option("--gating-draws", "gating_draws_", type=click.IntRange(min=10), default=2_000_000, show_default=True,
-              help="Simulated re-runs per tau for the per-metric gating table: enough to order its worst metrics.")
-@click.option("--close-draws", type=click.IntRange(min=10), default=20000, show_default=True,
-              help="Fresh draws for a cell whose interval holds its target; in all, no more than the run asked of "
-                   "the cells its targets read.")
+@click.option(
+    "--expected",
+    "expected_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Expected set [default: the paper's, expected_results/].",
+)
+@click.option(
+    "-n",
+    "--draws",
+    type=click.IntRange(min=10),
+    default=10000,
+    show_default=True,
+    help="Simulated re-runs per faithful model at rho 0.5, tau 0.5.",
+)
+@click.option(
+    "--grid-draws",
+    type=click.IntRange(min=10),
+    default=2000,
+    show_default=True,
+    help="Simulated re-runs per model elsewhere: the grid, the misses and the nulls.",
+)
+@click.option(
+    "--gating-draws",
+    "gating_draws_",
+    type=click.IntRange(min=10),
+    default=2_000_000,
+    show_default=True,
+    help="Simulated re-runs per tau for the per-metric gating table: enough to order its worst metrics.",
+)
+@click.option(
+    "--close-draws",
+    type=click.IntRange(min=10),
+    default=20000,
+    show_default=True,
+    help="Fresh draws for a cell whose interval holds its target; in all, no more than the run asked of "
+    "the cells its targets read.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="The simulation's random seed.")
-@click.option("--rho", "rhos", type=click.FloatRange(0.0, 1.0), multiple=True,
-              help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].")  # fmt: skip
-@click.option("--tau", "taus", type=click.FloatRange(min=0.0), multiple=True,
-              help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].")  # fmt: skip
-@click.option("--only", type=click.Choice(["faithful", "misses", "laws", "gating", "claims"]),
-              help="Print one part only (misses: with the contradicts side and the gating table; laws: the nulls "
-                   "under seed noise laws the rule does not assume; gating: that table; claims: what one claim "
-                   "alone costs).")
-@click.option("--derive", "derive_csv", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.")  # fmt: skip
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=len(os.sched_getaffinity(0)), show_default="this "
-              "machine's CPUs", help="Processes to simulate in; the figures do not depend on it.")
-@click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
-              help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).")
-def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_draws_: int, close_draws: int,
-               seed: int, rhos: tuple[float, ...], taus: tuple[float, ...], only: str | None, derive_csv: Path | None,
-               jobs: int, runs_out: Path | None) -> None:  # fmt: skip
+@click.option(
+    "--rho",
+    "rhos",
+    type=click.FloatRange(0.0, 1.0),
+    multiple=True,
+    help=f"Seed correlation across run IDs, repeatable [default: {', '.join(map(str, RHOS))}].",
+)
+@click.option(
+    "--tau",
+    "taus",
+    type=click.FloatRange(min=0.0),
+    multiple=True,
+    help=f"The stack's offset SD (pp), repeatable [default: {', '.join(map(str, TAUS))}].",
+)
+@click.option(
+    "--only",
+    type=click.Choice(["faithful", "misses", "laws", "gating", "claims"]),
+    help="Print one part only (misses: with the contradicts side and the gating table; laws: the nulls "
+    "under seed noise laws the rule does not assume; gating: that table; claims: what one claim "
+    "alone costs).",
+)
+@click.option(
+    "--derive",
+    "derive_csv",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Print the tolerances the set's rule derives from this per-seed CSV, and stop.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=len(os.sched_getaffinity(0)),
+    show_default="this machine's CPUs",
+    help="Processes to simulate in; the figures do not depend on it.",
+)
+@click.option(
+    "--runs-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Write the extra runs of (a) at rho 0.5, tau 0.5 as a CSV (uh doctor reads the set's {RUNS_CSV}).",
+)
+def oc_command(
+    expected_dir: Path | None,
+    draws: int,
+    grid_draws: int,
+    gating_draws_: int,
+    close_draws: int,
+    seed: int,
+    rhos: tuple[float, ...],
+    taus: tuple[float, ...],
+    only: str | None,
+    derive_csv: Path | None,
+    jobs: int,
+    runs_out: Path | None,
+) -> None:
     """Operating characteristic of uh check: simulated re-runs under stated models, judged by its own code."""
     try:
-        expected = load_expected(expected_dir or expected_dir_for("paper", find_expected_root(
-            [Path.cwd(), Path(__file__).resolve().parent])))  # fmt: skip
+        expected = load_expected(
+            expected_dir or expected_dir_for("paper", find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+        )
         if derive_csv:
             click.echo("\n".join(derive_text(replace(expected, per_seed=read_per_seed_csv(derive_csv)))))
             return
@@ -615,68 +735,101 @@ def oc_command(expected_dir: Path | None, draws: int, grid_draws: int, gating_dr
     p = expected.procedure
     max_seeds = p.looks[-1] if p else len(expected.seeds)
     click.echo(f"uh oc: simulated re-runs judged by uh check's code against {expected.describe()}")
-    levels = (f"exact boundaries, supporting at one-sided {', '.join(f'{a:g}' for a in p.alpha)}" if p and p.design
-              else f"one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}" if p else "")
-    looks = (f"looks at {', '.join(map(str, p.looks))} seeds, {levels}" if p
-             else "one look on the set's seeds, alpha 0.05")  # fmt: skip
+    levels = (
+        f"exact boundaries, supporting at one-sided {', '.join(f'{a:g}' for a in p.alpha)}"
+        if p and p.design
+        else f"one-sided alpha {' + '.join(f'{a:g}' for a in p.alpha)}"
+        if p
+        else ""
+    )
+    looks = (
+        f"looks at {', '.join(map(str, p.looks))} seeds, {levels}" if p else "one look on the set's seeds, alpha 0.05"
+    )
     click.echo(f"gating metrics: {', '.join(expected.gate)}; claims: {looks}")
     started, seconds = time.monotonic(), paper_seconds(expected)
     grid = [(f, rho, tau) for f in FAITHFUL for rho in rhos or RHOS for tau in taus or TAUS]
     misses, sweep = models(expected), sorted(set(taus or TAUS))
     yardstick = Model(FAITHFUL["c"], rho=CENTER[0], tau=CENTER[1], kind="faithful")  # what noisier must not beat
     parts: dict[str, list[Simulation]] = {
-        "faithful": [simulation(cell, expected, Model(FAITHFUL[f], faithful=f, rho=rho, tau=tau, kind="faithful"),
-                                draws if (rho, tau) == CENTER else grid_draws, seconds, max_seeds)
-                     for f, rho, tau in grid],
+        "faithful": [
+            simulation(
+                cell,
+                expected,
+                Model(FAITHFUL[f], faithful=f, rho=rho, tau=tau, kind="faithful"),
+                draws if (rho, tau) == CENTER else grid_draws,
+                seconds,
+                max_seeds,
+            )
+            for f, rho, tau in grid
+        ],
         "misses": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in [*misses, yardstick]],
         "contradicts": [simulation(contradicts, expected, c.claim_id, grid_draws, "normal") for c in PAPER_CLAIMS],
         "law nulls": [simulation(cell, expected, m, grid_draws, seconds, max_seeds) for m in law_nulls(expected)],
         "law claims": [simulation(contradicts, expected, c, grid_draws, law) for law, c in LAW_CLAIMS],
         "gating": [simulation(gating_draws, expected, tau, gating_draws_) for tau in sweep],
-        "claims": [simulation(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS]}  # fmt: skip
-    wanted = {"faithful": ["faithful"], "misses": ["misses", "contradicts", "gating"], "gating": ["gating"],
-              "claims": ["claims"], "laws": ["law nulls", "law claims"]}
+        "claims": [simulation(claim_cost, expected, c, grid_draws, seconds) for c in PAPER_CLAIMS],
+    }
+    wanted = {
+        "faithful": ["faithful"],
+        "misses": ["misses", "contradicts", "gating"],
+        "gating": ["gating"],
+        "claims": ["claims"],
+        "laws": ["law nulls", "law claims"],
+    }
     parts = {k: v for k, v in parts.items() if only is None or k in wanted[only]}
     click.echo(f"{sum(map(len, parts.values()))} simulations on {jobs} process{'es' * (jobs > 1)} ...")
     done = run_calls(parts, seed, jobs)
     done, close_draws = settle(parts, done, targets(done, grid, misses), close_draws, seed, jobs)
     if "faithful" in done:
-        click.echo(f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):"
-                   f"\n{HEADER}")
+        click.echo(
+            f"\nfaithful re-runs, over rho x tau (targets up to tau {TAU_TARGETED:g}; beyond it, shown only):\n{HEADER}"
+        )
         for (f, rho, tau), (s, _) in zip(grid, done["faithful"], strict=True):
             if runs_out and (f, rho, tau) == ("a", *CENTER):
                 write_extra_runs(runs_out, s)
             click.echo(s.row(f"{FAITHFUL[f][:3]} rho {rho:g}, tau {tau:g}"))
-        click.echo("\nP(RR), P(NOT), P(INC): RESULTS REPLICATED, NOT REPLICATED, INCONCLUSIVE at the end of the "
-                   "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
-                   "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
-                   "and 90th percentile")
+        click.echo(
+            "\nP(RR), P(NOT), P(INC): RESULTS REPLICATED, NOT REPLICATED, INCONCLUSIVE at the end of the "
+            "procedure, each with its 95% Wilson interval; und.1: UNDECIDED after the paper's runs; +runs: the "
+            "runs next_step asked for; T4 h, p90: the whole procedure's GPU hours on the paper's Tesla T4, mean "
+            "and 90th percentile"
+        )
     if "misses" in done:
         click.echo(f"\nmisses and nulls, under (c) at rho {CENTER[0]:g}, tau {CENTER[1]:g}:\n{HEADER}")
         for model, (s, _) in zip(misses, done["misses"], strict=False):
             click.echo(s.row(model.name))
-        click.echo(f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
-                   f"{CENTER[0]:g}, tau {CENTER[1]:g}), judged by its procedure alone")  # fmt: skip
+        click.echo(
+            f"\nthe contradicts side: each claim with every comparison at zero true effect ((b) truth, rho "
+            f"{CENTER[0]:g}, tau {CENTER[1]:g}), judged by its procedure alone"
+        )
         for claim, (against, wrongly, n) in zip(PAPER_CLAIMS, done["contradicts"], strict=True):
             click.echo(f"  {claim.claim_id}: NOT SUPPORTED {pct(against)}%, SUPPORTED {pct(wrongly)}% ({n} draws)")
     if "gating" in done:
-        click.echo(f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds "
-                   f"({gating_draws_:,} draws per tau): how often a faithful re-run fails it, beside the share of "
-                   f"the family's alpha the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the "
-                   f"detectable miss, the smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of "
-                   "the time")  # fmt: skip
+        click.echo(
+            f"\neach gating metric alone under (c), rho {CENTER[0]:g}, on the paper's three seeds "
+            f"({gating_draws_:,} draws per tau): how often a faithful re-run fails it, beside the share of "
+            f"the family's alpha the rule gives it ({expected.rule.alpha:.3%}: x, its multiple); and the "
+            f"detectable miss, the smallest shift of its true mean that passes at most {TARGET_MISS:.0%} of "
+            "the time"
+        )
         click.echo("\n".join(gating_lines(expected, done["gating"])))
     if "law nulls" in done:
         click.echo("\n".join(law_lines(done["law nulls"], done["law claims"])))
     if "claims" in done:
-        click.echo(f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "
-                   f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
-                   "claim SUPPORTED and its run IDs REPLICATED")  # fmt: skip
+        click.echo(
+            f"\none claim alone (uh check --claim), under (a) at rho {CENTER[0]:g}, tau {CENTER[1]:g}, "
+            f"{grid_draws} draws; T4 hours on the paper's Tesla T4; P(RR-like): EXPECTED SET MATCHED, the "
+            "claim SUPPORTED and its run IDs REPLICATED"
+        )
         click.echo("\n".join([CLAIM_HEADER, *done["claims"]]))
     if found := targets(done, grid, misses):
-        click.echo(f"\ntargets: where the first draws' interval held a target, its cell was simulated again on "
-                   f"{close_draws:,} fresh draws; where that one holds it too, it is too close to call")
+        click.echo(
+            f"\ntargets: where the first draws' interval held a target, its cell was simulated again on "
+            f"{close_draws:,} fresh draws; where that one holds it too, it is too close to call"
+        )
         click.echo("\n".join(t.line() for t in found))
     elapsed = time.monotonic() - started
-    click.echo(f"\ntook {elapsed // 60:.0f} min {elapsed % 60:.0f} s in {jobs} process{'es' * (jobs > 1)} on this "
-               f"machine's {os.cpu_count()} CPUs")
+    click.echo(
+        f"\ntook {elapsed // 60:.0f} min {elapsed % 60:.0f} s in {jobs} process{'es' * (jobs > 1)} on this "
+        f"machine's {os.cpu_count()} CPUs"
+    )

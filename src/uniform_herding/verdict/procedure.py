@@ -75,7 +75,8 @@ class ClaimState:
         """Decided (a contradicted comparison settles it at once), or every comparison settled: it asks for nothing
         beyond the look it stands at."""
         return self.decision is not decide.Decision.UNDECIDED or (
-            bool(self.comparisons) and all(c.settled for c in self.comparisons))
+            bool(self.comparisons) and all(c.settled for c in self.comparisons)
+        )
 
     @cached_property
     def look(self) -> int:
@@ -128,8 +129,12 @@ class State:
 
     def waiting_on(self, run_id: str) -> tuple[str, ...]:
         """The gating claims with an open comparison that reads a run ID and may ask it for the next look's seeds."""
-        return tuple(c for c in self.gating if not self.claims[c].settled and any(
-            run_id in s.comparison.runs and not s.settled for s in self.claims[c].comparisons))
+        return tuple(
+            c
+            for c in self.gating
+            if not self.claims[c].settled
+            and any(run_id in s.comparison.runs and not s.settled for s in self.claims[c].comparisons)
+        )
 
     def final(self, run_id: str) -> bool:
         """Whether a run ID's counted seeds can still change: no (final) once it has every seed asked of it and no
@@ -167,7 +172,7 @@ class State:
             return False
         if look == 0:
             return True
-        new = self.procedure.seeds_at(look)[self.procedure.looks[look - 1]:]
+        new = self.procedure.seeds_at(look)[self.procedure.looks[look - 1] :]
         return any(s in self.have.get(r, ()) for r in self.asked if set(new) <= set(self.asked[r]) for s in new)
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,13 +184,24 @@ class State:
             if not asks:
                 break
             seeds = self.procedure.seeds_at(k)
-            looks.append({
-                "look": k + 1, "seeds": list(seeds), "alpha": self.procedure.alpha[k], "run_ids": asks,
-                "decided": {c: s.decision for c, s in self.claims.items() if s.reached == k + 1 and s.decision
-                            is not decide.Decision.UNDECIDED},
-                "missing": {r: [s for s in seeds if s in self.missing(r)] for r in asks
-                            if any(s in self.missing(r) for s in seeds)},
-            })  # fmt: skip
+            looks.append(
+                {
+                    "look": k + 1,
+                    "seeds": list(seeds),
+                    "alpha": self.procedure.alpha[k],
+                    "run_ids": asks,
+                    "decided": {
+                        c: s.decision
+                        for c, s in self.claims.items()
+                        if s.reached == k + 1 and s.decision is not decide.Decision.UNDECIDED
+                    },
+                    "missing": {
+                        r: [s for s in seeds if s in self.missing(r)]
+                        for r in asks
+                        if any(s in self.missing(r) for s in seeds)
+                    },
+                }
+            )
         return {"looks": looks, "gating_claims": list(self.gating)}
 
 
@@ -200,8 +216,11 @@ Grid = dict[tuple[str, str], np.ndarray]  # (metric, run ID) -> values over the 
 def rows(table: pd.DataFrame) -> list[tuple[str, int, float, float, float]]:
     """A per-seed table's rows as (run ID, seed, *METRICS), plain Python values (columns to lists, without astype's
     copies: pandas' row iterators, and astype, cost more than the rules they feed)."""
-    columns = [list(map(str, table["run_id"].tolist())), table["seed"].to_numpy(dtype=int).tolist(),
-               *(table[m].to_numpy(dtype=float).tolist() for m in METRICS)]  # fmt: skip
+    columns = [
+        list(map(str, table["run_id"].tolist())),
+        table["seed"].to_numpy(dtype=int).tolist(),
+        *(table[m].to_numpy(dtype=float).tolist() for m in METRICS),
+    ]
     return list(zip(*columns, strict=True))
 
 
@@ -241,16 +260,30 @@ def claim_state(claim: Claim, values: Grid, procedure: decide.Procedure) -> Clai
         for i in ready:
             tests[i].append(decide.PairedTest(tuple(deltas[i][:n]), claim.comparisons[i].sign))  # type: ignore[index]
             decisions[i] = tests[i][-1].outcome(procedure.alpha[k], procedure.against(k, m))
-        if (len(ready) < len(open_) or decide.Decision.CONTRADICTS in decisions or k == last
-                or decide.Decision.UNDECIDED not in decisions):
+        if (
+            len(ready) < len(open_)
+            or decide.Decision.CONTRADICTS in decisions
+            or k == last
+            or decide.Decision.UNDECIDED not in decisions
+        ):
             break
-    return ClaimState(claim, tuple(ComparisonState(c, tuple(t), d, len(procedure.looks))
-                                   for c, t, d in zip(claim.comparisons, tests, decisions, strict=True)),
-                      len(procedure.looks))  # fmt: skip
+    return ClaimState(
+        claim,
+        tuple(
+            ComparisonState(c, tuple(t), d, len(procedure.looks))
+            for c, t, d in zip(claim.comparisons, tests, decisions, strict=True)
+        ),
+        len(procedure.looks),
+    )
 
 
-def replay(observed: pd.DataFrame, procedure: decide.Procedure, set_runs: tuple[str, ...],
-           claims: tuple[Claim, ...], gating: bool) -> State:  # fmt: skip
+def replay(
+    observed: pd.DataFrame,
+    procedure: decide.Procedure,
+    set_runs: tuple[str, ...],
+    claims: tuple[Claim, ...],
+    gating: bool,
+) -> State:
     """The procedure's state on a per-seed table: `claims` (the paper's, where they are evidence) replayed look by
     look; look 1 asks `set_runs` and the claims' run IDs, and where `gating`, each claim that waits asks its
     run IDs for its next look's seeds. Only the set of (run ID, seed) pairs matters, never their order."""

@@ -42,9 +42,11 @@ class RecomputeError(click.ClickException):
 
 def differences(recorded: list[float], recomputed: list[float], test_images: list[int]) -> list[str]:
     """The entries of a last row beyond the tolerance, as "task j: recorded x, recomputed y"."""
-    return [f"task {j + 1}: recorded {a:.2f}, recomputed {b:.2f}"
-            for j, (a, b, n) in enumerate(zip(recorded, recomputed, test_images, strict=True))
-            if abs(a - b) > max(TOLERANCE, 100 / n) + 1e-9]  # fmt: skip
+    return [
+        f"task {j + 1}: recorded {a:.2f}, recomputed {b:.2f}"
+        for j, (a, b, n) in enumerate(zip(recorded, recomputed, test_images, strict=True))
+        if abs(a - b) > max(TOLERANCE, 100 / n) + 1e-9
+    ]
 
 
 def recompute_last_rows(
@@ -88,8 +90,9 @@ def final_path(results_dir: Path, result: dict[str, Any]) -> Path:
     return result_path(results_dir, result["run_id"], result["seed"]).with_name(FINAL_NAME)
 
 
-def last_row(result: dict[str, Any], path: Path, data_dir: Path, archives: dict[tuple, RawData]
-             ) -> tuple[list[float], list[int]]:  # fmt: skip
+def last_row(
+    result: dict[str, Any], path: Path, data_dir: Path, archives: dict[tuple, RawData]
+) -> tuple[list[float], list[int]]:
     """R's last row from the final state at `path` under the run's readout, and each task's number of test images;
     `archives` keeps each archive read once."""
     cfg = resolve(result["run_id"], result["profile"])
@@ -103,8 +106,10 @@ def last_row(result: dict[str, Any], path: Path, data_dir: Path, archives: dict[
     raw = archives[which]
     recorded = result.get("environment", {}).get("data_md5")
     if raw.md5 != recorded:
-        raise RecomputeError(f"{result['run_id']} seed {result['seed']} read an archive of md5 {recorded}, but "
-                             f"--data-dir {data_dir} holds md5 {raw.md5}; give the --data-dir of the archive it read")
+        raise RecomputeError(
+            f"{result['run_id']} seed {result['seed']} read an archive of md5 {recorded}, but "
+            f"--data-dir {data_dir} holds md5 {raw.md5}; give the --data-dir of the archive it read"
+        )
     stream = TaskStream(raw, cfg, device)
     try:
         learner, active = load_final(path, result, cfg, len(stream.train_x))

@@ -212,9 +212,16 @@ def interval(cells: Sequence[Cell], level: float = LEVEL, draws: int = DRAWS, se
 def projected(cells: Sequence[Cell], tau2: float, stacks: int) -> list[Cell]:
     """`cells` as `stacks` stacks would give them, each run ID with its seeds per stack and its sums of squares at
     their expectations under tau^2 and its MS_within."""
-    return [dataclasses.replace(c, stacks=stacks, seeds=stacks * c.n0,
-                                ss_between=(stacks - 1) * (c.ms_within + c.n0 * tau2),
-                                ss_within=stacks * (c.n0 - 1) * c.ms_within) for c in cells]  # fmt: skip
+    return [
+        dataclasses.replace(
+            c,
+            stacks=stacks,
+            seeds=stacks * c.n0,
+            ss_between=(stacks - 1) * (c.ms_within + c.n0 * tau2),
+            ss_within=stacks * (c.n0 - 1) * c.ms_within,
+        )
+        for c in cells
+    ]
 
 
 def stacks_to_pin(cells: Sequence[Cell], half_width: float = PIN, most: int = MOST_STACKS) -> int | None:
@@ -256,10 +263,17 @@ class Estimate:
         return float(np.sqrt(weights(self.cells) @ np.array([c.ms_within for c in self.cells])))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "run_ids": [c.run_id for c in self.cells], "tau": self.tau,
-                "tau2_pooled": self.tau2_pooled, "interval": [self.low, self.high], "seed_sd": self.seed_sd,
-                "weights": weights(self.cells).tolist(), "stacks_to_pin": self.stacks_to_pin,
-                "cells": [c.to_dict() for c in self.cells]}  # fmt: skip
+        return {
+            "metric": self.metric,
+            "run_ids": [c.run_id for c in self.cells],
+            "tau": self.tau,
+            "tau2_pooled": self.tau2_pooled,
+            "interval": [self.low, self.high],
+            "seed_sd": self.seed_sd,
+            "weights": weights(self.cells).tolist(),
+            "stacks_to_pin": self.stacks_to_pin,
+            "cells": [c.to_dict() for c in self.cells],
+        }
 
 
 def estimate(stacks: Sequence[Stack], metric: str) -> Estimate:
@@ -303,8 +317,10 @@ def check_stacks(stacks: Sequence[Stack]) -> str:
     if not shared:
         raise InputError("no run ID is held by 2 SOURCEs or more: give re-runs of the same run IDs")
     if not cells(stacks, METRICS[0]):
-        raise InputError(f"each SOURCE holds one seed of every shared run ID ({', '.join(sorted(shared))}): the "
-                         "seeds' spread is unknown, so tau cannot be told from it; give 2 seeds or more")  # fmt: skip
+        raise InputError(
+            f"each SOURCE holds one seed of every shared run ID ({', '.join(sorted(shared))}): the "
+            "seeds' spread is unknown, so tau cannot be told from it; give 2 seeds or more"
+        )
     return next(iter(profiles.values()), "not recorded (per-seed CSVs)")
 
 
@@ -334,15 +350,24 @@ def assumed_tau(stacks: Sequence[Stack]) -> Assumed:
 
 
 def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
-    lines = [line for i, s in enumerate(stacks, 1) for line in (
-        f"stack {i}: {s.source}", f"  {s.label or 'a per-seed CSV: its stack is not recorded'}",
-        *(f"  also {label}: taken as one stack" for label in s.other_labels))]  # fmt: skip
+    lines = [
+        line
+        for i, s in enumerate(stacks, 1)
+        for line in (
+            f"stack {i}: {s.source}",
+            f"  {s.label or 'a per-seed CSV: its stack is not recorded'}",
+            *(f"  also {label}: taken as one stack" for label in s.other_labels),
+        )
+    ]
     by_label: dict[str, list[int]] = {}
     for i, s in enumerate(stacks, 1):
         if s.label is not None:
             by_label.setdefault(s.label, []).append(i)
-    lines += [f"note: stacks {', '.join(map(str, ids))} share a stack label; each SOURCE is taken as a stack of its "
-              "own" for ids in by_label.values() if len(ids) > 1]  # fmt: skip
+    lines += [
+        f"note: stacks {', '.join(map(str, ids))} share a stack label; each SOURCE is taken as a stack of its own"
+        for ids in by_label.values()
+        if len(ids) > 1
+    ]
     return lines
 
 
@@ -354,22 +379,30 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         for c in e.cells:
             by_run[c.run_id][e.metric] = c
     width = max(3, *map(len, by_run))
-    lines = [f"uh stacks: {len(stacks)} stacks of profile {profile}, {len(by_run)} run IDs held by 2 or more",
-             *_stack_lines(stacks), "",
-             "tau per run ID (pp; method of moments, 0 where the stacks' means spread no more than seeds explain)",
-             f"{'run':{width}} {'stacks':>6} {'seeds':>5}" + "".join(f" {m:>10}" for m in METRICS)]  # fmt: skip
+    lines = [
+        f"uh stacks: {len(stacks)} stacks of profile {profile}, {len(by_run)} run IDs held by 2 or more",
+        *_stack_lines(stacks),
+        "",
+        "tau per run ID (pp; method of moments, 0 where the stacks' means spread no more than seeds explain)",
+        f"{'run':{width}} {'stacks':>6} {'seeds':>5}" + "".join(f" {m:>10}" for m in METRICS),
+    ]
     for run_id, found in by_run.items():
         first = next(iter(found.values()))
         taus = "".join(f" {np.sqrt(max(0.0, found[m].tau2)):10.2f}" if m in found else f" {'-':>10}" for m in METRICS)
         lines.append(f"{run_id:{width}} {first.stacks:6d} {first.seeds:5g}{taus}")
     pct = f"{LEVEL:.0%}"
-    lines += ["", f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
-              f"{'stacks to pin +/-' + format(PIN, 'g'):>20} {'rule tau':>8}"]  # fmt: skip
+    lines += [
+        "",
+        f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
+        f"{'stacks to pin +/-' + format(PIN, 'g'):>20} {'rule tau':>8}",
+    ]
     rule_tau = "-" if assumed.tau is None else f"{assumed.tau:.2f}"
     for e in estimates:
         pin = str(e.stacks_to_pin) if e.stacks_to_pin is not None else f"over {MOST_STACKS}"
-        lines.append(f"{e.metric:12} {len(e.cells):7d} {e.tau:9.2f} {f'[{e.low:.2f}, {e.high:.2f}]':>16} "
-                     f"{e.seed_sd:8.2f} {pin:>20} {rule_tau:>8}")  # fmt: skip
+        lines.append(
+            f"{e.metric:12} {len(e.cells):7d} {e.tau:9.2f} {f'[{e.low:.2f}, {e.high:.2f}]':>16} "
+            f"{e.seed_sd:8.2f} {pin:>20} {rule_tau:>8}"
+        )
     lines += [
         "",
         TAU_IS,
@@ -384,8 +417,9 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
 
 @click.command("stacks")
 @click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every figure here (JSON).")
+@click.option(
+    "--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Also write every figure here (JSON)."
+)
 @click.option(
     "--profile",
     type=click.Choice(list(PROFILES)),
@@ -413,14 +447,30 @@ def _write_report(
     json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed
 ) -> None:
     """Every figure, as JSON, written atomically."""
-    report = {"profile": profile, "level": LEVEL, "draws": DRAWS, "seed": SEED, "pin_half_width": PIN,
-              "stacks": [{"source": s.source, "label": s.label, "other_labels": list(s.other_labels),
-                          "profile": s.profile, "rows": len(s.table)} for s in stacks],
-              "metrics": [e.to_dict() for e in estimates], "rule_tau": dataclasses.asdict(assumed),
-              "note": AMENDMENT}  # fmt: skip
+    report = {
+        "profile": profile,
+        "level": LEVEL,
+        "draws": DRAWS,
+        "seed": SEED,
+        "pin_half_width": PIN,
+        "stacks": [
+            {
+                "source": s.source,
+                "label": s.label,
+                "other_labels": list(s.other_labels),
+                "profile": s.profile,
+                "rows": len(s.table),
+            }
+            for s in stacks
+        ],
+        "metrics": [e.to_dict() for e in estimates],
+        "rule_tau": dataclasses.asdict(assumed),
+        "note": AMENDMENT,
+    }
     try:
         write_json_atomic(json_out, report)
     except OSError as e:
-        raise InputError(f"cannot write {json_out} ({e.strerror or e}); the figures above stand; pass a writable "
-                         "--json-out") from None  # fmt: skip
+        raise InputError(
+            f"cannot write {json_out} ({e.strerror or e}); the figures above stand; pass a writable --json-out"
+        ) from None
     click.echo(f"wrote {json_out}")

@@ -59,11 +59,15 @@ class VerdictKind(Enum):
 EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INCOMPLETE, EXIT_UNDECIDED, EXIT_INCONCLUSIVE = 0, 1, 2, 3, 4, 5
 EXIT_MATCHED = 6
 EXIT_CODES = {
-    VerdictKind.RESULTS_REPLICATED: EXIT_PASSED, VerdictKind.PIPELINE_PASSED: EXIT_PASSED,
-    VerdictKind.NOT_REPLICATED: EXIT_FAILED, VerdictKind.PIPELINE_FAILED: EXIT_FAILED,
-    VerdictKind.INCOMPLETE: EXIT_INCOMPLETE, VerdictKind.UNDECIDED: EXIT_UNDECIDED,
-    VerdictKind.INCONCLUSIVE: EXIT_INCONCLUSIVE, VerdictKind.SET_MATCHED: EXIT_MATCHED,
-}  # fmt: skip
+    VerdictKind.RESULTS_REPLICATED: EXIT_PASSED,
+    VerdictKind.PIPELINE_PASSED: EXIT_PASSED,
+    VerdictKind.NOT_REPLICATED: EXIT_FAILED,
+    VerdictKind.PIPELINE_FAILED: EXIT_FAILED,
+    VerdictKind.INCOMPLETE: EXIT_INCOMPLETE,
+    VerdictKind.UNDECIDED: EXIT_UNDECIDED,
+    VerdictKind.INCONCLUSIVE: EXIT_INCONCLUSIVE,
+    VerdictKind.SET_MATCHED: EXIT_MATCHED,
+}
 EXIT_POLICY = (
     "Exit code: 0 RESULTS REPLICATED (the shipped paper set only, on results made by this checkout's code) or "
     "PIPELINE CHECK PASSED (other profiles: every run ID of the set present, or of the subset --run-ids names, "

@@ -95,8 +95,7 @@ def standard(rng: np.random.Generator, segments: list[tuple[str, tuple[int, ...]
     if len(laws) == 1:
         flat = LAWS[laws.pop()](rng, (n, sum(sizes)))
     else:
-        flat = np.stack([np.concatenate([LAWS[law](rng, shape).ravel() for law, shape in segments])
-                         for _ in range(n)])  # fmt: skip
+        flat = np.stack([np.concatenate([LAWS[law](rng, shape).ravel() for law, shape in segments]) for _ in range(n)])
     parts = np.split(flat, np.cumsum(sizes)[:-1], axis=1)
     return [part.reshape(n, *shape) for part, (_, shape) in zip(parts, segments, strict=True)]
 
@@ -147,23 +146,28 @@ class Model:
             truth[:, world.index(run_id), METRICS.index(metric)] = truth[:, world.index(other), METRICS.index(metric)]
         if self.null_c5:
             acc, b3 = METRICS.index("acc"), world.index("B3")
-            budget, retrieval = (truth[:, [world.index(r) for r in rs], acc] for rs in (("s1", "B3", "s2"),
-                                                                                         ("s3", "B3", "s4")))
+            budget, retrieval = (
+                truth[:, [world.index(r) for r in rs], acc] for rs in (("s1", "B3", "s2"), ("s3", "B3", "s4"))
+            )
             scale = np.ptp(retrieval, -1) / np.ptp(budget, -1)
             for r in ("s1", "s2"):
                 i = world.index(r)
                 truth[:, i, acc] = truth[:, b3, acc] + scale * (truth[:, i, acc] - truth[:, b3, acc])
         return truth
 
-    def draws(self, expected: Expected, world: World, rng: np.random.Generator, n: int
-              ) -> tuple[np.ndarray | None, np.ndarray]:  # fmt: skip
+    def draws(
+        self, expected: Expected, world: World, rng: np.random.Generator, n: int
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         """n simulated re-runs, drawn as n calls of `draw` would draw them: under (c) the redrawn paper tables
         [n, R, 3, M], as printed (2 decimals), else None; and [n, R, registered seeds, M] values in the
         procedure's order."""
         draws = iter(standard(rng, self.segments(world, len(expected.registered)), n))
         truth = self._truths(world, draws)
-        paper = (np.round(world.mean[:, None, :] + self._shared(world, next(draws), world.sd), 2)
-                 if self.faithful == "c" else None)  # fmt: skip
+        paper = (
+            np.round(world.mean[:, None, :] + self._shared(world, next(draws), world.sd), 2)
+            if self.faithful == "c"
+            else None
+        )
         values = truth[..., None, :] + self.noise_scale * self._shared(world, next(draws), world.sd)
         if self.fixed:
             fixed = np.asarray(self.fixed[2])
@@ -188,20 +192,27 @@ def redrawn(expected: Expected, world: World, paper: np.ndarray) -> Expected:
 def pairs(expected: Expected) -> list[tuple[str, str, str, str, int]]:
     """The paired comparisons of claims C1-C4: (claim, run ID, other, metric, claimed sign). C5's comparisons are
     contrasts of four run IDs, not of two."""
-    return [(claim.claim_id, c.weights[0][0], c.weights[1][0], c.metric, c.sign) for claim in PAPER_CLAIMS
-            if claim.claim_id != "C5" for c in claim.comparisons]  # fmt: skip
+    return [
+        (claim.claim_id, c.weights[0][0], c.weights[1][0], c.metric, c.sign)
+        for claim in PAPER_CLAIMS
+        if claim.claim_id != "C5"
+        for c in claim.comparisons
+    ]
 
 
 def models(expected: Expected) -> list[Model]:
     """The misses and nulls, under (c) at the centre of the grid, in the order printed."""
     rho, tau = CENTER
-    out = [Model("noisier (seed noise x2)", noise_scale=2.0, rho=rho, tau=tau),
-           Model("B3 ACC shifted -4 pp", shift=("B3", "acc", -4.0), rho=rho, tau=tau),
-           Model("B3 ACC shifted +4 pp", shift=("B3", "acc", +4.0), rho=rho, tau=tau),
-           Model("a3 noisy miss (ACC 35.5 / 39.0 / 40.5)", fixed=("a3", "acc", (35.5, 39.0, 40.5)), rho=rho, tau=tau)]
-    out += [Model(f"null {claim}: {run_id} {metric} = {other}", nulls=((run_id, other, metric),), rho=rho,
-                  tau=tau)
-            for claim, run_id, other, metric, _ in pairs(expected)]  # fmt: skip
+    out = [
+        Model("noisier (seed noise x2)", noise_scale=2.0, rho=rho, tau=tau),
+        Model("B3 ACC shifted -4 pp", shift=("B3", "acc", -4.0), rho=rho, tau=tau),
+        Model("B3 ACC shifted +4 pp", shift=("B3", "acc", +4.0), rho=rho, tau=tau),
+        Model("a3 noisy miss (ACC 35.5 / 39.0 / 40.5)", fixed=("a3", "acc", (35.5, 39.0, 40.5)), rho=rho, tau=tau),
+    ]
+    out += [
+        Model(f"null {claim}: {run_id} {metric} = {other}", nulls=((run_id, other, metric),), rho=rho, tau=tau)
+        for claim, run_id, other, metric, _ in pairs(expected)
+    ]
     return [*out, Model("null C5: budget sweep spread = retrieval's", null_c5=True, rho=rho, tau=tau)]
 
 
