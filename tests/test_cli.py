@@ -116,3 +116,24 @@ def test_uh_list_fits_columns_wrapping_under_the_description_and_losing_nothing(
     assert max(map(len, lines)) <= 120 and " ".join(lines).split() == wide.split()
     start = lines[0].index(RUNS["B0"].description)
     assert all(line[:start].isspace() for line in lines if not line.startswith((*RUNS, "group")))
+
+
+def test_a_refusal_of_the_library_is_one_line_and_its_exit_code_at_the_edge(monkeypatch):
+    """The library raises errors.UhError and never imports click; cli.py alone turns it into a line and a code."""
+    import click
+    from click.testing import CliRunner
+
+    from uniform_herding import cli
+    from uniform_herding.errors import UhError
+
+    class Refused(UhError):
+        exit_code = 2
+
+    @click.command("refuses")
+    def refuses() -> None:
+        raise Refused("the archive is not CIFAR-100's; give --data-dir the folder that holds it")
+
+    monkeypatch.setitem(cli.main.commands, "refuses", refuses)
+    result = CliRunner().invoke(cli.main, ["refuses"])
+    assert result.exit_code == 2
+    assert result.output == "Error: the archive is not CIFAR-100's; give --data-dir the folder that holds it\n"

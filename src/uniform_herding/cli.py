@@ -53,7 +53,9 @@ class LazyGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Every command with SIGTERM and SIGINT raised as Interrupted (runs/durability.py), so that every `with` on
         the way cleans up (a bundle's temporary folder, a half-written zip), then one line and exit 128 + the signal
-        (143, 130): never click's exit 1 for Ctrl-C, a failed replication's code. uh run installs its own on top."""
+        (143, 130): never click's exit 1 for Ctrl-C, a failed replication's code. uh run installs its own on top.
+        The library's own refusals (errors.UhError) become their one line and exit code here, at the edge."""
+        from uniform_herding.errors import UhError
         from uniform_herding.runs.durability import Interrupted, stop_on_signals
 
         with stop_on_signals():
@@ -62,6 +64,9 @@ class LazyGroup(click.Group):
             except Interrupted as e:
                 click.echo(f"Error: stopped by {signal.Signals(e.signum).name}", err=True)
                 sys.exit(128 + e.signum)
+            except UhError as e:  # the library's refusals: one line, their exit code (errors.py)
+                click.echo(f"Error: {e}", err=True)
+                sys.exit(e.exit_code)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
