@@ -283,7 +283,7 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
         lambda *a, progress=None, **k: slow(selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress),
     )
     monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
-    overhead = {"feature_image_s": 1e-4, "herd_step_s": 1e-4, "checkpoint_s": 0.1}
+    overhead = {"feature_image_s": 1e-4, "herd_step_s": 1e-4, "herd_row_s": 1e-8, "checkpoint_s": 0.1}
     monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow(overhead))
     monkeypatch.setattr(doctor, "run_startup_seconds", lambda *a: slow(0.5))
     monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))

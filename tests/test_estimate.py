@@ -1,16 +1,17 @@
 """uh doctor's model of a run (estimate.py): every part of a run priced from given timings, and uh price's sums."""
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
+from uniform_herding.catalogue import PAPER_RUNS, RUNS, images_per_class, resolve
 from uniform_herding.estimate import (
     EMBEDS,
     estimates,
     feature_images,
-    herd_steps,
+    herd_batches,
     price,
     procedure_seconds,
     run_seconds,
@@ -24,6 +25,7 @@ TIMING = {
     "startup_s": 2.0,
     "feature_image_s": 1e-4,
     "herd_step_s": 1e-3,
+    "herd_row_s": 1e-7,
     "checkpoint_s": 0.5,
     "run_startup_s": 3.0,
     "launch_s": 5.0,
@@ -58,12 +60,41 @@ def test_every_feature_pass_of_a_task_is_counted_by_what_reads_it():
     assert feature_images(resolve("B0"), 9) == {"evaluation": 10000, "prototypes": 0, "imprint": 4500, "refresh": 0}
 
 
-def test_herding_steps_are_one_per_exemplar_chosen():
-    """Uniform Herding re-selects all M exemplars every task; iCaRL herds only the new classes' quotas (task 9: 10
-    classes x 20); random selection and the policies that do not herd take no step."""
-    assert [herd_steps(resolve("B3"), t) for t in (0, 9)] == [2000, 2000]
-    assert [herd_steps(resolve("B1"), t) for t in (0, 9)] == [2000, 200]
-    assert [herd_steps(resolve(r), 5) for r in ("B0", "B2", "a4")] == [0, 0, 0]
+def test_herding_runs_the_classes_with_as_many_candidates_at_once_as_memory_does():
+    """B3 (M = 2,000, 450 training images per class, rho = 3): task 0 herds its 10 classes' streams at once, 200
+    steps of 4,500 rows; task 9 its 10 new classes (20 steps of 4,500 rows) and the 90 old classes' pools, kept at
+    task 8 as 3 x q with q = 23 for the 20 lowest labels and 22 for the others (2,000 = 20 x 23 + 70 x 22): two
+    batches of 20 steps (q = 20 at task 9). iCaRL herds only the new classes; random selection and the policies that do
+    not herd take no step. The shapes are the ones memory.herd_classes batches, read from a refresh that ran."""
+    assert herd_batches(resolve("B3"), 0) == [(200, 4500)]
+    assert herd_batches(resolve("B3"), 9) == [(20, 20 * 69), (20, 70 * 66), (20, 4500)]
+    assert herd_batches(resolve("B1"), 9) == [(20, 4500)]
+    assert [herd_batches(resolve(r), 5) for r in ("B0", "B2", "a4")] == [[], [], []]
+    # M = 500 (s1): task 9's 90 old pools are 3 x 5 or 3 x 6 (500 = 50 x 6 + 40 x 5 at task 8): the 40 pools of 15
+    # are herded one at a time (memory.SMALLEST_BATCH), the 50 of 18 at once
+    assert herd_batches(resolve("s1"), 9) == [(5, 50 * 18), *[(5, 15)] * 40, (5, 4500)]
+
+
+def test_the_herding_model_prices_the_batches_of_a_real_refresh(monkeypatch):
+    """Every batch memory.herd_batch is given in a smoke B3 refresh is one herd_batches counts, step for step."""
+    import torch
+
+    from uniform_herding.method import memory
+
+    cfg, seen = dataclasses.replace(resolve("B3", "smoke"), M=1000), []  # M 25: pools of 9 and 12 herded alone
+    real = memory.herd_batch
+    monkeypatch.setattr(
+        memory, "herd_batch", lambda f, k: seen.append((min(k, len(f[0])), len(f) * len(f[0]))) or real(f, k)
+    )
+    policy, per_class = memory.make_memory(cfg, torch.Generator().manual_seed(0)), images_per_class(cfg)[0]
+    for t in range(cfg.n_tasks):
+        seen.clear()
+        new = {
+            c: torch.arange(c * per_class, (c + 1) * per_class)
+            for c in range(t * cfg.classes_per_task, (t + 1) * cfg.classes_per_task)
+        }
+        policy.refresh(new, lambda items: torch.randn(len(items), 8))
+        assert sorted(seen) == sorted(herd_batches(cfg, t)), t
 
 
 def test_every_memory_policy_says_what_its_refresh_embeds():
@@ -74,12 +105,13 @@ def test_every_memory_policy_says_what_its_refresh_embeds():
 def test_a_run_is_priced_part_by_part_from_the_timings():
     """One B3 seed: its start-up once (3 s), per task the fit's start-up (2 s) and a checkpoint (0.5 s), 213,000
     feature images (evaluation 55,000, prototypes 20,000, imprinting 40,500, refresh 45,000 new + 52,500 pool) and
-    20,000 herding steps. Leaving out any part changes the total."""
+    996 batched herding steps over 4,806,000 candidate rows in all (herd_batches: 200 steps of 4,500 rows at task 0,
+    then 100 of 9,000, ...). Leaving out any part changes the total."""
     b3 = run_seconds("B3", "paper", TIMING)
     parts = {
         "startup_s": 3.0 + 10 * 2.0,
         "features_s": 213_000 * 1e-4,
-        "herding_s": 20_000 * 1e-3,
+        "herding_s": 996 * 1e-3 + 4_806_000 * 1e-7,
         "checkpoints_s": 10 * 0.5,
     }
     assert {k: b3[k] for k in parts} == pytest.approx(parts)

@@ -244,14 +244,12 @@ def step_seconds(
 
 def overhead_seconds(device, cfg: Config) -> dict[str, float]:
     """What a task does besides training steps, measured at cfg's size: the features of one image in
-    evaluation batches (evaluation, prototypes, imprinting and refresh all embed images this way), one step of
-    herding's selection loop (herding a new class's features down to task 0's quota, per exemplar chosen) and the
-    writing of one checkpoint (the learner and as much again for the optimizer's momentum)."""
+    evaluation batches (evaluation, prototypes, imprinting and refresh all embed images this way), a step of
+    herding's selection loop (herding_seconds) and the writing of one checkpoint (the learner and as much again for
+    the optimizer's momentum)."""
     import torch
 
-    from uniform_herding.catalogue import images_per_class
     from uniform_herding.method.evaluate import features
-    from uniform_herding.method.memory import herd, quotas
     from uniform_herding.runs.selftest import task_one
 
     stream, learner, _ = task_one(dataclasses.replace(cfg, epochs=1, train_per_class=None), 1, device)
@@ -261,19 +259,40 @@ def overhead_seconds(device, cfg: Config) -> dict[str, float]:
     feats = features(learner, stream, images, cfg.eval_batch_size)
     feats.sum().item()  # .item(): the device has finished
     feature_s = (time.perf_counter() - tic) / len(images)
-    per_class = images_per_class(cfg)[0]
-    pool = torch.randn(per_class, feats.shape[1], device=device, generator=torch.Generator(device).manual_seed(0))
-    k = min(quotas(cfg.budget, cfg.classes_per_task)[0], per_class)
-    herd(pool, 2).cpu()  # warm-up
-    tic = time.perf_counter()
-    herd(pool, k).cpu()  # .cpu(): the device has finished
-    herd_step_s = (time.perf_counter() - tic) / k
+    herd_step_s, herd_row_s = herding_seconds(device, cfg, feats.shape[1])
     state = {"learner": learner.state_dict(), "momentum": [p.detach().clone() for p in learner.parameters()]}
     with tempfile.TemporaryDirectory() as tmp:
         tic = time.perf_counter()
         torch.save(state, Path(tmp) / "checkpoint.pt")
         checkpoint_s = time.perf_counter() - tic
-    return {"feature_image_s": feature_s, "herd_step_s": herd_step_s, "checkpoint_s": checkpoint_s}
+    return {
+        "feature_image_s": feature_s,
+        "herd_step_s": herd_step_s,
+        "herd_row_s": herd_row_s,
+        "checkpoint_s": checkpoint_s,
+    }
+
+
+def herding_seconds(device, cfg: Config, d: int) -> tuple[float, float]:
+    """A step of herding's batched loop (memory.herd_batch) as a fixed part and a part per candidate row, from two
+    batches at cfg's size: one class of a task's images, and a whole task's new classes (the most rows a batch of
+    the run holds but for Uniform Herding's late pools, as many again at most)."""
+    import torch
+
+    from uniform_herding.catalogue import images_per_class
+    from uniform_herding.method.memory import herd_batch, quotas
+
+    per_class, classes = images_per_class(cfg)[0], cfg.classes_per_task
+    k = min(quotas(cfg.budget, classes)[0], per_class)
+    seconds = []
+    for n in (1, classes):
+        f = torch.randn(n, per_class, d, device=device, generator=torch.Generator(device).manual_seed(0))
+        herd_batch(f, 2).cpu()  # warm-up
+        tic = time.perf_counter()
+        herd_batch(f, k).cpu()  # .cpu(): the device has finished
+        seconds.append((time.perf_counter() - tic) / k)
+    per_row = max(seconds[1] - seconds[0], 0.0) / ((classes - 1) * per_class) if classes > 1 else 0.0
+    return max(seconds[0] - per_class * per_row, 0.0), per_row
 
 
 def run_startup_seconds(device, cfg: Config, data_dir: Path) -> float | None:
@@ -424,7 +443,8 @@ def timing_detail(timing: dict[str, float | None], cfg: Config, precision: str) 
     return (
         f"{1000 * timing['step_s']:.1f} ms per B3 step ({size}); per task {timing['startup_s']:.2f} s of fit "
         f"start-up, {1e6 * timing['feature_image_s']:.0f} us per image's features, "
-        f"{1e6 * timing['herd_step_s']:.0f} us per herding step, {timing['checkpoint_s']:.2f} s per checkpoint; "
+        f"{1e6 * timing['herd_step_s']:.0f} us per herding step and {1e9 * timing['herd_row_s']:.0f} ns per "
+        f"candidate in it, {timing['checkpoint_s']:.2f} s per checkpoint; "
         f"a run's start-up {startup}; {timing['launch_s']:.1f} s to start a process"
     )
 

@@ -4,8 +4,9 @@ A run of one seed (runs/run.py's run_seed, in a process already started) spends:
   start-up     once: read and verify the archive, put its tensors on the device (timing's run_startup_s; None,
                counted 0, where uh doctor had no archive to read);
   per task t   the fit's start-up (startup_s) and its training steps (step_s, B3's; run_steps), the feature passes
-               outside training (feature_image_s per image; feature_images), herding's selection loop
-               (herd_step_s per selected exemplar; herd_steps), and a checkpoint (checkpoint_s).
+               outside training (feature_image_s per image; feature_images), herding's selection loop (per
+               step of a batch of classes, herd_step_s and herd_row_s per candidate row; herd_batches), and a
+               checkpoint (checkpoint_s).
 A lone `uh run` also starts its process first (launch_s: importing Lightning and the method), and so does every
 job of `uh run --jobs N`; `uh run --jobs 1` runs its runs in its own process, started once.
 """
@@ -78,17 +79,23 @@ def feature_images(cfg: Config, t: int) -> dict[str, int]:
     }
 
 
-def herd_steps(cfg: Config, t: int) -> int:
-    """Herding's selection steps at task t (one per exemplar chosen, memory.herd): Uniform Herding re-selects the
-    q_c of every seen class, iCaRL herds the new classes once."""
+def herd_batches(cfg: Config, t: int) -> list[tuple[int, int]]:
+    """Herding's batches at task t (memory.herd_classes herds the classes with as many candidates at once, a class
+    of fewer than SMALLEST_BATCH alone): (steps, rows) of each, steps the most any of its classes chooses, rows its
+    classes x candidates. Uniform Herding re-selects the q_c of every seen class, the old ones from their pools
+    (old_pools); iCaRL herds the new classes once, from their stream."""
     if not herds(cfg):
-        return 0
-    from uniform_herding.method.memory import quotas
+        return []
+    from uniform_herding.method.memory import SMALLEST_BATCH, quotas
 
     per_class, new = images_per_class(cfg)[0], cfg.classes_per_task
     q = quotas(cfg.budget, cfg.classes_per_task * (t + 1))
-    chosen = q if cfg.memory == "uniform_herding" else q[-new:]
-    return sum(min(k, per_class) for k in chosen)
+    uh = cfg.memory == "uniform_herding"
+    sizes = [*old_pools(cfg, t), *[per_class] * new] if uh else [per_class] * new
+    batches: dict[int, tuple[int, list[int]]] = {}
+    for c, (size, k) in enumerate(zip(sizes, q if uh else q[-new:], strict=True)):
+        batches.setdefault(size if size >= SMALLEST_BATCH else -1 - c, (size, []))[1].append(k)
+    return [(min(max(ks), size), size * len(ks)) for size, ks in batches.values()]
 
 
 def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str, float]:
@@ -103,7 +110,11 @@ def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str
         "train_s": sum(n * images * (4 if teacher else 3) * unit for n, images, teacher in run_steps(cfg)),
         "startup_s": (timing["run_startup_s"] or 0.0) + cfg.n_tasks * timing["startup_s"],
         "features_s": sum(sum(feature_images(cfg, t).values()) for t in tasks) * timing["feature_image_s"],
-        "herding_s": sum(herd_steps(cfg, t) for t in tasks) * timing["herd_step_s"],
+        "herding_s": sum(
+            steps * (timing["herd_step_s"] + rows * timing["herd_row_s"])
+            for t in tasks
+            for steps, rows in herd_batches(cfg, t)
+        ),
         "checkpoints_s": cfg.n_tasks * timing["checkpoint_s"],
     }
     other = sum(parts.values()) - parts["train_s"]

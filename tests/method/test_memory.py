@@ -25,6 +25,7 @@ from uniform_herding.method.memory import (
     StaticBank,
     UniformHerding,
     herd,
+    herd_classes,
     make_memory,
     quotas,
 )
@@ -88,6 +89,36 @@ def test_herding_hand_computed_1d():
 def test_herding_takes_all_when_fewer_candidates_than_quota():
     f = torch.randn(4, 3)
     assert sorted(herd(f, 10).tolist()) == [0, 1, 2, 3]
+
+
+def herd_one_class(features: torch.Tensor, k: int) -> torch.Tensor:
+    """The loop of one class at a time that herd_classes replaced (the release's herd until it batched classes)."""
+    f = features.double()
+    mu, taken, order = f.mean(dim=0), torch.zeros(len(f), dtype=torch.bool), []
+    S = torch.zeros_like(mu)
+    for j in range(1, min(k, len(f)) + 1):
+        dist = ((f - (j * mu - S)) ** 2).sum(dim=1).masked_fill(taken, float("inf"))
+        i = dist.argmin().view(1)
+        taken.index_fill_(0, i, True)
+        S += f.index_select(0, i).squeeze(0)
+        order.append(i)
+    return torch.cat(order) if order else torch.zeros(0, dtype=torch.long)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_herding_classes_at_once_picks_bitwise_what_each_class_picks_alone(seed):
+    """A refresh at the paper's shapes: 100 classes, 512-d features, pools of rho * q = 60 beside 10 new classes'
+    500-image streams, q of 20, and pools of 15 (M = 500); and near-ties (duplicated rows, rows a rounding apart)
+    that a different summation order would break otherwise."""
+    g = torch.Generator().manual_seed(seed)
+    groups = [torch.randn(60, 512, generator=g) for _ in range(90)] + [torch.randn(500, 512, generator=g)] * 10
+    groups[3] = torch.cat([groups[3][:30], groups[3][:30]])  # every row twice: ties all along
+    groups[4] = groups[4] + torch.tensor([0.0, 1e-7]).repeat(30)[:, None]  # rows a rounding apart
+    groups += [torch.randn(15, 512, generator=g) for _ in range(4)]  # the M = 500 sweep's small pools: alone
+    ks = [*quotas(2000, 100), 5, 5, 5, 5]
+    ks[5] = 70  # more than its 60 candidates: all of them
+    batched = herd_classes(groups, ks)
+    assert [o.tolist() for o in batched] == [herd_one_class(f, k).tolist() for f, k in zip(groups, ks, strict=True)]
 
 
 def embed_fn(table: torch.Tensor):

@@ -19,7 +19,7 @@ quota rule. The worked example of adding one is Reservoir (docs/extending.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -36,25 +36,55 @@ def quotas(M: int, C: int) -> list[int]:
 
 
 def herd(features: Tensor, k: int) -> Tensor:
-    """Greedy herding order of the first min(k, n) rows (Sec. 3.2, raw features).
+    """Greedy herding order of the first min(k, n) rows (Sec. 3.2, raw features): herd_classes of one class."""
+    return herd_classes([features], [k])[0]
+
+
+# CUDA sums a [rows, d] tensor's rows with one thread layout from 16 rows on (ReduceConfig.set_block_dimension: a
+# block 32 threads wide and 16 high), and with another below; a class with fewer candidates (the M = 500 sweep keeps
+# 15 per old class) is herded alone, as it always was, so that no distance can differ in its last bit.
+SMALLEST_BATCH = 16
+
+
+def herd_classes(features: Sequence[Tensor], ks: Sequence[int]) -> list[Tensor]:
+    """Greedy herding order of the first min(k_c, n_c) rows of each class c (Sec. 3.2, raw features).
 
     x_k = argmin_{x not yet chosen} ||f(x) - (k * mu - S_{k-1})||^2, ties to the lowest index.
-    Runs in float64 so the order does not depend on the device's summation order. The chosen index
-    stays a device tensor (index_fill_, index_select): indexing with a 0-d tensor would read it on the
-    host, a GPU synchronisation per step.
+    The classes with the same number of candidates (at least SMALLEST_BATCH) are herded at once, as one [C, n, d]
+    batch in one loop of max k_c steps: a refresh of Uniform Herding re-selects every seen class (up to 100, a few
+    sizes of pool), so it takes tens of steps where a loop per class took M = 2000. Each class's mean and distances
+    are the same float64 operations as alone, so its order is bitwise the one it gets alone
+    (tests/method/test_memory.py). Runs in float64 so the order does not depend on the device's summation order.
     """
-    f = features.double()  # [n, d]
-    mu = f.mean(dim=0)  # [d]
+    batches: dict[int, list[int]] = {}
+    for c, group in enumerate(features):
+        batches.setdefault(len(group) if len(group) >= SMALLEST_BATCH else -1 - c, []).append(c)
+    chosen: dict[int, Tensor] = {}
+    for members in batches.values():
+        orders = herd_batch([features[c] for c in members], max(ks[c] for c in members))
+        chosen.update({c: orders[row, : ks[c]] for row, c in enumerate(members)})
+    return [chosen[c] for c in range(len(features))]
+
+
+def herd_batch(features: Sequence[Tensor], k: int) -> Tensor:
+    """The herding order of the first min(k, n) rows of each of C classes of n candidates each: [C, steps].
+
+    The chosen indices stay on the device (index_put_, gathers): reading one on the host would be a GPU
+    synchronisation per step.
+    """
+    f = torch.stack([group.double() for group in features])  # [C, n, d]
+    mu = torch.stack([group.mean(dim=0) for group in f])  # [C, d]: each class's mean, reduced as alone
     S = torch.zeros_like(mu)
-    taken = torch.zeros(len(f), dtype=torch.bool, device=f.device)
-    order = []
-    for j in range(1, min(k, len(f)) + 1):
-        dist = ((f - (j * mu - S)) ** 2).sum(dim=1).masked_fill(taken, float("inf"))  # [n]
-        i = dist.argmin().view(1)  # first minimum: ties go to the lowest index
-        taken.index_fill_(0, i, True)
-        S += f.index_select(0, i).squeeze(0)
-        order.append(i)
-    return torch.cat(order) if order else torch.zeros(0, dtype=torch.long, device=f.device)
+    taken = torch.zeros(f.shape[:2], dtype=torch.bool, device=f.device)  # [C, n]
+    classes = torch.arange(len(f), device=f.device)
+    order = [torch.zeros(len(f), 0, dtype=torch.long, device=f.device)]
+    for j in range(1, min(k, f.shape[1]) + 1):
+        dist = ((f - (j * mu - S)[:, None, :]) ** 2).sum(dim=2).masked_fill(taken, float("inf"))  # [C, n]
+        i = dist.argmin(dim=1)  # first minimum: ties go to the lowest index
+        taken.index_put_((classes, i), torch.ones_like(i, dtype=torch.bool))
+        S += f[classes, i]
+        order.append(i[:, None])
+    return torch.cat(order, dim=1)
 
 
 class Memory:
@@ -102,10 +132,12 @@ class UniformHerding(Memory):
     def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
         candidates = {**self.pool, **new}  # Q_c: persistent pool or the new class's stream
         q = quotas(self.M, len(candidates))
-        feats = self._embed_all(candidates, embed) if self.selection == "herding" else None
+        if self.selection == "herding":
+            feats = self._embed_all(candidates, embed)
+            herded = dict(zip(candidates, herd_classes(list(feats.values()), [q[c] for c in feats]), strict=True))
         for c, items in candidates.items():
-            if feats is not None:
-                chosen = herd(feats[c], q[c]).to(items.device)
+            if self.selection == "herding":
+                chosen = herded[c].to(items.device)
             else:  # a4: uniformly random selection
                 chosen = torch.randperm(len(items), generator=self.generator)[: q[c]].to(items.device)
             left = torch.ones(len(items), dtype=torch.bool, device=items.device)
@@ -130,8 +162,9 @@ class ICaRL(Memory):
 
     def refresh(self, new: dict[int, Tensor], embed: Embed) -> None:
         q = quotas(self.M, len(self.active) + len(new))
-        for c, f in self._embed_all(new, embed).items():
-            self.active[c] = new[c][herd(f, q[c]).to(new[c].device)]  # ranked list of length q_c
+        feats = self._embed_all(new, embed)
+        for c, chosen in zip(feats, herd_classes(list(feats.values()), [q[c] for c in feats]), strict=True):
+            self.active[c] = new[c][chosen.to(new[c].device)]  # ranked list of length q_c
         for c in self.active:
             self.active[c] = self.active[c][: q[c]]  # prefix truncation; the rest is dropped
 
