@@ -3,6 +3,8 @@ and one task's loop: backward, (unscale,) clip, step in that order, the fp16 pat
 divergence guard."""
 
 import dataclasses
+import math
+from collections.abc import Iterable
 
 import pytest
 import torch
@@ -211,43 +213,54 @@ def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
 def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(
     precision, tiny_stream, gpu_like_fp16_conv, monkeypatch
 ):
-    """Each step, in one function (train.step): the backward, on the fp16 path the unscale, the gradient-norm clip
-    at cfg.grad_clip, the optimiser's step; recorded at the calls, with the train.py function that made them."""
-    import sys
-
+    """Each step: the backward, on the fp16 path the unscale, the gradient-norm clip of the learner's parameters at
+    cfg.grad_clip, then the step of one optimiser over those parameters, whose gradients the clip bounded.
+    Recorded at the calls themselves, with their arguments: where in train.py they are made is free."""
     from uniform_herding.method import train
 
     calls = []
 
-    def spy(name, original):
+    def recorded(name, original, arguments=lambda *args: ()):
         def called(*args, **kwargs):
-            frame = sys._getframe(1)
-            while frame.f_code.co_filename != train.__file__:
-                frame = frame.f_back
-            calls.append((name, frame.f_code.co_name))
+            calls.append((name, *arguments(*args)))
             return original(*args, **kwargs)
 
         return called
 
-    monkeypatch.setattr(torch.Tensor, "backward", spy("backward", torch.Tensor.backward))
-    monkeypatch.setattr(torch.amp.GradScaler, "unscale_", spy("unscale", torch.amp.GradScaler.unscale_))
-    clip = torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(
-        torch.nn.utils,
-        "clip_grad_norm_",
-        spy("clip", lambda params, max_norm: (calls.append(("max_norm", max_norm)), clip(params, max_norm))[1]),
-    )
-    monkeypatch.setattr(torch.optim.SGD, "step", spy("step", torch.optim.SGD.step))
+    def clip_recorded(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)  # a generator, read once here and once by the clip
+        calls.append(("clip", parameters, max_norm))
+        return clip(parameters, max_norm, *args, **kwargs)
+
+    def step_recorded(optimizer, *args, **kwargs):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        calls.append(("step", optimizer, torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item()))
+        return sgd_step(optimizer, *args, **kwargs)
+
+    clip, sgd_step = torch.nn.utils.clip_grad_norm_, torch.optim.SGD.step
+    monkeypatch.setattr(torch.Tensor, "backward", recorded("backward", torch.Tensor.backward))
+    unscale = recorded("unscale", torch.amp.GradScaler.unscale_, lambda scaler, optimizer: (optimizer,))
+    monkeypatch.setattr(torch.amp.GradScaler, "unscale_", unscale)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_recorded)
+    monkeypatch.setattr(torch.optim.SGD, "step", step_recorded)
     cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     train.fit_task(cfg, learner, teacher, stream, replay, items, gen, precision)
-    one = [
-        ("backward", "step"),
-        *([("unscale", "step")] if precision == "16-mixed" else []),
-        ("clip", "step"),
-        ("max_norm", cfg.grad_clip),
-        ("step", "step"),
-    ]
-    assert calls == one * 6
+    one = ["backward", *(["unscale"] if precision == "16-mixed" else []), "clip", "step"]
+    assert [call[0] for call in calls] == one * 6
+    optimizer = next(call[1] for call in calls if call[0] == "step")
+    assert {id(call[1]) for call in calls if call[0] in ("unscale", "step")} == {id(optimizer)}  # one optimiser
+    assert same_tensors([p for group in optimizer.param_groups for p in group["params"]], learner.parameters())
+    for name, *arguments in calls:
+        if name == "clip":
+            assert same_tensors(arguments[0], learner.parameters()) and arguments[1] == cfg.grad_clip
+    applied = [call[2] for call in calls if call[0] == "step" and math.isfinite(call[2])]  # fp16: none on overflow
+    assert applied and all(norm <= cfg.grad_clip * (1 + 1e-5) for norm in applied), applied  # the clipped ones
+
+
+def same_tensors(these: Iterable[torch.Tensor], those: Iterable[torch.Tensor]) -> bool:
+    """The same tensor objects, in the same order (not equal values)."""
+    these, those = list(these), list(those)
+    return len(these) == len(those) and all(a is b for a, b in zip(these, those, strict=True))
 
 
 @pytest.mark.trains
@@ -291,8 +304,6 @@ def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_l
 def test_each_loss_term_equals_the_papers_equation_in_plain_arithmetic():
     """The three loss terms on hand-made 2 x 3 logits, each written out with math.exp/log from the paper's
     equations (Sec. 3.3), no torch function in the expected values."""
-    import math
-
     z = [[1.0, 0.5, -0.5], [0.2, -0.3, 0.8]]  # margin-free student logits, 2 images, 3 seen classes
     y = [0, 2]
     s, m, T = 30.0, 0.35, 2.0

@@ -104,6 +104,14 @@ class Batches:
         return iter(self.items[perm].split(self.batch_size))
 
 
+def draw_legacy_unused_permutation(batches: Batches) -> None:
+    """Draw one epoch's permutation and use none of it: Lightning's Trainer.fit, which ran each task before
+    fit_task, opened the task's loader once before its first epoch. The draw advances the run's generator, so
+    every R equals the old Trainer's (docs/design.md). It may go only together with a re-derived smoke set
+    (expected_results/README.md) and golden R (tests/golden/B3-smoke-1993.json, docs/testing.md)."""
+    iter(batches)
+
+
 @dataclass
 class Watch:
     """What the self-test and `uh doctor` look at inside the loop (runs watch nothing): after each backward (the
@@ -142,7 +150,7 @@ def fit_task(
     why_eager = graph.why_eager(stream.device, engine.compile_mode() is not None, watched)
     forget = partial(engine.forget_step, scaler, optimizer)
     runner = graph.Runner(one_step, cfg.batch_size, generator, why_eager, forget)
-    iter(batches)  # the permutation Trainer.fit drew before its first epoch, unused: kept, R unchanged (design.md)
+    draw_legacy_unused_permutation(batches)  # before the first epoch, as Trainer.fit did
     bar = tqdm(total=sums.steps, desc="task", leave=False, disable=not progress)
     with engine.fp16_weights(teacher if fp16 else None), engine.batch_counts_per_task(learner, sums.steps):
         for _ in range(cfg.epochs):
