@@ -26,6 +26,7 @@ TIMING = {
     "feature_image_s": 1e-4,
     "herd_step_s": 1e-3,
     "herd_row_s": 1e-7,
+    "herd_together": True,
     "checkpoint_s": 0.5,
     "run_startup_s": 3.0,
     "launch_s": 5.0,
@@ -66,26 +67,29 @@ def test_herding_runs_the_classes_with_as_many_candidates_at_once_as_memory_does
     task 8 as 3 x q with q = 23 for the 20 lowest labels and 22 for the others (2,000 = 20 x 23 + 70 x 22): two
     batches of 20 steps (q = 20 at task 9). iCaRL herds only the new classes; random selection and the policies that do
     not herd take no step. The shapes are the ones memory.herd_classes batches, read from a refresh that ran."""
-    assert herd_batches(resolve("B3"), 0) == [(200, 4500)]
-    assert herd_batches(resolve("B3"), 9) == [(20, 20 * 69), (20, 70 * 66), (20, 4500)]
-    assert herd_batches(resolve("B1"), 9) == [(20, 4500)]
-    assert [herd_batches(resolve(r), 5) for r in ("B0", "B2", "a4")] == [[], [], []]
+    assert herd_batches(resolve("B3"), 0, True) == [(200, 4500)]
+    assert herd_batches(resolve("B3"), 9, True) == [(20, 20 * 69), (20, 70 * 66), (20, 4500)]
+    assert herd_batches(resolve("B1"), 9, True) == [(20, 4500)]
+    assert [herd_batches(resolve(r), 5, True) for r in ("B0", "B2", "a4")] == [[], [], []]
     # M = 500 (s1): task 9's 90 old pools are 3 x 5 or 3 x 6 (500 = 50 x 6 + 40 x 5 at task 8): the 40 pools of 15
     # are herded one at a time (memory.SMALLEST_BATCH), the 50 of 18 at once
-    assert herd_batches(resolve("s1"), 9) == [(5, 50 * 18), *[(5, 15)] * 40, (5, 4500)]
+    assert herd_batches(resolve("s1"), 9, True) == [(5, 50 * 18), *[(5, 15)] * 40, (5, 4500)]
 
 
-def test_the_herding_model_prices_the_batches_of_a_real_refresh(monkeypatch):
-    """Every batch memory.herd_batch is given in a smoke B3 refresh is one herd_batches counts, step for step."""
+@pytest.mark.parametrize("together", [False, True], ids=["a CPU: each class alone", "a GPU: classes at once"])
+def test_the_herding_model_prices_the_batches_of_a_real_refresh(monkeypatch, together):
+    """Every batch memory.herd_batch is given in a smoke B3 refresh is one herd_batches counts, step for step, as
+    herd_groups makes them on a CPU and on a GPU (here forced on the CPU)."""
     import torch
 
     from uniform_herding.method import memory
 
     cfg, seen = dataclasses.replace(resolve("B3", "smoke"), M=1000), []  # M 25: pools of 9 and 12 herded alone
-    real = memory.herd_batch
+    real_batch, real_groups = memory.herd_batch, memory.herd_groups
     monkeypatch.setattr(
-        memory, "herd_batch", lambda f, k: seen.append((min(k, len(f[0])), len(f) * len(f[0]))) or real(f, k)
+        memory, "herd_batch", lambda f, k: seen.append((min(k, len(f[0])), len(f) * len(f[0]))) or real_batch(f, k)
     )
+    monkeypatch.setattr(memory, "herd_groups", lambda sizes, _: real_groups(sizes, together))
     policy, per_class = memory.make_memory(cfg, torch.Generator().manual_seed(0)), images_per_class(cfg)[0]
     for t in range(cfg.n_tasks):
         seen.clear()
@@ -94,7 +98,7 @@ def test_the_herding_model_prices_the_batches_of_a_real_refresh(monkeypatch):
             for c in range(t * cfg.classes_per_task, (t + 1) * cfg.classes_per_task)
         }
         policy.refresh(new, lambda items: torch.randn(len(items), 8))
-        assert sorted(seen) == sorted(herd_batches(cfg, t)), t
+        assert sorted(seen) == sorted(herd_batches(cfg, t, together)), t
 
 
 def test_every_memory_policy_says_what_its_refresh_embeds():

@@ -269,14 +269,15 @@ def overhead_seconds(device, cfg: Config) -> dict[str, float]:
         "feature_image_s": feature_s,
         "herd_step_s": herd_step_s,
         "herd_row_s": herd_row_s,
+        "herd_together": device.type == "cuda",  # memory.herd_groups: a GPU herds classes at once
         "checkpoint_s": checkpoint_s,
     }
 
 
 def herding_seconds(device, cfg: Config, d: int) -> tuple[float, float]:
-    """A step of herding's batched loop (memory.herd_batch) as a fixed part and a part per candidate row, from two
-    batches at cfg's size: one class of a task's images, and a whole task's new classes (the most rows a batch of
-    the run holds but for Uniform Herding's late pools, as many again at most)."""
+    """A step of herding's loop (memory.herd_batch) as a fixed part and a part per candidate row, from two batches at
+    cfg's size as memory.herd_classes makes them on this device: on a GPU one class of a task's images and a whole
+    task's new classes at once; on a CPU, which herds each class alone, a class of a quarter and of all of them."""
     import torch
 
     from uniform_herding.catalogue import images_per_class
@@ -284,15 +285,18 @@ def herding_seconds(device, cfg: Config, d: int) -> tuple[float, float]:
 
     per_class, classes = images_per_class(cfg)[0], cfg.classes_per_task
     k = min(quotas(cfg.budget, classes)[0], per_class)
+    together = [(1, per_class), (classes, per_class)]
+    shapes = together if device.type == "cuda" else [(1, -(-per_class // 4)), (1, per_class)]
     seconds = []
-    for n in (1, classes):
-        f = torch.randn(n, per_class, d, device=device, generator=torch.Generator(device).manual_seed(0))
+    for c, n in shapes:
+        f = torch.randn(c, n, d, device=device, generator=torch.Generator(device).manual_seed(0))
         herd_batch(f, 2).cpu()  # warm-up
         tic = time.perf_counter()
         herd_batch(f, k).cpu()  # .cpu(): the device has finished
-        seconds.append((time.perf_counter() - tic) / k)
-    per_row = max(seconds[1] - seconds[0], 0.0) / ((classes - 1) * per_class) if classes > 1 else 0.0
-    return max(seconds[0] - per_class * per_row, 0.0), per_row
+        seconds.append((time.perf_counter() - tic) / min(k, n))
+    (c1, n1), (c2, n2) = shapes
+    per_row = max(seconds[1] - seconds[0], 0.0) / (c2 * n2 - c1 * n1) if c2 * n2 > c1 * n1 else 0.0
+    return max(seconds[0] - c1 * n1 * per_row, 0.0), per_row
 
 
 def run_startup_seconds(device, cfg: Config, data_dir: Path) -> float | None:

@@ -79,23 +79,21 @@ def feature_images(cfg: Config, t: int) -> dict[str, int]:
     }
 
 
-def herd_batches(cfg: Config, t: int) -> list[tuple[int, int]]:
-    """Herding's batches at task t (memory.herd_classes herds the classes with as many candidates at once, a class
-    of fewer than SMALLEST_BATCH alone): (steps, rows) of each, steps the most any of its classes chooses, rows its
-    classes x candidates. Uniform Herding re-selects the q_c of every seen class, the old ones from their pools
-    (old_pools); iCaRL herds the new classes once, from their stream."""
+def herd_batches(cfg: Config, t: int, together: bool) -> list[tuple[int, int]]:
+    """Herding's batches at task t (memory.herd_classes; herd_groups decides which classes go at once, `together`
+    on a GPU): (steps, rows) of each, steps the most any of its classes chooses, rows its classes x candidates.
+    Uniform Herding re-selects the q_c of every seen class, the old ones from their pools (old_pools); iCaRL herds
+    the new classes once, from their stream."""
     if not herds(cfg):
         return []
-    from uniform_herding.method.memory import SMALLEST_BATCH, quotas
+    from uniform_herding.method.memory import herd_groups, quotas
 
     per_class, new = images_per_class(cfg)[0], cfg.classes_per_task
     q = quotas(cfg.budget, cfg.classes_per_task * (t + 1))
     uh = cfg.memory == "uniform_herding"
-    sizes = [*old_pools(cfg, t), *[per_class] * new] if uh else [per_class] * new
-    batches: dict[int, tuple[int, list[int]]] = {}
-    for c, (size, k) in enumerate(zip(sizes, q if uh else q[-new:], strict=True)):
-        batches.setdefault(size if size >= SMALLEST_BATCH else -1 - c, (size, []))[1].append(k)
-    return [(min(max(ks), size), size * len(ks)) for size, ks in batches.values()]
+    sizes, ks = ([*old_pools(cfg, t), *[per_class] * new], q) if uh else ([per_class] * new, q[-new:])
+    groups = herd_groups(sizes, together)
+    return [(min(max(ks[c] for c in g), sizes[g[0]]), sizes[g[0]] * len(g)) for g in groups]
 
 
 def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str, float]:
@@ -113,7 +111,7 @@ def run_seconds(run_id: str, profile: str, timing: dict[str, float]) -> dict[str
         "herding_s": sum(
             steps * (timing["herd_step_s"] + rows * timing["herd_row_s"])
             for t in tasks
-            for steps, rows in herd_batches(cfg, t)
+            for steps, rows in herd_batches(cfg, t, bool(timing["herd_together"]))
         ),
         "checkpoints_s": cfg.n_tasks * timing["checkpoint_s"],
     }

@@ -46,21 +46,31 @@ def herd(features: Tensor, k: int) -> Tensor:
 SMALLEST_BATCH = 16
 
 
-def herd_classes(features: Sequence[Tensor], ks: Sequence[int]) -> list[Tensor]:
+def herd_groups(sizes: Sequence[int], together: bool) -> list[list[int]]:
+    """Which classes herd_classes herds at once, by their numbers of candidates: where `together` (on a GPU, which
+    pays per kernel launch) those with as many, at least SMALLEST_BATCH; else each alone (a CPU pays per byte: a
+    batch's [C, n, d] float64 temporaries leave its cache, benchmarks/herding.py)."""
+    groups: dict[int, list[int]] = {}
+    for c, n in enumerate(sizes):
+        groups.setdefault(n if together and n >= SMALLEST_BATCH else -1 - c, []).append(c)
+    return list(groups.values())
+
+
+def herd_classes(features: Sequence[Tensor], ks: Sequence[int], together: bool | None = None) -> list[Tensor]:
     """Greedy herding order of the first min(k_c, n_c) rows of each class c (Sec. 3.2, raw features).
 
     x_k = argmin_{x not yet chosen} ||f(x) - (k * mu - S_{k-1})||^2, ties to the lowest index.
-    The classes with the same number of candidates (at least SMALLEST_BATCH) are herded at once, as one [C, n, d]
-    batch in one loop of max k_c steps: a refresh of Uniform Herding re-selects every seen class (up to 100, a few
-    sizes of pool), so it takes tens of steps where a loop per class took M = 2000. Each class's mean and distances
+    On a GPU, the classes with as many candidates are herded at once (herd_groups), as one [C, n, d] batch in one
+    loop of max k_c steps: a refresh of Uniform Herding re-selects every seen class (up to 100, a few sizes of
+    pool), so it launches tens of steps where a loop per class launched M = 2000. Each class's mean and distances
     are the same float64 operations as alone, so its order is bitwise the one it gets alone
     (tests/method/test_memory.py). Runs in float64 so the order does not depend on the device's summation order.
+    `together` None: as the device's kind wants it (a GPU: at once); True or False: either way on any device.
     """
-    batches: dict[int, list[int]] = {}
-    for c, group in enumerate(features):
-        batches.setdefault(len(group) if len(group) >= SMALLEST_BATCH else -1 - c, []).append(c)
+    if together is None:
+        together = bool(features) and features[0].is_cuda
     chosen: dict[int, Tensor] = {}
-    for members in batches.values():
+    for members in herd_groups([len(group) for group in features], together):
         orders = herd_batch([features[c] for c in members], max(ks[c] for c in members))
         chosen.update({c: orders[row, : ks[c]] for row, c in enumerate(members)})
     return [chosen[c] for c in range(len(features))]
