@@ -96,7 +96,7 @@ def test_uh_version_says_modified_no_in_a_clean_clone_and_yes_once_it_is_edited(
     subprocess.run([*git, "commit", "-qm", "this checkout's code", "--allow-empty"], cwd=clone, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
     assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: no"
-    (package / "catalogue.py").write_text((package / "catalogue.py").read_text() + "# an edit\n")
+    (package / "errors.py").write_text((package / "errors.py").read_text() + "# an edit\n")
     assert uh_version(clone)[1] == f"code sha256 {code_hash(package, clone)}, revision {head}, modified: yes"
 
 
