@@ -33,7 +33,8 @@ import pandas as pd
 
 from uniform_herding.catalogue import RUNS, is_variant, run_name, sort_key
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
-from uniform_herding.report.figures import FIGURES, FigureSpec, save
+from uniform_herding.report.figure_spec import FigureSpec, save
+from uniform_herding.report.figures import FIGURES
 from uniform_herding.report.load import Runs, compared_with, load_runs, seeds_of
 from uniform_herding.report.sweep_figures import sweep_specs, variant_specs
 from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, tables_left_out
