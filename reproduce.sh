@@ -2,7 +2,7 @@
 # Reproduce "Uniform Herding" (class-incremental CIFAR-100, 12 run IDs x 3 seeds): the one entry point
 # for reviewers, on the host and as the Docker image's entrypoint. It only calls the `uh` command;
 # `./reproduce.sh --help` lists the targets. docs/reproducing.md has the hardware and time estimates.
-# The run ID lists mirror src/uniform_herding/catalogue.py (tests/test_container.py checks that).
+# The run ID lists mirror src/uniform_herding/catalogue/run_ids.py (tests/test_container.py checks that).
 set -euo pipefail
 
 readonly RUN_IDS=(B0 B1 B2 B3 a1 a2 a3 a4 s1 s2 s3 s4)  # the paper's twelve (PAPER_RUNS): `all`

@@ -18,7 +18,7 @@ def test_the_paper_protocol_sizes():
 
 
 def test_config_imports_nothing_of_the_package():
-    """One-way: catalogue.py (and components.py) build on config.py, never the reverse."""
+    """One-way: catalogue/ (and components.py) build on config.py, never the reverse."""
     tree = ast.parse((Path(__file__).parents[2] / "src" / "uniform_herding" / "method" / "config.py").read_text())
     modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

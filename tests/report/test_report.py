@@ -27,8 +27,9 @@ from uniform_herding.cli import main
 from uniform_herding.method import metrics as metric
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.method.metrics import METRICS
-from uniform_herding.report.figures import FIGURES, PAPER_LABEL
+from uniform_herding.report.figures import FIGURES
 from uniform_herding.report.load import load_runs
+from uniform_herding.report.style import PAPER_LABEL
 from uniform_herding.report.summary import published_values, write_report
 from uniform_herding.report.sweep_figures import sweep_specs
 from uniform_herding.report.tables import T2_VARIANTS, TABLES, Table

@@ -4,7 +4,7 @@ The paper (Sec. 3, App. A): CIFAR-100, T=10 tasks x 10 classes, ResNet-18 (w=64)
 M=2000, retrieval b=64, candidate multiplier rho=3, KD lambda=1 at T_KD=2, cosine-margin head
 (s=30, m=0.35), SGD lr 0.1 / momentum 0.9 / wd 5e-4, batch 128, clip 1.0, 70 epochs, seeds
 1993/2023/42. Which runs change which settings, and the profiles' sizes, are the run catalogue's
-(uniform_herding/catalogue.py): method/ reads a Config and never a run ID.
+(uniform_herding/catalogue/): method/ reads a Config and never a run ID.
 """
 
 from __future__ import annotations

@@ -7,145 +7,43 @@ marker and line style as well as its colour; heat maps use viridis (monotonic in
 print their values. With `Runs.paper` set (the paper's published per-seed values, paper profile
 only), the figures whose quantities the paper prints overlay them as hollow grey marks.
 
-FIGURES registers them (FigureSpec: stem, label, runs, claims); `save` writes one as PDF and PNG. The figures
-beyond the paper, one per swept key and the variants beside their bases, are sweep_figures.py's.
+FIGURES registers them (figure_spec.py: FigureSpec; `save` writes one as PDF and PNG); their style and shared
+drawing are style.py's. The figures beyond the paper, one per swept key and the variants beside their bases, are
+sweep_figures.py's.
 """
 
 from __future__ import annotations
 
-import io
 import itertools
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 
-import matplotlib
 import numpy as np
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uniform_herding.catalogue import BEYOND_PAPER, PAPER_RUNS, base_of, resolve, run_name
 from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import task_forgetting
+from uniform_herding.report.figure_spec import FigureSpec
 from uniform_herding.report.load import Runs
-from uniform_herding.runs.results import write_bytes_atomic
+from uniform_herding.report.style import (
+    PAPER_LABEL,
+    PAPER_STYLE,
+    RC,
+    STYLE,
+    legend_below,
+    panel_title,
+    per_task,
+    run_label,
+    seed_band,
+    seed_marker,
+    task_axis,
+)
 from uniform_herding.verdict.aggregate import paired, summarize
-
-PAPER_LABEL = "paper (published)"
-PAPER_STYLE = {"color": "0.55", "markerfacecolor": "none", "linestyle": "--", "linewidth": 1.0}
-
-# run ID -> (colour, marker, line style): Okabe-Ito colours, and marker + dashes for grey scale.
-STYLE: dict[str, tuple[str, str, str]] = {
-    "B0": ("#999999", "x", ":"),
-    "B1": ("#E69F00", "s", "--"),
-    "B2": ("#56B4E9", "^", "-."),
-    "B3": ("#000000", "o", "-"),
-    "a1": ("#D55E00", "v", "--"),
-    "a2": ("#0072B2", "D", "-."),
-    "a3": ("#009E73", "P", ":"),
-    "a4": ("#CC79A7", "X", (0, (5, 1, 1, 1))),
-    "s1": ("#882255", "<", "-"),
-    "s2": ("#117733", ">", "-"),
-    "s3": ("#332288", "h", "-"),
-    "s4": ("#AA4499", "*", "-"),
-    # beyond the paper (refresh isolation): Tol's muted colours
-    "r1": ("#DDCC77", "p", "--"),
-    "r2": ("#44AA99", "d", "-."),
-    "r3": ("#88CCEE", "8", ":"),
-}
-SEED_MARKERS = ("o", "s", "^", "D", "v")
-RC = {
-    "font.size": 8,
-    "axes.titlesize": 8.5,
-    "axes.labelsize": 8,
-    "legend.fontsize": 7,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.color": "0.9",
-    "lines.markersize": 4.5,
-    "errorbar.capsize": 2,
-    "savefig.dpi": 200,
-    "savefig.bbox": "tight",
-}
 
 # Sec. "Supporting Analyses": forgetting over tasks 0-8 (all but the last) lies in these ranges (pp).
 PAPER_FORGETTING_RANGES = {"B3": (8.1, 30.1), "B2": (51.0, 59.0), "a2": (27.0, 55.0)}
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
-def _seed_marker(seed: int) -> str:
-    """One marker per seed, the same in every figure."""
-    return SEED_MARKERS[SEEDS.index(seed)] if seed in SEEDS else SEED_MARKERS[len(SEEDS) + seed % 2]
-
-
-def _label(run_id: str, profile: str) -> str:
-    return f"{run_id} {run_name(run_id, profile)}"
-
-
-def _title(ax: Axes, title: str, missing: list[str]) -> None:
-    """Panel title; the run IDs it needed and did not find are named under it, never silently dropped."""
-    ax.set_title(title + (f"\nmissing: {', '.join(missing)}" if missing else ""))
-
-
-def _line(
-    ax: Axes, x: np.ndarray, values: np.ndarray, run_id: str, profile: str, dodge: float = 0.0, counted: bool = False
-) -> None:
-    """Mean +/- population std over seeds (axis 0) of `values` [seeds, n], in the run's style; `counted` puts the
-    number of seeds in the legend label, "(n = 3)"."""
-    colour, marker, dashes = STYLE[run_id]
-    label = _label(run_id, profile) + (f" (n = {len(values)})" if counted else "")
-    ax.errorbar(
-        x + dodge,
-        values.mean(axis=0),
-        yerr=values.std(axis=0),
-        color=colour,
-        marker=marker,
-        linestyle=dashes,
-        label=label,
-    )
-
-
-def _task_axis(ax: Axes, T: int) -> None:
-    ax.set_xticks(range(T), [f"T{t}" for t in range(T)])
-    ax.set_xlim(-0.5, T - 0.5)
-    ax.set_xlabel("task")
-
-
-def _legend_below(ax: Axes, ncols: int = 2) -> None:
-    """Legend under the panel, clear of the data; none when the panel drew nothing."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, frameon=False)
-
-
-def _per_task(
-    ax: Axes, runs: Runs, run_ids: tuple[str, ...], of: Callable[[np.ndarray], np.ndarray], counted: bool = False
-) -> None:
-    """One line per present run: `of(stack)` [seeds, T] against the task index, dodged apart (_line)."""
-    present = [r for r in run_ids if r in runs.R]
-    for k, run_id in enumerate(present):
-        dodge = 0.08 * (k - (len(present) - 1) / 2)
-        _line(ax, np.arange(runs.n_tasks), of(runs.stack(run_id)), run_id, runs.profile, dodge, counted)
-    _task_axis(ax, runs.n_tasks)
-
-
-def seed_band(ax: Axes, runs: Runs, run_id: str, metric: str, colour: str = "#0072B2") -> None:
-    """Shade the seed band of `run_id`, a run the figure draws: its mean +/- population std over its seeds, behind the
-    data, labelled as that; nothing without its results."""
-    values = runs.per_seed.loc[runs.per_seed["run_id"] == run_id, metric]
-    if values.empty:
-        return
-    mean, std, n = values.mean(), values.std(ddof=0), len(values)
-    ax.axhspan(
-        mean - std,
-        mean + std,
-        color=colour,
-        alpha=0.08,
-        zorder=0.4,
-        label=f"{run_id}'s seed band: mean ± std over its {n} seed{'s' * (n > 1)}",
-    )
 
 
 # --- the figures ---------------------------------------------------------------------------------
@@ -164,9 +62,9 @@ def per_task_accuracy(runs: Runs) -> Figure:
         "(b) within-method variants": ("B3", "a1", "a2", "a3", "a4"),
     }
     for ax, (title, run_ids) in zip(panels, groups.items(), strict=True):
-        _per_task(ax, runs, run_ids, lambda R: R[:, -1, :], counted=True)
-        _title(ax, title, runs.missing(run_ids))
-        _legend_below(ax)
+        per_task(ax, runs, run_ids, lambda R: R[:, -1, :], counted=True)
+        panel_title(ax, title, runs.missing(run_ids))
+        legend_below(ax)
     panels[0].set_ylabel("final accuracy (%)")
     panels[0].set_ylim(0, 100)
     fig.suptitle(f"Final accuracy per task: mean over seeds, {PER_TASK_BARS}", fontsize=RC["axes.titlesize"])
@@ -178,7 +76,7 @@ def forgetting_by_task(runs: Runs) -> Figure:
     fig = Figure(figsize=(5.5, 4.0), layout="constrained")
     ax = fig.subplots()
     run_ids = ("B3", "B2", "a2")
-    _per_task(ax, runs, run_ids, task_forgetting)
+    per_task(ax, runs, run_ids, task_forgetting)
     if runs.paper is not None:  # the paper states ranges over tasks 0..T-2, drawn right of the last task
         for k, (run_id, (low, high)) in enumerate(PAPER_FORGETTING_RANGES.items()):
             x = runs.n_tasks - 0.4 + 0.25 * k
@@ -191,10 +89,10 @@ def forgetting_by_task(runs: Runs) -> Figure:
                 label=PAPER_LABEL + f": range over T0-T{runs.n_tasks - 2}" if k == 0 else None,
             )
             ax.annotate(run_id, (x, high), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=6.5)
-    _title(ax, "Forgetting by task (0 for the last task by definition)", runs.missing(run_ids))
+    panel_title(ax, "Forgetting by task (0 for the last task by definition)", runs.missing(run_ids))
     ax.set_ylabel("forgetting (pp)")
     ax.set_xlim(-0.5, runs.n_tasks + (0.5 if runs.paper is not None else -0.5))
-    _legend_below(ax)
+    legend_below(ax)
     return fig
 
 
@@ -228,10 +126,10 @@ def resource_sensitivity(runs: Runs) -> Figure:
             ax.minorticks_off()
             ax.set_ylabel(name)
             if row == 0:
-                _title(ax, f"{axis_name} ({', '.join(run_ids)})", runs.missing(run_ids))
+                panel_title(ax, f"{axis_name} ({', '.join(run_ids)})", runs.missing(run_ids))
             else:
                 ax.set_xlabel(f"{axis_name} (items{', per step' if size == 'retrieval' else ''})")
-    _legend_below(panels[1, 0])
+    legend_below(panels[1, 0])
     return fig
 
 
@@ -259,10 +157,10 @@ def forgetting_heatmap(runs: Runs) -> Figure:
             )
     for i in np.flatnonzero(np.isnan(grid).all(axis=1)):
         ax.text((n - 1) / 2, i, "missing (no result)", ha="center", va="center", fontsize=7, style="italic")
-    ax.set_yticks(range(len(run_ids)), [_label(r, runs.profile) for r in run_ids])
-    _task_axis(ax, n)
+    ax.set_yticks(range(len(run_ids)), [run_label(r, runs.profile) for r in run_ids])
+    task_axis(ax, n)
     ax.grid(False)
-    _title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
+    panel_title(ax, "Per-task forgetting (pp), mean over seeds", runs.missing(run_ids))
     fig.colorbar(image, ax=ax, label="forgetting (pp)")
     return fig
 
@@ -296,7 +194,7 @@ def evolution(run_id: str) -> Callable[[Runs], Figure]:
         ax.set_ylabel("accuracy on task")
         ax.grid(False)
         seeds = "" if stack is None else f", mean over {len(stack)} seed(s)"
-        _title(ax, f"{_label(run_id, runs.profile)}{seeds}", runs.missing((run_id,)))
+        panel_title(ax, f"{run_label(run_id, runs.profile)}{seeds}", runs.missing((run_id,)))
         fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
         return fig
 
@@ -321,20 +219,20 @@ def kd_slopes(runs: Runs) -> Figure:
                     [intro[j], final[j]],
                     color=STYLE[run_id][0],
                     alpha=0.45,
-                    marker=_seed_marker(seed),
+                    marker=seed_marker(seed),
                     linestyle=STYLE[run_id][2],
                     linewidth=0.8,
                     label=f"seed {seed}" if j == 0 else None,
                 )
-        title = _label(run_id, runs.profile)
+        title = run_label(run_id, runs.profile)
         if ends:
             intro_mean, final_mean = np.mean(ends, axis=0)
             ax.plot([0, 1], [intro_mean, final_mean], color="black", linewidth=2.5, label="mean")
             title += f": mean drop {intro_mean - final_mean:.1f} pp"
-        _title(ax, title, runs.missing((run_id,)))
+        panel_title(ax, title, runs.missing((run_id,)))
         ax.set_xticks([0, 1], ["at introduction", "after last task"])
         ax.set_xlim(-0.2, 1.2)
-        _legend_below(ax, ncols=2)
+        legend_below(ax, ncols=2)
     panels[0].set_ylabel("accuracy on task (%)")
     return fig
 
@@ -351,33 +249,12 @@ def component_attribution(runs: Runs) -> Figure:
             (runs.paper, 0.3, {"color": PAPER_STYLE["color"], "markerfacecolor": "none"}, PAPER_LABEL, False)
         )
     for ax, (metric, name) in zip(panels, (("acc", "ACC"), ("forgetting", "F")), strict=True):
-        for table, shift, style, bar_label, seed_labels in sources:
-            for i, run_id in enumerate(run_ids):
-                deltas = paired(table, run_id, base_of(run_id), metric)  # against B3
-                if deltas.empty:
-                    continue
-                ax.bar(
-                    i + shift,
-                    deltas.mean(),
-                    width=0.28,
-                    facecolor="0.85" if shift == 0 else "none",
-                    edgecolor=style["color"],
-                    linestyle="-" if shift == 0 else "--",
-                    label=bar_label,
-                )
-                for k, (seed, delta) in enumerate(deltas.items()):
-                    ax.plot(
-                        i + shift + 0.06 * (k - 1),
-                        delta,
-                        marker=_seed_marker(seed),
-                        linestyle="none",
-                        **style,
-                        label=f"seed {seed}" if seed_labels else None,
-                    )
+        for source in sources:
+            _attribution_deltas(ax, run_ids, metric, *source)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(run_ids)), [f"{r}\n{run_name(r, runs.profile).replace(' ', chr(10))}" for r in run_ids])
         ax.set_ylabel(f"Δ {name} vs B3 (pp)")
-        _title(
+        panel_title(
             ax,
             f"Δ {name} paired by seed ({'negative' if metric == 'acc' else 'positive'} is worse)",
             runs.missing(("B3", *run_ids)),
@@ -385,6 +262,42 @@ def component_attribution(runs: Runs) -> Figure:
     unique = {label: handle for ax in panels for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
     fig.legend(unique.values(), unique.keys(), loc="outside lower center", ncols=min(len(unique), 6))
     return fig
+
+
+def _attribution_deltas(
+    ax: Axes,
+    run_ids: tuple[str, ...],
+    metric: str,
+    table: pd.DataFrame,
+    shift: float,
+    style: dict[str, str],
+    bar_label: str,
+    seed_labels: bool,
+) -> None:
+    """One source's (the re-run's, or the paper's shifted right) per-seed deltas of each ablation against its base,
+    B3: a mark per seed and a bar at their mean."""
+    for i, run_id in enumerate(run_ids):
+        deltas = paired(table, run_id, base_of(run_id), metric)  # against B3
+        if deltas.empty:
+            continue
+        ax.bar(
+            i + shift,
+            deltas.mean(),
+            width=0.28,
+            facecolor="0.85" if shift == 0 else "none",
+            edgecolor=style["color"],
+            linestyle="-" if shift == 0 else "--",
+            label=bar_label,
+        )
+        for k, (seed, delta) in enumerate(deltas.items()):
+            ax.plot(
+                i + shift + 0.06 * (k - 1),
+                delta,
+                marker=seed_marker(seed),
+                linestyle="none",
+                **style,
+                label=f"seed {seed}" if seed_labels else None,
+            )
 
 
 def accuracy_vs_forgetting(runs: Runs) -> Figure:
@@ -405,7 +318,7 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
             marker=marker,
             markersize=6,
             linestyle="none",
-            label=_label(run_id, runs.profile),
+            label=run_label(run_id, runs.profile),
         )
         ax.annotate(run_id, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
         if published is not None and run_id in published.index:
@@ -424,7 +337,7 @@ def accuracy_vs_forgetting(runs: Runs) -> Figure:
         )
     ax.set_xlabel("forgetting F (pp, lower is better)")
     ax.set_ylabel("average accuracy ACC (%, higher is better)")
-    _title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(PAPER_RUNS))
+    panel_title(ax, "Accuracy vs forgetting (mean ± std over seeds)", runs.missing(PAPER_RUNS))
     fig.legend(loc="outside right upper")
     return fig
 
@@ -444,52 +357,14 @@ def refresh_isolation(runs: Runs) -> Figure:
         ),
         strict=True,
     ):
-        _per_task(ax, runs, REFRESH_RUNS, of)
-        _title(ax, title, runs.missing(REFRESH_RUNS))
+        per_task(ax, runs, REFRESH_RUNS, of)
+        panel_title(ax, title, runs.missing(REFRESH_RUNS))
         ax.set_ylabel(label)
     panels[0].set_ylim(0, 100)
     handles, labels = panels[0].get_legend_handles_labels()  # the same runs in both panels: one legend
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=3)
     return fig
-
-
-# --- the registry and saving ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    """One figure of the paper: its file stem, LaTeX label, the runs and claims it shows."""
-
-    stem: str
-    label: str
-    caption: str
-    runs: tuple[str, ...]
-    claims: tuple[str, ...]
-    draw: Callable[[Runs], Figure]
-    overlay: bool  # whether the paper prints values this figure can overlay
-    # The groups of runs of which one must be present whole for the figure to show anything (a comparison needs
-    # both sides); () is each of `runs` alone. `recorded` gives the runs whose results hold what the figure reads.
-    needs: tuple[tuple[str, ...], ...] = ()
-    recorded: Callable[[Runs], Collection[str]] = lambda runs: runs.R.keys()
-
-    def groups(self) -> tuple[tuple[str, ...], ...]:
-        return self.needs or tuple((r,) for r in self.runs)
-
-    def drawable(self, runs: Runs) -> bool:
-        """Whether the results hold a group it needs: otherwise it would be a blank or half-empty frame."""
-        have = set(self.recorded(runs))
-        return any(set(group) <= have for group in self.groups())
-
-    def wants(self) -> str:
-        """What it needs, for the line that says it was left out: `B3 & a1`, or `one of: B0, B1, B2`."""
-        return wants(self.groups())
-
-
-def wants(groups: tuple[tuple[str, ...], ...]) -> str:
-    """Groups of runs of which one must be present whole, as the line that says an output was left out names them."""
-    texts = [" & ".join(group) for group in groups]
-    return texts[0] if len(texts) == 1 else f"one of: {', '.join(texts)}"
 
 
 def training_loss(runs: Runs) -> Figure:
@@ -505,7 +380,7 @@ def training_loss(runs: Runs) -> Figure:
         colour, _, dashes = STYLE[run_id]
         flat = stack.reshape(len(stack), -1)
         x = np.arange(flat.shape[1]) + 1
-        ax.plot(x, flat.mean(axis=0), color=colour, linestyle=dashes, label=_label(run_id, runs.profile))
+        ax.plot(x, flat.mean(axis=0), color=colour, linestyle=dashes, label=run_label(run_id, runs.profile))
         ax.fill_between(
             x,
             flat.mean(axis=0) - flat.std(axis=0),
@@ -518,8 +393,8 @@ def training_loss(runs: Runs) -> Figure:
         ax.axvline(t * epochs + 0.5, color="0.7", linestyle=":", linewidth=0.8)
     ax.set_xlabel(f"epoch ({epochs} per task, tasks T0-T{runs.n_tasks - 1} in turn)")
     ax.set_ylabel("mean training loss")
-    _title(ax, "Training loss per epoch", [])
-    _legend_below(ax, ncols=4)
+    panel_title(ax, "Training loss per epoch", [])
+    legend_below(ax, ncols=4)
     return fig
 
 
@@ -626,17 +501,3 @@ FIGURES: tuple[FigureSpec, ...] = (
         recorded=lambda runs: runs.epoch_loss.keys(),
     ),
 )
-
-
-def save(spec: FigureSpec, runs: Runs, out_dir: Path) -> list[Path]:
-    """Draw `spec` and write it as PDF and PNG, each atomically (results.write_bytes_atomic)."""
-    paths = []
-    with matplotlib.rc_context(RC):
-        fig = spec.draw(runs)
-        for ext, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
-            path = out_dir / f"{spec.stem}.{ext}"
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format=ext, metadata=metadata)
-            write_bytes_atomic(path, buffer.getvalue())
-            paths.append(path)
-    return paths

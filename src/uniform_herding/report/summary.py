@@ -12,8 +12,9 @@ output to the paper's table, figure or claim.
 
 OUT/tables/<stem>.{tex,md}, OUT/figures/<stem>.{pdf,png}, OUT/summary.{md,html}.
 
-This module chooses what is drawn, writes the one-page summary (Markdown, HTML) and is the command; the
-pieces: load.py (the results), tables.py, figures.py (the paper's figures) and sweep_figures.py.
+This module chooses what is drawn, writes the one-page summary (Markdown, HTML) and the whole report
+(write_report, which commands/report.py calls); the pieces: load.py (the results), tables.py, figures.py (the paper's
+figures) and sweep_figures.py.
 """
 
 from __future__ import annotations
@@ -28,18 +29,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pandas as pd
 
 from uniform_herding.catalogue import RUNS, is_variant, run_name, sort_key
 from uniform_herding.method.metrics import METRICS, PAPER, REPORTED
-from uniform_herding.report.figures import FIGURES, FigureSpec, save
+from uniform_herding.report.figure_spec import FigureSpec, save
+from uniform_herding.report.figures import FIGURES
 from uniform_herding.report.load import Runs, compared_with, load_runs, seeds_of
 from uniform_herding.report.sweep_figures import sweep_specs, variant_specs
 from uniform_herding.report.tables import METRIC_NAMES, Table, _pm, tables_for, tables_left_out
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
 from uniform_herding.runs.terminal import HEARTBEAT_S, Progress
-from uniform_herding.verdict.aggregate import InputError, summarize
+from uniform_herding.verdict.aggregate import summarize
 from uniform_herding.verdict.check import tally
 from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_claims, check_variants
 from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected
@@ -156,10 +157,25 @@ Block = tuple  # ("h", level, text) | ("p", text) | ("table", header, rows) | ("
 
 
 def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Table]) -> list[Block]:
+    """The summary page, section by section: the verdict and what was read, the claims, the metrics (checked, then
+    reported), the metric checks, the variants, the figures and the tables."""
+    return [
+        *_heading_blocks(runs, v, results_dir),
+        *_claim_blocks(v),
+        *_metric_blocks(runs, v),
+        *_reported_blocks(runs),
+        *_check_blocks(v),
+        *_variant_blocks(v),
+        *_figure_blocks(runs, v),
+        *_table_blocks(runs, tables),
+    ]
+
+
+def _heading_blocks(runs: Runs, v: Verdicts, results_dir: Path) -> list[Block]:
+    """The title, the one verdict, what was read and the tally of every verdict."""
     missing = runs.missing(runs.shown())
-    variants = sorted((r for r in runs.R if is_variant(r)), key=sort_key)
     claims_of = {False: [c for c in v.claims if not c.finding], True: [c for c in v.claims if c.finding]}
-    blocks: list[Block] = [
+    return [
         ("h", 1, "Uniform Herding: replication report"),
         ("p", f"Verdict: {v.overall or v.source} (expected_results/README.md states the rules)."),
         (
@@ -174,6 +190,12 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
             f"{tally(c.kind for c in claims_of[False])}; findings beyond the paper "
             f"{tally(c.kind for c in claims_of[True])}.",
         ),
+    ]
+
+
+def _claim_blocks(v: Verdicts) -> list[Block]:
+    """The claims and findings, each with its verdict and its per-seed evidence."""
+    return [
         ("h", 2, "Claims (from the re-run alone: paired by seed, one-sided paired t-tests, 5% in all)"),
         (
             "table",
@@ -193,6 +215,13 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
                 for c in v.claims
             ],
         ),
+    ]
+
+
+def _metric_blocks(runs: Runs, v: Verdicts) -> list[Block]:
+    """Every run's (and variant's) metrics, each against its expected mean with its verdict, then their definitions."""
+    variants = sorted((r for r in runs.R if is_variant(r)), key=sort_key)
+    return [
         ("h", 2, "Metrics: re-run mean (expected mean) and verdict"),
         (
             "table",
@@ -209,61 +238,78 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         ),
         *(("p", f"{METRIC_NAMES[m]}: {PAPER[m].definition}") for m in METRICS),
     ]
+
+
+def _reported_blocks(runs: Runs) -> list[Block]:
+    """The metrics beyond the paper's (REPORTED) of every run of the results, variants too; none where none is."""
     reported = [m for m in REPORTED if m in runs.per_seed]
-    if reported:  # every run of the results, variants too
-        summary = summarize(runs.per_seed)
-        blocks += [
-            ("h", 2, "Metrics beyond the paper's: reported, never checked"),
-            (
-                "p",
-                "The paper has no value and uh check no tolerance for these; uh check never reads them. "
-                "Mean ± population std over the seeds present.",
-            ),
-            *(("p", f"{m.upper()}: {REPORTED[m].definition}") for m in reported),
-            (
-                "table",
-                ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
+    if not reported:
+        return []
+    summary = summarize(runs.per_seed)
+    return [
+        ("h", 2, "Metrics beyond the paper's: reported, never checked"),
+        (
+            "p",
+            "The paper has no value and uh check no tolerance for these; uh check never reads them. "
+            "Mean ± population std over the seeds present.",
+        ),
+        *(("p", f"{m.upper()}: {REPORTED[m].definition}") for m in reported),
+        (
+            "table",
+            ("Run", "Configuration", "Seeds", *(m.upper() for m in reported)),
+            [
                 [
-                    [
-                        r,
-                        run_name(r, runs.profile),
-                        ", ".join(map(str, seeds_of(runs.per_seed, r))),
-                        *(_pm(summary, r, m).render(False) for m in reported),
-                    ]
-                    for r in summary.index
-                ],
-            ),
-        ]
-    if _metric_rows(v):
-        blocks += [
-            ("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
-            (
-                "table",
-                (
-                    "Run",
-                    "Metric",
-                    "Expected",
-                    "Re-run",
-                    "Diff",
-                    "Tol",
-                    "Verdict",
-                    "Seeds",
-                    "Welch 95% CI of diff",
-                    "Equivalence at the tolerance (TOST)",
-                ),
-                _metric_rows(v),
-            ),
-        ]
-    if v.variants:
-        blocks += [
-            ("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
-            (
-                "table",
-                ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
-                [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants],
-            ),
-        ]
-    blocks.append(("h", 2, "Figures"))
+                    r,
+                    run_name(r, runs.profile),
+                    ", ".join(map(str, seeds_of(runs.per_seed, r))),
+                    *(_pm(summary, r, m).render(False) for m in reported),
+                ]
+                for r in summary.index
+            ],
+        ),
+    ]
+
+
+def _check_blocks(v: Verdicts) -> list[Block]:
+    """Each checked metric as `uh check` prints it; none where no metric is checked."""
+    rows = _metric_rows(v)
+    if not rows:
+        return []
+    header = (
+        "Run",
+        "Metric",
+        "Expected",
+        "Re-run",
+        "Diff",
+        "Tol",
+        "Verdict",
+        "Seeds",
+        "Welch 95% CI of diff",
+        "Equivalence at the tolerance (TOST)",
+    )
+    return [
+        ("h", 2, "Metric checks: the tolerance decides; the interval and equivalence are information"),
+        ("table", header, rows),
+    ]
+
+
+def _variant_blocks(v: Verdicts) -> list[Block]:
+    """Each variant against its base, measured and never judged; none without a variant."""
+    if not v.variants:
+        return []
+    return [
+        ("h", 2, "Variants against their base (no paper value: measured, not judged, never gate)"),
+        (
+            "table",
+            ("Variant", "Verdict", "Paired deltas (per seed; mean; 95% t-interval)"),
+            [[c.statement, c.verdict, " / ".join(c.evidence)] for c in v.variants],
+        ),
+    ]
+
+
+def _figure_blocks(runs: Runs, v: Verdicts) -> list[Block]:
+    """Every figure drawn, with the runs it shows and the claims it supports; a line naming those left out."""
+    blocks: list[Block] = [("h", 2, "Figures")]
     if line := left_out(runs):
         blocks.append(("p", line[0].upper() + line[1:] + "."))
     claims = {c.claim_id: c for c in v.claims}
@@ -271,7 +317,12 @@ def summary_blocks(runs: Runs, v: Verdicts, results_dir: Path, tables: list[Tabl
         lines = [_runs_line(runs, spec.runs)]
         lines += [f"{c} {claims[c].verdict}: {claims[c].statement}" for c in spec.claims]
         blocks.append(("figure", f"figures/{spec.stem}.png", f"{spec.caption} ({spec.label})", lines))
-    blocks.append(("h", 2, "Tables"))
+    return blocks
+
+
+def _table_blocks(runs: Runs, tables: list[Table]) -> list[Block]:
+    """Where each table is written; a line naming those left out."""
+    blocks: list[Block] = [("h", 2, "Tables")]
     if line := tables_left_out(runs):
         blocks.append(("p", line[0].upper() + line[1:] + "."))
     for table in tables:
@@ -398,24 +449,7 @@ def write_report(
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
         try:
-            staged = []
-            for table in tables:
-                for ext, text in (("tex", table.latex()), ("md", table.markdown())):
-                    staged.append(staging / "tables" / f"{table.stem}.{ext}")
-                    write_text_atomic(staged[-1], text)
-            for spec in figures_for(runs):
-                staged += save(spec, runs, staging / "figures")
-                progress.advance()
-                progress.stage(f"figure {spec.stem} drawn")
-            blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
-            for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
-                staged.append(staging / name)
-                write_text_atomic(staged[-1], text)
-            progress.stage("summary written")
-            written = [out / path.relative_to(staging) for path in staged]
-            for path, target in zip(staged, written, strict=True):
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, target)
+            written = _move_in(_stage(runs, tables, results_dir, staging, progress), staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     missing = runs.missing(runs.shown())
@@ -426,40 +460,30 @@ def write_report(
     return written
 
 
-@click.command("report")
-@click.option(
-    "--results-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="Where results/<RUN>/seed-<S>/ are. Env: UH_RESULTS_DIR.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output folder, e.g. paper/ [default: <results-dir>/report].",
-)
-@click.option(
-    "--paper-values/--no-paper-values",
-    default=None,
-    help="Overlay the paper's published values on the figures [default: for paper-profile results].",
-)
-@click.option(
-    "--base",
-    metavar="RUN_ID",
-    help="Compare every variant of the results with this run ID; its ID then ends in +vs=RUN_ID, as uh run "
-    "--base writes it. Default: each variant's own (the +vs= of its ID, else the run ID it starts from).",
-)
-def report_command(results_dir: Path, out: Path | None, paper_values: bool | None, base: str | None) -> None:
-    """Tables (LaTeX, Markdown), figures (PDF, PNG) and summary.{md,html} from whatever results exist."""
-    out = out or results_dir / "report"
-    try:
-        written = write_report(results_dir, out, paper_values, click.echo, base)
-    except ResultError as e:
-        raise InputError(str(e)) from None
-    except OSError as e:
-        raise click.ClickException(
-            f"cannot write {e.filename or out} ({e.strerror or e}); {out} is as it was; choose a writable --out"
-        ) from None
-    click.echo(f"wrote {len(written)} files under {out} (open {out / 'summary.html'})")
+def _stage(runs: Runs, tables: list[Table], results_dir: Path, staging: Path, progress: Progress) -> list[Path]:
+    """Every table, figure and the summary written under `staging`, each atomically; the files written."""
+    staged = []
+    for table in tables:
+        for ext, text in (("tex", table.latex()), ("md", table.markdown())):
+            staged.append(staging / "tables" / f"{table.stem}.{ext}")
+            write_text_atomic(staged[-1], text)
+    for spec in figures_for(runs):
+        staged += save(spec, runs, staging / "figures")
+        progress.advance()
+        progress.stage(f"figure {spec.stem} drawn")
+    blocks = summary_blocks(runs, verdicts(runs), results_dir, tables)
+    for name, text in (("summary.md", summary_markdown(blocks)), ("summary.html", summary_html(blocks))):
+        staged.append(staging / name)
+        write_text_atomic(staged[-1], text)
+    progress.stage("summary written")
+    return staged
+
+
+def _move_in(staged: list[Path], staging: Path, out: Path) -> list[Path]:
+    """The staged files moved to their places under `out`, one by one (`out` may hold other files: paper/); their
+    new paths."""
+    written = [out / path.relative_to(staging) for path in staged]
+    for path, target in zip(staged, written, strict=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    return written

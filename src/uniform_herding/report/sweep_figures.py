@@ -1,7 +1,7 @@
 """Figures beyond the paper: one per key `uh sweep` swept over two values or more (final ACC and F against the
 value), and each variant (`uh run --set`) beside its base, paired by seed.
 
-In the paper's figures' style (figures.py: STYLE, RC, the helpers); each is a FigureSpec like theirs.
+In the paper's figures' style (style.py: RC, the helpers); each is a FigureSpec like theirs.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -29,14 +30,9 @@ from uniform_herding.catalogue import (
 from uniform_herding.method.components import settings_read
 from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import PAPER
-from uniform_herding.report.figures import (
-    RC,
-    FigureSpec,
-    _seed_marker,
-    _title,
-    seed_band,
-)
+from uniform_herding.report.figure_spec import FigureSpec
 from uniform_herding.report.load import Runs
+from uniform_herding.report.style import RC, panel_title, seed_band, seed_marker
 from uniform_herding.verdict.aggregate import paired
 from uniform_herding.verdict.decide import t_interval
 
@@ -94,7 +90,7 @@ def _seed_handles(ax: Axes, seeds: set[int]) -> tuple[list, list[str]]:
     """Legend entries for the hollow single-seed marks, in seed order."""
     handles, labels = [], []
     for seed in sorted(seeds, key=lambda s: (s not in SEEDS, SEEDS.index(s) if s in SEEDS else s)):
-        handles += ax.plot([], [], marker=_seed_marker(seed), color="0.35", markerfacecolor="none", linestyle="none")
+        handles += ax.plot([], [], marker=seed_marker(seed), color="0.35", markerfacecolor="none", linestyle="none")
         labels.append(f"seed {seed}")
     return handles, labels
 
@@ -165,57 +161,19 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
         values = sorted({v for line in lines for v in line.points}, key=lambda v: value_order(key, v))
         table = runs.per_seed.set_index("run_id")
         seeds_shown: set[int] = set()
-        unpaired = []
+        unpaired: list[str] = []
         for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
             x_of = _sweep_axis(ax, key, values, runs.profile)
-            for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
-                if value is not None and value in values:  # a base that reads `key`, at a value on the axis
-                    setting = f"paper's setting of {base}" if base in PAPER_RUNS else f"{base}'s setting"
-                    ax.axvline(
-                        x_of(value),
-                        color="0.82",
-                        linewidth=9,
-                        zorder=0.5,  # a band behind the data
-                        label=f"{setting}: {key}={format_value(value)}",
-                    )
+            _base_settings(ax, key, lines, values, x_of)
             for k, line in enumerate(lines):
                 colour, dashes = SWEEP_COLOURS[k % len(SWEEP_COLOURS)], SWEEP_STYLES[k % len(SWEEP_STYLES)]
-                xs = [x_of(v) for v in line.points]
-                seeds = [table.loc[[r]] for r in line.points.values()]
-                ax.plot(
-                    xs,
-                    [s[metric].mean() for s in seeds],
-                    color=colour,
-                    linestyle=dashes,
-                    marker="o",
-                    label=f"{line.context}, {key} varied: mean",
-                )
-                for x, rows in zip(xs, seeds, strict=True):
-                    for seed, value in zip(rows["seed"], rows[metric], strict=True):
-                        ax.plot(
-                            x,
-                            value,
-                            marker=_seed_marker(seed),
-                            color=colour,
-                            markerfacecolor="none",
-                            linestyle="none",
-                            alpha=0.6,
-                        )
-                        seeds_shown.add(seed)
-                reference = line.reference
-                if reference is None:
-                    at = "" if line.base_value is None else f" at {key}={format_value(line.base_value)}"
-                    unpaired.append(f"{line.context}: no run{at} to pair with")
-                    continue
-                seed_band(ax, runs, reference, metric, colour)
-                for value, run_id in line.points.items():
-                    if run_id != reference and not paired_bar(ax, runs, x_of(value), run_id, reference, metric, colour):
-                        unpaired.append(f"{run_id}: fewer than 2 seeds shared with {reference}, no interval")
+                seeds_shown |= _sweep_line(ax, table, line, metric, x_of, colour, dashes)
+                unpaired += _sweep_intervals(ax, runs, line, metric, x_of, colour)
             low, high = ax.get_ylim()  # an interval of few seeds may reach past what the metric can be: cut there
             ax.set_ylim(max(low, PAPER[metric].low - 2), min(high, PAPER[metric].high + 2))
             ax.set_ylabel(name)
-        _title(panels[0], "(a) final average accuracy", [])
-        _title(panels[1], "(b) forgetting", [])
+        panel_title(panels[0], "(a) final average accuracy", [])
+        panel_title(panels[1], "(b) forgetting", [])
         n = f"{len(seeds_shown)} seed{'s' * (len(seeds_shown) > 1)}"
         note = "".join(f"\n{x}" for x in dict.fromkeys(unpaired))
         fig.suptitle(
@@ -226,6 +184,66 @@ def sweep_figure(key: str, lines: list[SweepLine]) -> Callable[[Runs], Figure]:
         return fig
 
     return draw
+
+
+def _base_settings(ax: Axes, key: str, lines: list[SweepLine], values: list, x_of: Callable[[Any], float]) -> None:
+    """A grey band behind the data at each base's own value of `key` (the paper's setting for a paper run), where the
+    base reads `key` and the value is on the axis."""
+    for base, value in dict.fromkeys((line.base, line.base_value) for line in lines):
+        if value is not None and value in values:
+            setting = f"paper's setting of {base}" if base in PAPER_RUNS else f"{base}'s setting"
+            ax.axvline(
+                x_of(value),
+                color="0.82",
+                linewidth=9,
+                zorder=0.5,  # a band behind the data
+                label=f"{setting}: {key}={format_value(value)}",
+            )
+
+
+def _sweep_line(
+    ax: Axes,
+    table: pd.DataFrame,
+    line: SweepLine,
+    metric: str,
+    x_of: Callable[[Any], float],
+    colour: str,
+    dashes: str,
+) -> set[int]:
+    """One line through the means over seeds of `line`'s points, each seed a hollow mark; the seeds drawn."""
+    xs = [x_of(v) for v in line.points]
+    seeds = [table.loc[[r]] for r in line.points.values()]
+    ax.plot(
+        xs,
+        [s[metric].mean() for s in seeds],
+        color=colour,
+        linestyle=dashes,
+        marker="o",
+        label=f"{line.context}, {line.key} varied: mean",
+    )
+    for x, rows in zip(xs, seeds, strict=True):
+        for seed, value in zip(rows["seed"], rows[metric], strict=True):
+            ax.plot(
+                x, value, marker=seed_marker(seed), color=colour, markerfacecolor="none", linestyle="none", alpha=0.6
+            )
+    return {seed for rows in seeds for seed in rows["seed"]}
+
+
+def _sweep_intervals(
+    ax: Axes, runs: Runs, line: SweepLine, metric: str, x_of: Callable[[Any], float], colour: str
+) -> list[str]:
+    """The seed noise of `line`: its reference's seed band and every other point's paired interval against it; the
+    notes for the title where a point has no interval (no reference, or fewer than two shared seeds)."""
+    reference = line.reference
+    if reference is None:
+        at = "" if line.base_value is None else f" at {line.key}={format_value(line.base_value)}"
+        return [f"{line.context}: no run{at} to pair with"]
+    seed_band(ax, runs, reference, metric, colour)
+    return [
+        f"{run_id}: fewer than 2 seeds shared with {reference}, no interval"
+        for value, run_id in line.points.items()
+        if run_id != reference and not paired_bar(ax, runs, x_of(value), run_id, reference, metric, colour)
+    ]
 
 
 def sweep_specs(runs: Runs) -> tuple[FigureSpec, ...]:
@@ -253,49 +271,17 @@ def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
         fig = Figure(figsize=(max(5.0, 1.0 + 1.9 * len(variants)) * 1.6, 4.2), layout="constrained")
         panels = fig.subplots(1, 2)
         seeds_shown: set[int] = set()
-        table = runs.per_seed
         for ax, (metric, name) in zip(panels, (("acc", "final ACC (%)"), ("forgetting", "F (pp)")), strict=True):
             ticks = []
             for i, variant in enumerate(variants):
-                base = base_of(variant)
-                sides = {base: i - 0.18, variant: i + 0.18}
-                for run_id, x in sides.items():
-                    rows = table[table["run_id"] == run_id].set_index("seed")[metric]
-                    if rows.empty:
-                        continue
-                    is_base = run_id == base
-                    ax.bar(
-                        x,
-                        rows.mean(),
-                        width=0.3,
-                        facecolor="0.88" if is_base else "#cfe3f3",
-                        edgecolor="0.4" if is_base else "#0072B2",
-                        zorder=0.5,
-                        label="base: mean" if is_base else "variant: mean",
-                    )
-                    for seed, value in rows.items():
-                        ax.plot(
-                            x, value, marker=_seed_marker(seed), color="0.25", markerfacecolor="none", linestyle="none"
-                        )
-                        seeds_shown.add(seed)
-                deltas = paired(table, variant, base, metric)
-                for seed in deltas.index:  # the pairing: a seed's base and variant
-                    ends = [table[(table["run_id"] == r) & (table["seed"] == seed)][metric].iloc[0] for r in sides]
-                    ax.plot(list(sides.values()), ends, color="0.6", linewidth=0.7, zorder=0.8)
-                ci = t_interval(tuple(deltas))
-                if base not in set(table["run_id"]):
-                    stat = f"base {base} missing"
-                elif deltas.empty:
-                    stat = "no seed shared"
-                else:
-                    interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-                    stat = f"Δ {deltas.mean():+.2f} {interval}"
-                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base}: {stat}")
+                seeds_shown |= _variant_pair(ax, runs.per_seed, i, variant, metric)
+                delta = _paired_delta(runs.per_seed, variant, metric)
+                ticks.append(f"{variant.replace('+', chr(10) + '+')}\nvs {base_of(variant)}: {delta}")
             ax.set_xticks(range(len(variants)), ticks)
             ax.set_xlim(-0.6, len(variants) - 0.4)
             ax.set_ylabel(name)
-        _title(panels[0], "(a) final average accuracy", [])
-        _title(panels[1], "(b) forgetting", [])
+        panel_title(panels[0], "(a) final average accuracy", [])
+        panel_title(panels[1], "(b) forgetting", [])
         fig.suptitle(
             f"Each variant against its base, profile {runs.profile}: bars the means, hollow marks single seeds"
             "\n(a line joins a seed's two runs); Δ: mean paired delta [95% t-interval]",
@@ -305,6 +291,48 @@ def variants_figure(variants: tuple[str, ...]) -> Callable[[Runs], Figure]:
         return fig
 
     return draw
+
+
+def _variant_pair(ax: Axes, table: pd.DataFrame, i: int, variant: str, metric: str) -> set[int]:
+    """At i, `variant` beside its base: each a bar at its mean and a hollow mark per seed, a seed's two runs joined by
+    a line (the pairing); the seeds drawn."""
+    base = base_of(variant)
+    sides = {base: i - 0.18, variant: i + 0.18}
+    seeds: set[int] = set()
+    for run_id, x in sides.items():
+        rows = table[table["run_id"] == run_id].set_index("seed")[metric]
+        if rows.empty:
+            continue
+        is_base = run_id == base
+        ax.bar(
+            x,
+            rows.mean(),
+            width=0.3,
+            facecolor="0.88" if is_base else "#cfe3f3",
+            edgecolor="0.4" if is_base else "#0072B2",
+            zorder=0.5,
+            label="base: mean" if is_base else "variant: mean",
+        )
+        for seed, value in rows.items():
+            ax.plot(x, value, marker=seed_marker(seed), color="0.25", markerfacecolor="none", linestyle="none")
+            seeds.add(seed)
+    for seed in paired(table, variant, base, metric).index:  # the pairing: a seed's base and variant
+        ends = [table[(table["run_id"] == r) & (table["seed"] == seed)][metric].iloc[0] for r in sides]
+        ax.plot(list(sides.values()), ends, color="0.6", linewidth=0.7, zorder=0.8)
+    return seeds
+
+
+def _paired_delta(table: pd.DataFrame, variant: str, metric: str) -> str:
+    """The mean paired delta of `variant` against its base and its 95% t-interval (n - 1 df), or why there is none."""
+    base = base_of(variant)
+    deltas = paired(table, variant, base, metric)
+    ci = t_interval(tuple(deltas))
+    if base not in set(table["run_id"]):
+        return f"base {base} missing"
+    if deltas.empty:
+        return "no seed shared"
+    interval = "no interval (1 seed)" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+    return f"Δ {deltas.mean():+.2f} {interval}"
 
 
 def variant_specs(runs: Runs) -> tuple[FigureSpec, ...]:

@@ -15,7 +15,8 @@ import pandas as pd
 
 from uniform_herding.catalogue import base_of, describe, is_variant, resolve, run_name
 from uniform_herding.method.metrics import METRICS
-from uniform_herding.report.figures import REFRESH_RUNS, wants
+from uniform_herding.report.figure_spec import wants
+from uniform_herding.report.figures import REFRESH_RUNS
 from uniform_herding.report.load import Runs, seed_order, seeds_of
 from uniform_herding.verdict.aggregate import paired, paired_deltas, summarize, with_spread
 from uniform_herding.verdict.decide import t_interval

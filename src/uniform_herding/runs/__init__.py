@@ -3,6 +3,6 @@ disks (durability.py), the result files (results.py), the device (devices.py), m
 their status (status.py), the fp16 self-test (selftest.py), and what a command shows its reader while it works and
 when it prints (terminal.py).
 
-May import catalogue.py, method/ and data/. Imported by verdict/, report/ and the top-level sweep.py, launch.py,
+May import catalogue/, method/ and data/. Imported by verdict/, report/ and the top-level sweep.py, launch.py,
 doctor.py, progress.py and chain.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """
