@@ -1,6 +1,6 @@
-"""The package's layers are a contract: report > verdict > runs > catalogue > method > data, each importing only the
-layers below it, and the top-level modules one of their own: cli > sweep | doctor | progress > launch > chain |
-estimate, which no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs
+"""The package's layers are a contract: report > verdict > runs > catalogue > method > data > errors, each importing
+only the layers below it, and the top-level modules one of their own: cli > commands > sweep | doctor | progress >
+launch > chain | estimate, which no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs
 `lint-imports` on the package itself; here the same contracts are run on a copy of the package, once as it is and once
 with one wrong import planted, so that a contract that no longer catches one (a renamed layer, a lost containers line)
 fails here.
@@ -41,7 +41,7 @@ def lint_imports(
         module.write_text(text.replace(future, future + planted))
     config = tmp_path / "pyproject.toml"
     shutil.copy(ROOT / "pyproject.toml", config)
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "200"}  # a contract's name on one line
     where = subprocess.run(
         [sys.executable, "-c", "import uniform_herding; print(uniform_herding.__file__)"],
         env=env,
@@ -98,7 +98,7 @@ def test_either_import_circle_put_back_breaks_the_top_level_contract(
         planted_in=Path(f"{importer}.py"),
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    top_level = "The top level: cli > sweep | doctor | progress > launch > chain | estimate"
+    top_level = "The top level: cli > commands > sweep | doctor | progress > launch > chain | estimate"
     assert f"{top_level} BROKEN" in result.stdout, result.stdout
     assert f"uniform_herding.{importer} -> uniform_herding.{imported}" in result.stdout, result.stdout
 
