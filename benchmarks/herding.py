@@ -3,7 +3,8 @@
 For each task of a paper-size B3 seed (estimate.herd_batches: M = 2,000, rho = 3, 450 training images per class,
 512-d features), one refresh's herding on random features, timed both ways on one device (memory.herd_classes,
 together=False: the loop per class a CPU runs; together=True: the classes with as many candidates at once, as a GPU
-runs them). Prints the loop's steps and seconds per task and in all, and whether both chose the same exemplars.
+runs them). Prints the loop's steps and seconds per task and in all, and whether both chose the same exemplars
+(exit 1 where they did not).
 
     python benchmarks/herding.py                 # the GPU if there is one, else the CPU
     python benchmarks/herding.py --device cpu --tasks 0 9
@@ -12,7 +13,10 @@ runs them). Prints the loop's steps and seconds per task and in all, and whether
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -21,6 +25,8 @@ from uniform_herding.estimate import herd_batches, old_pools
 from uniform_herding.method.memory import herd_classes, quotas
 
 D = 512  # ResNet-18's feature width
+HEADER = ("task", "classes", "steps alone", "steps batched", "seconds alone", "seconds batched", "same")
+HEADER_SUMS = ("steps_alone", "steps_batched", "seconds_alone", "seconds_batched")
 B3 = resolve("B3", "paper")
 
 
@@ -37,27 +43,45 @@ def timed(feats: list[torch.Tensor], q: list[int], together: bool) -> tuple[list
     return orders, time.perf_counter() - tic
 
 
+def refresh_row(t: int, device: torch.device, gen: torch.Generator) -> dict:
+    """One refresh of task t herded both ways: its steps, seconds and whether the orders are the same."""
+    sizes, q = refresh_shapes(t)
+    feats = [torch.randn(n, D, device=device, generator=gen) for n in sizes]
+    herd_classes(feats[:2], q[:2])  # warm-up
+    alone, alone_s = timed(feats, q, together=False)
+    batched, batched_s = timed(feats, q, together=True)
+    return {
+        "task": t,
+        "classes": len(sizes),
+        "steps_alone": sum(s for s, _ in herd_batches(B3, t, False)),
+        "steps_batched": sum(s for s, _ in herd_batches(B3, t, True)),
+        "seconds_alone": round(alone_s, 4),
+        "seconds_batched": round(batched_s, 4),
+        "same": all(torch.equal(a, b) for a, b in zip(alone, batched, strict=True)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tasks", type=int, nargs="+", default=list(range(10)))
+    parser.add_argument("--json", type=Path, help="also write the rows here (benchmarks/gpu-acceptance reads them)")
     args = parser.parse_args()
     device = torch.device(args.device)
     gen = torch.Generator(device).manual_seed(0)
     print(f"device {device}: B3 at paper size, one refresh per task, {D}-d features")
     print("task  classes  steps alone  steps batched  seconds alone  seconds batched  same")
-    totals = [0, 0, 0.0, 0.0]
+    rows = []
     for t in args.tasks:
-        sizes, q = refresh_shapes(t)
-        feats = [torch.randn(n, D, device=device, generator=gen) for n in sizes]
-        herd_classes(feats[:2], q[:2])  # warm-up
-        alone, alone_s = timed(feats, q, together=False)
-        batched, batched_s = timed(feats, q, together=True)
-        same = all(torch.equal(a, b) for a, b in zip(alone, batched, strict=True))
-        steps = [sum(s for s, _ in herd_batches(B3, t, together)) for together in (False, True)]
-        print(f"{t:>4}  {len(sizes):>7}  {steps[0]:>11}  {steps[1]:>13}  {alone_s:>13.3f}  {batched_s:>15.3f}  {same}")
-        totals = [totals[0] + steps[0], totals[1] + steps[1], totals[2] + alone_s, totals[3] + batched_s]
-    print(f"all   {'':>7}  {totals[0]:>11}  {totals[1]:>13}  {totals[2]:>13.3f}  {totals[3]:>15.3f}")
+        rows.append(row := refresh_row(t, device, gen))
+        print("  ".join(f"{row[k]!s:>{len(h)}}" for k, h in zip(row, HEADER, strict=True)))
+    totals = {k: round(sum(row[k] for row in rows), 4) for k in HEADER_SUMS}
+    print(
+        f"all   {'':>7}  " + "  ".join(f"{totals[k]:>{len(h)}}" for k, h in zip(HEADER_SUMS, HEADER[2:6], strict=True))
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"device": str(device), "rows": rows, "totals": totals}, indent=1))
+    sys.exit(0 if all(row["same"] for row in rows) else 1)
 
 
 if __name__ == "__main__":

@@ -117,8 +117,9 @@ def test_herding_classes_at_once_picks_bitwise_what_each_class_picks_alone(seed)
     groups += [torch.randn(15, 512, generator=g) for _ in range(4)]  # the M = 500 sweep's small pools: alone
     ks = [*quotas(2000, 100), 5, 5, 5, 5]
     ks[5] = 70  # more than its 60 candidates: all of them
-    batched = herd_classes(groups, ks, together=True)  # as on a GPU
-    assert [o.tolist() for o in batched] == [herd_one_class(f, k).tolist() for f, k in zip(groups, ks, strict=True)]
+    reference = [herd_one_class(f, k).tolist() for f, k in zip(groups, ks, strict=True)]
+    assert [o.tolist() for o in herd_classes(groups, ks, together=True)] == reference  # as a GPU herds them
+    assert [o.tolist() for o in herd_classes(groups, ks, together=False)] == reference  # as a CPU herds them
 
 
 def embed_fn(table: torch.Tensor):
