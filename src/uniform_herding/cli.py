@@ -34,8 +34,11 @@ LAZY_COMMANDS = {
     ),
     "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
     "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
-    "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
-    "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
+    "doctor": (
+        "uniform_herding.commands.doctor:doctor_command",
+        "Preflight: versions, GPU, data, fp16 self-test, hours.",
+    ),
+    "price": ("uniform_herding.commands.price:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
