@@ -39,24 +39,29 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
     ]
 
 
-def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float], str]:
-    """Seconds a run takes, per run ID: the mean of its done seeds' own wall time (result.json), else uh doctor's
-    estimate for this machine (doctor.json of the same profile); and where they come from."""
+def read_results(results_dir: Path) -> dict[Path, dict]:
+    """Every result.json under `results_dir`, read as every command reads it (bounded, checked against its schema:
+    jsonfiles.read_json); ResultError, one line naming the file and the field, for one that is not what uh run
+    writes."""
+    return {path: read_json(path, schemas.RESULT, RERUN) for path in sorted(results_dir.glob("*/seed-*/result.json"))}
+
+
+def run_seconds(results_dir: Path, results: dict[Path, dict], profile: str | None) -> tuple[dict[str, float], str]:
+    """Seconds a run takes, per run ID: the mean of its done seeds' own wall time (`results`, those that record
+    it), else uh doctor's estimate for this machine (doctor.json of the same profile); and where they come from."""
     own: dict[str, list[float]] = {}
-    for path in results_dir.glob("*/seed-*/result.json"):
-        try:
-            wall_s = read_json(path, schemas.RESULT, RERUN)["wall_s"]
-        except (ResultError, KeyError):  # unreadable, or written before it recorded its time
-            continue
-        own.setdefault(path.parent.parent.name, []).append(wall_s)
+    for path, result in results.items():
+        if "wall_s" in result:  # not in a result written before it recorded its time
+            own.setdefault(path.parent.parent.name, []).append(result["wall_s"])
     seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}
     timed = doctor_estimates(results_dir / "doctor.json", profile) if profile else {}
     source = "the done runs' own times" if seconds else "uh doctor's estimate"
     return {**timed, **seconds}, source if seconds or timed else ""
 
 
-def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: dict | None) -> str:
-    """The run time left: the runs running or queued, and those the next step would add, at their run ID's time."""
+def eta_line(lines: list[Line], step: dict | None, seconds: dict[str, float], source: str) -> str:
+    """The run time left: the runs running or queued, and those the next step would add, at their run ID's time
+    (run_seconds' `seconds`, from `source`)."""
     left = {(line.run_id, line.seed) for line in lines if line.state in ("running", "queued")}
     if step:
         left |= {(r, s) for r in step["run_ids"] for s in step["seeds"]} - {
@@ -64,7 +69,6 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
         }
     if not left:
         return "ETA: no runs left to wait for"
-    seconds, source = run_seconds(results_dir, profile)
     fallback = sum(seconds.values()) / len(seconds) if seconds else None
     times = [seconds.get(r, fallback) for r, _ in left]
     runs = f"{len(left)} run{'s' * (len(left) > 1)} left"
@@ -115,6 +119,11 @@ class NoResults(UhError):
     exit_code = 1
 
 
+class Unreadable(UhError):
+    """A result.json or a job record (runs/status.submissions) that is not what uh writes: jsonfiles' one line,
+    exit 2."""
+
+
 @dataclass(frozen=True)
 class Status:
     """Where a re-run stands: the runs by state (`summary`) and each run's line; the procedure's look and the verdict
@@ -131,15 +140,22 @@ class Status:
 
 def where_it_stands(results_dir: Path) -> Status:
     """uh status's summary of `results_dir`, Slurm's clients given SLURM_WAIT_S in all (a dead controller costs no
-    more); the verdict now as uh check would decide it (judge.checked_now), or its one-line refusal."""
+    more); the verdict now as uh check would decide it (judge.checked_now), or its one-line refusal. A result.json
+    or a job record that is not what uh writes is refused in one line, exit 2, as every command that reads it."""
     if not results_dir.is_dir():
         raise NoResults(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
     slurm_by = time.monotonic() + SLURM_WAIT_S
-    lines = status_lines(results_dir, SLURM_WAIT_S)
+    try:
+        results = read_results(results_dir)
+        lines = status_lines(results_dir, SLURM_WAIT_S)
+    except ResultError as e:
+        raise Unreadable(str(e)) from None
     chain_now = chain_line(results_dir, max(slurm_by - time.monotonic(), 0.1))
     try:
         expected, checked = checked_now(results_dir)
     except InputError as e:  # where uh check exits 2: its one line, never nothing
-        return Status(summary(lines), lines, [], str(e), chain_now, eta_line(results_dir, lines, None, None))
-    eta = eta_line(results_dir, lines, expected.profile, checked.verdict.next_step)
+        eta = eta_line(lines, None, *run_seconds(results_dir, results, None))
+        return Status(summary(lines), lines, [], str(e), chain_now, eta)
+    step = checked.verdict.next_step
+    eta = eta_line(lines, step, *run_seconds(results_dir, results, expected.profile))
     return Status(summary(lines), lines, procedure_lines(expected, checked), None, chain_now, eta)

@@ -8,7 +8,6 @@ about it (queued, running, failed, cancelled); else the checkpoint (stopped, res
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Iterable
@@ -16,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uniform_herding.runs import schemas
 from uniform_herding.runs.executor import process_alive, submitit_folder
+from uniform_herding.runs.jsonfiles import read_json
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
@@ -83,14 +84,13 @@ def lock_held(lock: Path) -> bool:
 
 
 def submissions(results_dir: Path) -> dict[tuple[str, int], dict]:
-    """The latest recorded job of every pair (executor.record_submission's files, oldest first)."""
+    """The latest recorded job of every pair (executor.record_submission's files, oldest first), each file read as
+    every JSON file uh wrote is read (bounded, checked against its schema: jsonfiles.read_json); ResultError, one
+    line naming the file, for one that is not what uh run writes."""
+    remedy = "remove it: it only tells uh status which job runs each pair; the next `uh run` records its own"
     latest: dict[tuple[str, int], dict] = {}
-    records = []
-    for path in (submitit_folder(results_dir) / "submissions").glob("*.json"):
-        try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
+    paths = (submitit_folder(results_dir) / "submissions").glob("*.json")
+    records = [read_json(path, schemas.SUBMISSION, remedy) for path in sorted(paths)]
     for record in sorted(records, key=lambda r: r.get("written", 0)):
         for entry in record.get("pairs", []):
             latest[(entry["run_id"], int(entry["seed"]))] = entry
