@@ -13,7 +13,7 @@ from uniform_herding.errors import UhError
 from uniform_herding.report.load import doctor_estimates
 from uniform_herding.runs import schemas
 from uniform_herding.runs.jsonfiles import ResultError, read_json
-from uniform_herding.runs.results import RERUN
+from uniform_herding.runs.results import RERUN, dir_profile
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
 from uniform_herding.verdict.aggregate import InputError
 from uniform_herding.verdict.expected import Expected
@@ -41,8 +41,9 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
 
 def read_results(results_dir: Path) -> dict[Path, dict]:
     """Every result.json under `results_dir`, read as every command reads it (bounded, checked against its schema:
-    jsonfiles.read_json); ResultError, one line naming the file and the field, for one that is not what uh run
-    writes."""
+    jsonfiles.read_json), and its profile.json where it has one; ResultError, one line naming the file and the field,
+    for one that is not what uh run writes."""
+    dir_profile(results_dir)  # read for its refusal: the profile is the results' own (uh check's)
     return {path: read_json(path, schemas.RESULT, RERUN) for path in sorted(results_dir.glob("*/seed-*/result.json"))}
 
 
