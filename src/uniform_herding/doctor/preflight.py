@@ -20,12 +20,16 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from uniform_herding.catalogue import resolve
 from uniform_herding.doctor.timing import time_runs, timing_detail
 from uniform_herding.errors import UhError
 from uniform_herding.method.config import Config
 from uniform_herding.runs.terminal import HEARTBEAT_S, Progress
+
+if TYPE_CHECKING:
+    import torch
 
 PAPER_PINS = {"python": "3.12", "torch": "2.11.0", "cuda": "12.8", "lightning": "2.6.5"}  # App. A
 MIN_FREE_GB = 2.0  # the archive (0.17 GB), checkpoints (~45 MB per run in flight), results and reports
@@ -212,7 +216,9 @@ def check_selftest(device, steps: int) -> tuple[Line, dict]:
     return Line("FAIL" if failures else "PASS", "self-test", "; ".join(failures) or detail), report
 
 
-def environment(cfg: Config, data_dir: Path, results_dir: Path, device: str | None, profile: str, jobs: int | None):
+def environment(
+    cfg: Config, data_dir: Path, results_dir: Path, device: str | None, profile: str, jobs: int | None
+) -> tuple[list[Line], torch.device | Line]:
     """The environment's lines, and the device the runs would train on, or the FAIL line that says why none can.
     The settings the runs read (UH_COMPILE, UH_CPU_THREADS) first: a bad one is refused before any check runs."""
     from uniform_herding.method.engine import compile_mode
@@ -243,8 +249,6 @@ def preflight(
     """The environment, the self-test and the timing, each line said (`say`) as it is decided, then the JSON report
     written (RESULTS_DIR/doctor.json unless `json_path`). Without a device to test, the environment's lines and why,
     and no report."""
-    from uniform_herding.method.engine import precision as run_precision
-
     cfg = resolve("B3", profile)
     with Progress("environment: Python, torch, Lightning, the GPU, the archive, the disk", every=HEARTBEAT_S):
         lines, chosen = environment(cfg, data_dir, results_dir, device, profile, jobs)  # torch's import: seconds
@@ -252,6 +256,8 @@ def preflight(
         for line in [*lines, chosen]:
             say(str(line))
         return Outcome([chosen], None)
+    from uniform_herding.method.engine import precision as run_precision  # torch: imported above, in the progress
+
     precision = run_precision(chosen, precision)
     if chosen.type == "cpu":
         say(cpu_note())
@@ -259,7 +265,7 @@ def preflight(
         say(str(line))
     selftest_line, selftest_report = check_selftest(chosen, steps)
     say(str(selftest_line))
-    timed = time_and_say(chosen, precision, cfg, data_dir, jobs, say)
+    timed = time_and_say(chosen, precision, profile, data_dir, jobs, say)
     lines += [selftest_line, timed.line]
     report = report_of(lines, profile, str(chosen), precision, selftest_report, timed)
     return write_report(report, lines, json_path or results_dir / "doctor.json")
@@ -285,14 +291,14 @@ class Timed:
     peak_gpu_memory_gb: float | None
 
 
-def time_and_say(device, precision: str, cfg: Config, data_dir: Path, jobs: int | None, say) -> Timed:
+def time_and_say(device, precision: str, profile: str, data_dir: Path, jobs: int | None, say) -> Timed:
     """The timing (timing.time_runs), its line (with the peak GPU memory of all that ran) and the estimates said."""
     from uniform_herding.runs.devices import peak_gpu_memory_gb
 
-    timing, est, said = time_runs(device, precision, cfg, data_dir, jobs)
+    timing, est, said = time_runs(device, precision, profile, data_dir, jobs)
     peak = peak_gpu_memory_gb(device)
     memory = "" if peak is None else f"; peak GPU memory {peak:.2f} GB"
-    line = Line("PASS", "timing", timing_detail(timing, cfg, precision) + memory)
+    line = Line("PASS", "timing", timing_detail(timing, resolve("B3", profile), precision) + memory)
     for text in [str(line), *said]:
         say(text)
     return Timed(line, timing, est, peak)

@@ -262,10 +262,12 @@ def planned_jobs(device, jobs: int | None) -> int:
     return jobs or (min(cores, 3) if device.type == "cpu" else 3)
 
 
-def time_runs(device, precision: str, cfg: Config, data_dir: Path, jobs: int | None) -> tuple[dict, dict, list[str]]:
-    """The timings (measure), the estimates of estimate.py's model from them (with the measured speed-up of
-    --jobs, and on the paper profile the whole procedure's), and the lines that say the estimates."""
-    profile = cfg_profile(cfg)
+def time_runs(
+    device, precision: str, profile: str, data_dir: Path, jobs: int | None
+) -> tuple[dict[str, float | None], dict, list[str]]:
+    """The timings of `profile`'s B3 (measure), the estimates of estimate.py's model from them (with the measured
+    speed-up of --jobs, and on the paper profile the whole procedure's), and the lines that say the estimates."""
+    cfg = resolve("B3", profile)
     timing = measure(device, precision, cfg, data_dir)
     n_jobs, speedup, measured = planned_jobs(device, jobs), 1.0, "one at a time"
     if n_jobs > 1:
