@@ -102,7 +102,7 @@ class Sums:
     seconds: dict[str, float]
 
     def said(self, key: str) -> str:
-        """ "36 runs", "36 runs, 36.0 min", "52.5 runs, ..."."""
+        """One sum as the price says it: in runs (52.5 where a share of runs), then in hours where known."""
         n = f"{self.runs[key]:.0f}" if self.runs[key] == round(self.runs[key]) else f"{self.runs[key]:.1f}"
         return f"{n} runs" + (f", {duration(self.seconds[key])}" if self.seconds else "")
 

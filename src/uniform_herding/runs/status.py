@@ -151,7 +151,7 @@ class Pair:
 
     @property
     def tag(self) -> str:
-        """ "[Slurm job 4_0]", "[local job 1234]"; "" without a job."""
+        """The job as a line names it: [Slurm job 4_0], [local job 1234]; empty without a job."""
         if self.job is None:
             return ""
         return f"[{'Slurm' if self.entry['executor'] == 'slurm' else 'local'} job {self.entry['job_id']}]"
