@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from uniform_herding.catalogue import PAPER_RUNS, RUNS, resolve
 from uniform_herding.cli import main
-from uniform_herding.doctor import trains_on
+from uniform_herding.doctor.price import trains_on
 from uniform_herding.estimate import procedure_seconds
 from uniform_herding.runs.terminal import duration
 
@@ -67,7 +67,7 @@ def test_doctor_passes_on_this_cpu_and_prints_estimates(tmp_path, teardown_to_me
 def test_doctor_advises_the_image_only_for_a_driver_the_image_runs_on(driver, advice, tmp_path, monkeypatch):
     """A driver that torch cannot use: below CUDA 12.8's 570.26 the image does not even start, so the
     advice is a newer driver, not the image."""
-    from uniform_herding.doctor import check_environment
+    from uniform_herding.doctor.preflight import check_environment
     from uniform_herding.runs import devices
 
     monkeypatch.setattr(devices, "driver_version", lambda: driver)
@@ -109,7 +109,7 @@ def test_doctor_fails_when_the_gpu_path_diverges(tmp_path, monkeypatch, uninitia
 def test_the_speedup_of_jobs_needs_timings_that_overlap_and_no_step_faster_in_company():
     """On an H200 the three timing processes each timed a few milliseconds of steps seconds apart (each alone):
     4.26x for 3 jobs. Windows that do not all overlap, or a step faster together than alone, measure nothing."""
-    from uniform_herding.doctor import together_speedup
+    from uniform_herding.doctor.timing import together_speedup
 
     assert together_speedup([(0.0, 1.0, 0.03), (0.5, 1.5, 0.03), (0.9, 2.0, 0.03)], 3, 0.02, 0.0) == (
         pytest.approx(2.0),
@@ -132,7 +132,7 @@ def test_the_speedup_of_jobs_needs_timings_that_overlap_and_no_step_faster_in_co
 def test_the_jobs_timing_processes_start_their_timing_together(tmp_path):
     """Each --step-only process warms up, says "ready", and times only after jobs_speedup's "go": on the CPU too,
     their start-ups (seconds apart) would otherwise leave a smoke-size timing alone."""
-    from uniform_herding.doctor import jobs_speedup
+    from uniform_herding.doctor.timing import jobs_speedup
     from uniform_herding.runs.devices import select
 
     speedup, said = jobs_speedup(select("cpu", "smoke"), "32-true", resolve("B3", "smoke"), 2, 1e-6)
@@ -266,7 +266,7 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
     step (13.6 s each here), the features, a job's start and two processes at once. Each step now says what it
     times as it starts and, away from a terminal, beats at least every HEARTBEAT_S (here each step is a fake that
     takes a second, and the beat 0.3 s)."""
-    from uniform_herding import doctor
+    from uniform_herding.doctor import preflight, timing
     from uniform_herding.runs import selftest
 
     def slow(value, progress=None):
@@ -276,18 +276,25 @@ def test_doctor_says_each_step_as_it_starts_and_beats_while_it_times(tmp_path, m
         return value
 
     trace = selftest.Trace([1.0], [1], [torch.zeros(1)], [0.1])
-    monkeypatch.setattr(doctor, "HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(preflight, "HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(timing, "HEARTBEAT_S", 0.3)
     monkeypatch.setattr(
         selftest,
         "compare",
         lambda *a, progress=None, **k: slow(selftest.Comparison(trace, trace, (1,), 1, 0.0, 1.0), progress),
     )
-    monkeypatch.setattr(doctor, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
-    overhead = {"feature_image_s": 1e-4, "herd_step_s": 1e-4, "herd_row_s": 1e-8, "checkpoint_s": 0.1}
-    monkeypatch.setattr(doctor, "overhead_seconds", lambda *a: slow(overhead))
-    monkeypatch.setattr(doctor, "run_startup_seconds", lambda *a: slow(0.5))
-    monkeypatch.setattr(doctor, "launch_seconds", lambda: slow(2.0))
-    monkeypatch.setattr(doctor, "jobs_speedup", lambda *a: slow((1.5, "measured speed-up 1.50x")))
+    monkeypatch.setattr(timing, "step_seconds", lambda *a: slow((0.01, 0.1), a[-1]))
+    overhead = {
+        "feature_image_s": 1e-4,
+        "herd_step_s": 1e-4,
+        "herd_row_s": 1e-8,
+        "herd_together": False,
+        "checkpoint_s": 0.1,
+    }
+    monkeypatch.setattr(timing, "overhead_seconds", lambda *a: slow(overhead))
+    monkeypatch.setattr(timing, "run_startup_seconds", lambda *a: slow(0.5))
+    monkeypatch.setattr(timing, "launch_seconds", lambda: slow(2.0))
+    monkeypatch.setattr(timing, "jobs_speedup", lambda *a: slow((1.5, "measured speed-up 1.50x")))
     res = CliRunner().invoke(
         main,
         [
@@ -329,7 +336,7 @@ def test_the_doctor_times_on_cuda_the_step_a_run_replays(device, watched, monkey
     """A watched step runs eagerly (graph.why_eager), and the doctor watched its timing fits to count progress: on a GPU
     it would time the eager step while a run replays the CUDA graph. On CUDA it counts whole fits instead (every step
     still counted), and watches per step only where no graph runs. No GPU needed: the fits are recorded, not run."""
-    from uniform_herding import doctor
+    from uniform_herding.doctor import timing
     from uniform_herding.method import train
     from uniform_herding.runs import selftest
     from uniform_herding.runs.terminal import Progress
@@ -343,10 +350,10 @@ def test_the_doctor_times_on_cuda_the_step_a_run_replays(device, watched, monkey
     monkeypatch.setattr(train, "fit_task", lambda *args, watch=None: watches.append(watch))
     cpu_generator = torch.Generator
     monkeypatch.setattr(torch, "Generator", lambda device=None: cpu_generator())  # no CUDA here
-    monkeypatch.setattr(doctor, "MIN_TIMED_S", 0.0)
+    monkeypatch.setattr(timing, "MIN_TIMED_S", 0.0)
     progress = Progress("timing", total=0)
     with progress:
-        doctor.step_seconds(torch.device(device), "16-mixed", resolve("B3", "smoke"), 4, progress)
+        timing.step_seconds(torch.device(device), "16-mixed", resolve("B3", "smoke"), 4, progress)
     assert {watch is not None for watch in watches} == {watched}
     if not watched:  # counted per fit: 1 + 1 + (1 + 4) steps, as the watch would count them
         assert progress.count == 3 + 4

@@ -1,9 +1,9 @@
 """The package's layers are a contract: report > verdict > runs > catalogue > method > data > errors, each importing
 only the layers below it, and the top-level modules one of their own: cli > commands > sweep | doctor | progress >
-launch > chain | estimate, which no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md). `.ci/run` runs
-`lint-imports` on the package itself; here the same contracts are run on a copy of the package, once as it is and once
-with one wrong import planted, so that a contract that no longer catches one (a renamed layer, a lost containers line)
-fails here.
+launch > chain | estimate, which no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md).
+`.ci/run` runs `lint-imports` on the package itself; here the same contracts are run on a copy of the package, once
+as it is and once with one wrong import planted, so that a contract that no longer catches one (a renamed layer, a
+lost containers line) fails here.
 """
 
 from __future__ import annotations

@@ -146,6 +146,20 @@ def test_status_prints_why_uh_check_cannot_check(tmp_path: Path) -> None:
     assert lines[1] == f"verdict now: cannot check: {checked.output.removeprefix('Error: ').rstrip()}"
 
 
+def test_status_refuses_a_result_json_that_uh_run_did_not_write_in_one_line(tmp_path: Path) -> None:
+    """Issue 62: a result.json that is not JSON (here cut short) was counted done, and uh status exited 0 with uh
+    check's line as the verdict now; it is read as every command reads it (jsonfiles.read_json: bounded, checked
+    against its schema), and refused in one line naming the file, exit 2, as uh check refuses it."""
+    write(tmp_path / "r", smoke_done(["B1", "B3"]), profile="smoke")
+    path = tmp_path / "r" / "B3" / "seed-42" / "result.json"
+    path.write_text(path.read_text()[:100])
+    out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "r")])
+    assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+    assert out.output.startswith(f"Error: {path}: cannot read JSON ("), out.output
+    checked = CliRunner().invoke(main, ["check", "--results-dir", str(tmp_path / "r")])
+    assert checked.exit_code == 2 and checked.output == out.output
+
+
 def test_status_waits_seconds_for_a_slurm_that_does_not_answer(tmp_path: Path, monkeypatch) -> None:
     """Issue 52: squeue and sacct that give no answer (SLURM_CONF naming a missing file: squeue retries for a minute)
     hold uh status for a few seconds in all, not a minute each; the chain's line and the run's say what could not

@@ -32,13 +32,19 @@ LAZY_COMMANDS = {
         "uniform_herding.verdict.check:check_command",
         "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8.",
     ),
-    "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
+    "data": ("uniform_herding.commands.data:data_cmd", "Write a synthetic archive, or verify an archive."),
     "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
-    "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
-    "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
+    "doctor": (
+        "uniform_herding.commands.doctor:doctor_command",
+        "Preflight: versions, GPU, data, fp16 self-test, hours.",
+    ),
+    "price": ("uniform_herding.commands.price:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.commands.report:report_command", "The paper's tables and figures, and a summary page."),
     "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
-    "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
+    "status": (
+        "uniform_herding.commands.status:status_command",
+        "Where a re-run stands: runs, look, verdict, time left.",
+    ),
     "stacks": (
         "uniform_herding.verdict.stacks:stacks_command",
         "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",

@@ -14,6 +14,7 @@ job of `uh run --jobs N`; `uh run --jobs 1` runs its runs in its own process, st
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -129,6 +130,21 @@ def estimates(timing: dict[str, float], profile: str, jobs: int, speedup: float 
     launch = timing["launch_s"] if jobs > 1 else 0.0  # --jobs 1 runs in `uh run`'s own process
     with_jobs = None if speedup is None else (total + runs * launch) / speedup
     return {"per_run_s": per_run, "all_s": total, "jobs": jobs, "jobs_speedup": speedup, "all_s_with_jobs": with_jobs}
+
+
+PROCEDURE_RUNS = "procedure_runs.csv"  # uh oc --runs-out's, in expected_results/
+
+
+def procedure_runs_csv() -> Path | None:
+    """expected_results/procedure_runs.csv (uh oc --runs-out), found as uh check finds the expected set; None where
+    there is none: procedure_seconds has nothing to price."""
+    from uniform_herding.verdict.expected import ExpectedError, find_expected_root
+
+    try:
+        path = find_expected_root([Path.cwd(), Path(__file__).resolve().parent]) / PROCEDURE_RUNS
+    except ExpectedError:
+        return None
+    return path if path.is_file() else None
 
 
 def procedure_seconds(per_run: dict[str, dict[str, float]], extra_runs: pd.DataFrame) -> dict[str, float]:

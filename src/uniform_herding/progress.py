@@ -5,17 +5,17 @@ as uh check would decide it now, the Slurm chain's step, the run time left), the
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from uniform_herding import chain
+from uniform_herding.errors import UhError
 from uniform_herding.report.load import doctor_estimates
 from uniform_herding.runs import schemas
 from uniform_herding.runs.jsonfiles import ResultError, read_json
-from uniform_herding.runs.results import RERUN
+from uniform_herding.runs.results import RERUN, dir_profile
 from uniform_herding.runs.status import SLURM_WAIT_S, Line, status_lines, summary
-from uniform_herding.runs.terminal import columns, fit_line
+from uniform_herding.verdict.aggregate import InputError
 from uniform_herding.verdict.expected import Expected
 from uniform_herding.verdict.judge import Checked, checked_now
 from uniform_herding.verdict.words import run_ids_text, seeds_text
@@ -39,24 +39,30 @@ def procedure_lines(expected: Expected, checked: Checked) -> list[str]:
     ]
 
 
-def run_seconds(results_dir: Path, profile: str | None) -> tuple[dict[str, float], str]:
-    """Seconds a run takes, per run ID: the mean of its done seeds' own wall time (result.json), else uh doctor's
-    estimate for this machine (doctor.json of the same profile); and where they come from."""
+def read_results(results_dir: Path) -> dict[Path, dict]:
+    """Every result.json under `results_dir`, read as every command reads it (bounded, checked against its schema:
+    jsonfiles.read_json), and its profile.json where it has one; ResultError, one line naming the file and the field,
+    for one that is not what uh run writes."""
+    dir_profile(results_dir)  # read for its refusal: the profile is the results' own (uh check's)
+    return {path: read_json(path, schemas.RESULT, RERUN) for path in sorted(results_dir.glob("*/seed-*/result.json"))}
+
+
+def run_seconds(results_dir: Path, results: dict[Path, dict], profile: str | None) -> tuple[dict[str, float], str]:
+    """Seconds a run takes, per run ID: the mean of its done seeds' own wall time (`results`, those that record
+    it), else uh doctor's estimate for this machine (doctor.json of the same profile); and where they come from."""
     own: dict[str, list[float]] = {}
-    for path in results_dir.glob("*/seed-*/result.json"):
-        try:
-            wall_s = read_json(path, schemas.RESULT, RERUN)["wall_s"]
-        except (ResultError, KeyError):  # unreadable, or written before it recorded its time
-            continue
-        own.setdefault(path.parent.parent.name, []).append(wall_s)
+    for path, result in results.items():
+        if "wall_s" in result:  # not in a result written before it recorded its time
+            own.setdefault(path.parent.parent.name, []).append(result["wall_s"])
     seconds = {run_id: sum(s) / len(s) for run_id, s in own.items()}
     timed = doctor_estimates(results_dir / "doctor.json", profile) if profile else {}
     source = "the done runs' own times" if seconds else "uh doctor's estimate"
     return {**timed, **seconds}, source if seconds or timed else ""
 
 
-def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: dict | None) -> str:
-    """The run time left: the runs running or queued, and those the next step would add, at their run ID's time."""
+def eta_line(lines: list[Line], step: dict | None, seconds: dict[str, float], source: str) -> str:
+    """The run time left: the runs running or queued, and those the next step would add, at their run ID's time
+    (run_seconds' `seconds`, from `source`)."""
     left = {(line.run_id, line.seed) for line in lines if line.state in ("running", "queued")}
     if step:
         left |= {(r, s) for r in step["run_ids"] for s in step["seeds"]} - {
@@ -64,7 +70,6 @@ def eta_line(results_dir: Path, lines: list[Line], profile: str | None, step: di
         }
     if not left:
         return "ETA: no runs left to wait for"
-    seconds, source = run_seconds(results_dir, profile)
     fallback = sum(seconds.values()) / len(seconds) if seconds else None
     times = [seconds.get(r, fallback) for r, _ in left]
     runs = f"{len(left)} run{'s' * (len(left) > 1)} left"
@@ -109,47 +114,49 @@ def chain_line(results_dir: Path, wait: float = SLURM_WAIT_S) -> str | None:
     return f"{head}: {where}: {', '.join(jobs)}"
 
 
-@click.command("status")
-@click.option(
-    "--results-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="The results dir of the runs. Env: UH_RESULTS_DIR.",
-)
-@click.option("--runs", "-v", "each_run", is_flag=True, help="Then one line per run ID and seed.")
-@click.option("--wide", is_flag=True, help="Lines as long as they are (else wrapped to COLUMNS, 120 where unset).")
-def status_command(results_dir: Path, each_run: bool, wide: bool) -> None:
-    """Where the re-run stands: its runs done, running, queued and failed; the procedure's look and the claims it
-    decided; the verdict uh check would decide now; the Slurm chain's step (uh run --procedure); the run time left.
-    With --runs, one line per run ID and seed: done, running (task k of T), queued, failed (log, last error), ...
+class NoResults(UhError):
+    """A results dir that is not a directory: exit 1, as uh status has always refused it."""
 
-    Works while runs go on, started by `uh run` with or without --executor; Slurm job IDs where there are. Slurm's
-    clients get a few seconds in all: where they do not answer, the lines say so.
-    """
+    exit_code = 1
+
+
+class Unreadable(UhError):
+    """A result.json or a job record (runs/status.submissions) that is not what uh writes: jsonfiles' one line,
+    exit 2."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where a re-run stands: the runs by state (`summary`) and each run's line; the procedure's look and the verdict
+    now, or why uh check cannot check (`cannot_check`, its one line); the Slurm chain's step (None: no chain); the
+    run time left."""
+
+    summary: str
+    runs: list[Line]
+    procedure: list[str]
+    cannot_check: str | None
+    chain: str | None
+    eta: str
+
+
+def where_it_stands(results_dir: Path) -> Status:
+    """uh status's summary of `results_dir`, Slurm's clients given SLURM_WAIT_S in all (a dead controller costs no
+    more); the verdict now as uh check would decide it (judge.checked_now), or its one-line refusal. A result.json
+    or a job record that is not what uh writes is refused in one line, exit 2, as every command that reads it."""
     if not results_dir.is_dir():
-        raise click.ClickException(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
-    slurm_by = time.monotonic() + SLURM_WAIT_S  # Slurm's clients share these seconds: a dead controller costs no more
-    lines = status_lines(results_dir, SLURM_WAIT_S)
+        raise NoResults(f"{results_dir} is not a directory; pass the --results-dir that uh run used")
+    slurm_by = time.monotonic() + SLURM_WAIT_S
+    try:
+        results = read_results(results_dir)
+        lines = status_lines(results_dir, SLURM_WAIT_S)
+    except ResultError as e:
+        raise Unreadable(str(e)) from None
     chain_now = chain_line(results_dir, max(slurm_by - time.monotonic(), 0.1))
-    width = columns(wide)
-
-    def echo(text: str) -> None:
-        click.echo(fit_line(text, width))
-
-    echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
     try:
         expected, checked = checked_now(results_dir)
-    except click.ClickException as e:  # where uh check exits 2: its one line, never nothing
-        click.echo(f"verdict now: cannot check: {e.format_message()}")
-        expected = checked = None
-    if expected is not None and checked is not None:
-        for line in procedure_lines(expected, checked):
-            echo(line)
-    step = checked.verdict.next_step if checked is not None else None
-    for line in filter(None, (chain_now, eta_line(results_dir, lines, expected and expected.profile, step))):
-        echo(line)
-    if each_run:
-        for line in lines:
-            echo(str(line))
+    except InputError as e:  # where uh check exits 2: its one line, never nothing
+        eta = eta_line(lines, None, *run_seconds(results_dir, results, None))
+        return Status(summary(lines), lines, [], str(e), chain_now, eta)
+    step = checked.verdict.next_step
+    eta = eta_line(lines, step, *run_seconds(results_dir, results, expected.profile))
+    return Status(summary(lines), lines, procedure_lines(expected, checked), None, chain_now, eta)

@@ -178,7 +178,7 @@ def test_doctor_fails_where_torch_cannot_use_the_hosts_gpu(monkeypatch, tmp_path
 def test_doctor_warns_of_exclusive_process_mode_with_jobs(monkeypatch, tmp_path):
     """--jobs 2 on a GPU in Exclusive_Process mode: the second process would fail; the doctor FAILs first."""
     from uniform_herding.catalogue import resolve
-    from uniform_herding.doctor import check_environment
+    from uniform_herding.doctor.preflight import check_environment
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(devices, "gpu_problem", lambda: None)

@@ -57,7 +57,8 @@ def status(results):
 
 def test_every_state_without_slurm(tmp_path):
     results = tmp_path / "results"
-    (seed_dir(results, "B0", 1) / "result.json").write_text("{}")
+    done = {"run_id": "B0", "seed": 1, "profile": "smoke", "config_version": 0, "config": {}, "metrics": {}, "R": []}
+    (seed_dir(results, "B0", 1) / "result.json").write_text(json.dumps(done))  # what uh status reads of one
     running = seed_dir(results, "B0", 2)  # a plain `uh run` holding the lock, two tasks in its checkpoint
     checkpoint(running, task=1)
     lock = (running / ".lock").open("w")
@@ -103,6 +104,23 @@ def test_the_lock_of_an_ended_run_is_not_running_and_a_later_record_wins(tmp_pat
     data["written"] += 1
     path.write_text(json.dumps(data))
     assert status(results) == ["B0 seed 1: queued", "1 run: 0 done, 0 running, 1 queued, 0 failed"]
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [("{", "cannot read JSON"), ('{"pairs": [{"run_id": "B0", "seed": "1", "executor": "local"}]}', "$.pairs[0].seed")],
+)
+def test_a_job_record_that_uh_did_not_write_is_one_line_exit_2(tmp_path, record, field):
+    """Issue 62: the job records (record_submission's) were read with json.loads, unbounded, and one that is not JSON
+    was skipped in silence; now read as every JSON file uh wrote is (jsonfiles.read_json), one that is not what uh run
+    writes is one line naming the file and what is wrong, exit 2."""
+    results = tmp_path / "results"
+    path = submitit_folder(results) / "submissions" / "local-x.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(record)
+    out = CliRunner().invoke(main, ["status", "--results-dir", str(results)])
+    assert out.exit_code == 2 and out.output.count("\n") == 1, out.output
+    assert out.output.startswith(f"Error: {path}: ") and field in out.output, out.output
 
 
 def test_a_missing_results_dir_is_one_line(tmp_path):

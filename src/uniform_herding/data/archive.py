@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
+
+from uniform_herding.errors import UhError
 
 SIDE = 32
 ROW = 3 * SIDE * SIDE  # one image as a pickle row: 3072 uint8 in CHW order
@@ -97,8 +98,10 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 
-class DataError(RuntimeError):
-    """A data problem the user can fix; the message says how."""
+class DataError(UhError):
+    """A data problem the user can fix; the message says how. Exit 1, as `uh data` has always refused one."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -281,8 +284,26 @@ def write_synthetic_archive(
     jitter, brightness shift and pixel noise, so a classifier has something real to learn.
     """
     spec = DATASETS[dataset]
-    k = spec.n_classes
-    names = [f"class_{c:03d}" for c in range(k)]
+    names = [f"class_{c:03d}" for c in range(spec.n_classes)]
+    train_x, train_y, test_x, test_y = _synthetic_split(spec.n_classes, train_per_class, test_per_class, seed)
+    n = len(spec.train_members)
+    xs, ys = np.array_split(train_x, n), np.array_split(train_y, n)  # views: no copies
+    members = {
+        m: _batch(spec, f"synthetic training batch {i + 1} of {n}", xs[i], ys[i], names)
+        for i, m in enumerate(spec.train_members)
+    }
+    members[spec.test_member] = _batch(spec, "synthetic testing batch 1 of 1", test_x, test_y, names)
+    members[spec.meta_member] = _synthetic_meta(spec, names)
+    path = out_dir / spec.filename
+    _write_with_sidecar(path, spec.folder, members)
+    return path
+
+
+def _synthetic_split(
+    k: int, train_per_class: int, test_per_class: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Training and test images (rows of 3072 uint8) and labels of `k` synthetic classes, shuffled across
+    classes: one generator per class and one for the shuffles, all from `seed`."""
     *class_rngs, shuffle_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(k + 1))
     train_y = shuffle_rng.permutation(np.repeat(np.arange(k), train_per_class))
     test_y = shuffle_rng.permutation(np.repeat(np.arange(k), test_per_class))
@@ -292,28 +313,22 @@ def write_synthetic_archive(
         images = _class_images(rng, train_per_class + test_per_class)
         train_x[train_y == c] = images[:train_per_class]
         test_x[test_y == c] = images[train_per_class:]
+    return train_x, train_y, test_x, test_y
 
-    n = len(spec.train_members)
-    xs, ys = np.array_split(train_x, n), np.array_split(train_y, n)  # views: no copies
-    members = {
-        m: _batch(spec, f"synthetic training batch {i + 1} of {n}", xs[i], ys[i], names)
-        for i, m in enumerate(spec.train_members)
-    }
-    members[spec.test_member] = _batch(spec, "synthetic testing batch 1 of 1", test_x, test_y, names)
-    members[spec.meta_member] = _synthetic_meta(spec, names)
 
-    path = out_dir / spec.filename
+def _write_with_sidecar(path: Path, folder: str, members: dict[str, Any]) -> None:
+    """The archive of `members` at `path` and its `.md5` sidecar, each atomically, the sidecar first: an archive
+    never lands without one."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with _atomic(path) as tmp:
             with open(tmp, "wb") as f:
-                _write_tar(f, spec.folder, members)
+                _write_tar(f, folder, members)
             md5 = calculate_md5(tmp)
-            with _atomic(_sidecar(path)) as side:  # sidecar first: an archive never lands without one
+            with _atomic(_sidecar(path)) as side:
                 side.write_text(f"{md5}  {path.name}\n")
     except OSError as e:
         raise DataError(f"cannot write {path} ({e.strerror}); choose a writable output folder") from e
-    return path
 
 
 def _class_images(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -378,42 +393,8 @@ def _write_tar(f: io.BufferedWriter, folder: str, members: dict[str, Any]) -> No
             tar.addfile(info, io.BytesIO(data))
 
 
-# --- `uh data` -------------------------------------------------------------------------------------
-
-_dataset_option = click.option("--dataset", type=click.Choice(list(DATASETS)), default="cifar100", show_default=True)
-
-
-@click.group("data")
-def data_cmd() -> None:
-    """Write synthetic archives and verify archives (official layout)."""
-
-
-@data_cmd.command("synth")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True, help="Output folder.")
-@_dataset_option
-@click.option("--train-per-class", type=click.IntRange(min=1), default=500, show_default=True)
-@click.option("--test-per-class", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-def synth_cmd(out: Path, dataset: str, train_per_class: int, test_per_class: int, seed: int) -> None:
-    """Write a learnable synthetic archive under the official file name, plus its .md5 sidecar."""
-    try:
-        path = write_synthetic_archive(dataset, out, train_per_class, test_per_class, seed)
-    except DataError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(f"{path}  md5 {calculate_md5(path)}")
-
-
-@data_cmd.command("verify")
-@click.argument("path", type=click.Path(path_type=Path, dir_okay=False))
-@_dataset_option
-def verify_cmd(path: Path, dataset: str) -> None:
-    """Check PATH's md5 (official, or its .md5 sidecar's) and that it parses; print md5 and OK."""
-    try:
-        _, md5 = locate_archive(dataset, path.parent, archive=path)
-        raw = read_archive(dataset, path)
-    except DataError as e:
-        raise click.ClickException(str(e)) from None
-    click.echo(
-        f"{path}  md5 {md5}  {raw.source}: {len(raw.train_y)} train, {len(raw.test_y)} test images, "
-        f"{len(raw.class_names)} classes  OK"
-    )
+def verify_archive(dataset: str, path: Path) -> tuple[str, RawData]:
+    """`uh data verify`: PATH's md5, the official one or its sidecar's (locate_archive), and what it holds, read as a
+    run reads it; DataError where either fails."""
+    _, md5 = locate_archive(dataset, path.parent, archive=path)
+    return md5, read_archive(dataset, path)

@@ -115,6 +115,17 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     results written before it was recorded still load (uh check names them: provenance.made_by).
     """
     check_schema(result, schemas.RESULT, path, RERUN)
+    check_config(result, path)
+    check_R(result["R"], result["config"]["n_tasks"], path)
+    check_epoch_losses(result.get("tasks", []), result["config"]["epochs"], path)
+    check_metric_ranges(result["metrics"], path)
+    check_metrics_of_R(result, path)
+    return result
+
+
+def check_config(result: dict[str, Any], path: Path) -> None:
+    """Refuse a result whose run ID is unknown (a run ID or a canonical variant ID), written by another config
+    version, or whose config or variant record is not what that ID has under its profile."""
     try:
         check_id(result["run_id"])  # a run ID or a canonical variant ID
     except ConfigError as e:
@@ -139,13 +150,14 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
             f"{path}: records variant {result.get('variant')!r}, not {result['run_id']}'s "
             f"{record(result['run_id']).get('variant')!r}; re-run it"
         )
-    check_R(result["R"], config["n_tasks"], path)
-    check_epoch_losses(result.get("tasks", []), config["epochs"], path)
-    metrics = result["metrics"]
+
+
+def check_metric_ranges(metrics: dict[str, Any], path: Path) -> None:
+    """Refuse metrics that lack one of the paper's, or hold one that is not a finite number in the range it declares
+    (metrics.py); a reported metric is optional (results written before it lack it)."""
     absent = [m for m in METRICS if m not in metrics]
     if absent:
         raise ResultError(f"{path}: metrics lack {', '.join(absent)}")
-    # a reported metric is optional (results written before it lack it); each is in the range it declares
     given = {name: m for name, m in {**PAPER, **REPORTED}.items() if name in metrics}
     bad = [name for name in given if not _is_number(metrics[name])]
     if bad:
@@ -157,8 +169,6 @@ def validate_result(result: Any, path: Path) -> dict[str, Any]:
     ]
     if out_of_range:
         raise ResultError(f"{path}: metric(s) out of range: {', '.join(out_of_range)}")
-    check_metrics_of_R(result, path)
-    return result
 
 
 def check_epoch_losses(tasks: list[dict[str, Any]], epochs: int, path: Path) -> None:
@@ -419,6 +429,14 @@ def read_per_seed_csv(path: Path | str, data: bytes | None = None) -> pd.DataFra
         raise ResultError(f"{path}: columns {','.join(df.columns)}; expected {','.join(PER_SEED_COLUMNS)}")
     if df.empty:
         raise ResultError(f"{path}: no rows")
+    _check_run_ids(df, path)
+    _to_numbers(df, path)
+    _check_rows(df, path)
+    return df
+
+
+def _check_run_ids(df: pd.DataFrame, path: Path) -> None:
+    """Refuse a row of an unknown run ID, or of a variant ID that is not canonical."""
     unknown = sorted(r for r in set(df["run_id"]) if r not in RUNS and not is_variant(r))
     if unknown:
         raise ResultError(f"{path}: unknown run ID(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
@@ -427,6 +445,11 @@ def read_per_seed_csv(path: Path | str, data: bytes | None = None) -> pd.DataFra
             check_id(run_id)
         except ConfigError as e:
             raise ResultError(f"{path}: {e}") from None
+
+
+def _to_numbers(df: pd.DataFrame, path: Path) -> None:
+    """The seed and metric columns, read as text, made numbers in place: finite, integer seeds, each in its range
+    (numpy's seeds; the range each metric declares)."""
     for column in PER_SEED_COLUMNS[1:]:
         values = pd.to_numeric(df[column], errors="coerce").astype(float)
         bad = df.loc[~np.isfinite(values), column]
@@ -442,7 +465,12 @@ def read_per_seed_csv(path: Path | str, data: bytes | None = None) -> pd.DataFra
             raise ResultError(
                 f"{path}: {column} {bad.iloc[0]} out of range {low:.10g}..{high:.10g} (line {bad.index[0] + 2})"
             )
-    below = df[df["bwt"] < -df["forgetting"] - BOUND_ROUNDING]  # BWT >= -F for every R (metrics.py)
+
+
+def _check_rows(df: pd.DataFrame, path: Path) -> None:
+    """Refuse a row that no R gives (bwt below -forgetting: BWT >= -F for every R, metrics.py) and a run ID and seed
+    given twice."""
+    below = df[df["bwt"] < -df["forgetting"] - BOUND_ROUNDING]
     if not below.empty:
         row = below.iloc[0]
         raise ResultError(
@@ -454,7 +482,6 @@ def read_per_seed_csv(path: Path | str, data: bytes | None = None) -> pd.DataFra
     if not duplicated.empty:
         run_id, seed = duplicated.iloc[0][["run_id", "seed"]]
         raise ResultError(f"{path}: duplicate row for {run_id} seed {seed}")
-    return df
 
 
 def write_per_seed_csv(path: Path | str, per_seed: pd.DataFrame) -> None:

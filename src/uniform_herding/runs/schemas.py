@@ -1,7 +1,7 @@
-"""JSON Schemas (draft 2020-12) of the JSON files uh reads back: result.json, profile.json and a bundle's crate
-metadata (ro-crate-metadata.json). results.read_json checks a file against one, after its size, nesting and
-numbers are bounded (results.parse_json), so that every reader gets values of the types it uses or one line
-naming the file and the field.
+"""JSON Schemas (draft 2020-12) of the JSON files uh reads back: result.json, profile.json, the job records of
+`uh run --executor` (submitit/submissions/*.json) and a bundle's crate metadata (ro-crate-metadata.json).
+results.read_json checks a file against one, after its size, nesting and numbers are bounded (results.parse_json),
+so that every reader gets values of the types it uses or one line naming the file and the field.
 
 Each schema types the keys the code reads and leaves the rest open: uh may add keys to a result (its environment
 and provenance above all) without making earlier files invalid. What a type cannot say (R's shape, the metrics R
@@ -73,6 +73,30 @@ PROFILE: dict[str, Any] = {  # results.claim_dir
     "type": "object",
     "required": ["profile"],
     "properties": {"profile": {"type": "string", "enum": list(PROFILES)}},
+}
+
+SUBMISSION: dict[str, Any] = {  # executor.record_submission; what runs/status.py reads of it
+    "type": "object",
+    "required": ["pairs"],
+    "properties": {
+        "written": {"type": "number"},
+        "pairs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["run_id", "seed", "executor"],
+                "properties": {
+                    "run_id": {"type": "string"},
+                    "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
+                    "executor": {"type": "string", "enum": ["local", "slurm"]},
+                    "job_id": STRING_OR_NULL,
+                    "folder": {"type": "string"},
+                    "uh_pid": {"type": "integer"},
+                    "host": {"type": "string"},
+                },
+            },
+        },
+    },
 }
 
 _REFERENCE: dict[str, Any] = {

@@ -198,7 +198,7 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
     quiet_lightning()
     cfg = step_config(width)
     stream, learner, teacher = task_one(cfg, steps, device)
-    start = [p.detach().clone() for p in learner.parameters()]
+    start = [p.detach().to("cpu", torch.float32, copy=True) for p in learner.parameters()]
     items, replay = stream.train_items(1)[: steps * cfg.batch_size], stream.train_items(0)
     overflow_at = (1, steps // 2)
 
@@ -210,8 +210,24 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
     ref = Reference(
         cfg, copy.deepcopy(learner), copy.deepcopy(teacher), stream, replay, gen, Watched(overflow_at, progress)
     )
+    fit_reference(ref, items, device)
+    a = trace(ours.scales, ours.weights, ours.step_s)
+    b = trace(ref.watched.scales, ref.weights, ref.watched.step_s)
+    return Comparison(
+        ours=a,
+        reference=b,
+        overflow_at=overflow_at,
+        skipped_counted=stats.skipped_steps,
+        max_weight_diff=max(float((x - y).abs().max()) for x, y in zip(a.weights, b.weights, strict=True)),
+        max_update=max(float((y - w).abs().max()) for y, w in zip(b.weights, start, strict=True)),
+    )
+
+
+def fit_reference(ref: Reference, items: Tensor, device: torch.device) -> None:
+    """The reference path's fit: Lightning's Trainer with its stock "16-mixed" plugin and its own norm clipping, one
+    epoch over `items`; its models compiled as fit_task compiles ours (UH_COMPILE), like with like."""
     ref.learner.train()
-    for model in (ref.learner, ref.teacher):  # like with like: compiled as fit_task compiles ours (UH_COMPILE)
+    for model in (ref.learner, ref.teacher):
         compile_backbone(model)
     L.Trainer(
         accelerator=device.type,
@@ -221,27 +237,17 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
             MixedPrecision("16-mixed", device.type, scaler=torch.amp.GradScaler(device.type)),
             LightningEnvironment(),
         ],  # one plain process, inside a Slurm job too (no requeue handler)
-        gradient_clip_val=cfg.grad_clip,
+        gradient_clip_val=ref.cfg.grad_clip,
         gradient_clip_algorithm="norm",
         logger=False,
         enable_checkpointing=False,
         enable_model_summary=False,
         enable_progress_bar=False,
-    ).fit(ref, train_dataloaders=Batches(items, cfg.batch_size, ref.generator))
+    ).fit(ref, train_dataloaders=Batches(items, ref.cfg.batch_size, ref.generator))
 
-    def trace(scales: list[float], weights: list[Tensor], step_s: list[float]) -> Trace:
-        previous = [INIT_SCALE, *scales[:-1]]
-        skipped = [k for k, (a, b) in enumerate(zip(previous, scales, strict=True)) if b < a]
-        return Trace(scales, skipped, weights, step_s)
 
-    a = trace(ours.scales, ours.weights, ours.step_s)
-    b = trace(ref.watched.scales, ref.weights, ref.watched.step_s)
-    start = [p.to("cpu", torch.float32) for p in start]
-    return Comparison(
-        ours=a,
-        reference=b,
-        overflow_at=overflow_at,
-        skipped_counted=stats.skipped_steps,
-        max_weight_diff=max(float((x - y).abs().max()) for x, y in zip(a.weights, b.weights, strict=True)),
-        max_update=max(float((y - w).abs().max()) for y, w in zip(b.weights, start, strict=True)),
-    )
+def trace(scales: list[float], weights: list[Tensor], step_s: list[float]) -> Trace:
+    """A path's Trace: a step is skipped where the scale after it fell (from INIT_SCALE before the first)."""
+    previous = [INIT_SCALE, *scales[:-1]]
+    skipped = [k for k, (a, b) in enumerate(zip(previous, scales, strict=True)) if b < a]
+    return Trace(scales, skipped, weights, step_s)

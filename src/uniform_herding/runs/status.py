@@ -8,14 +8,16 @@ about it (queued, running, failed, cancelled); else the checkpoint (stopped, res
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from uniform_herding.runs import schemas
 from uniform_herding.runs.executor import process_alive, submitit_folder
+from uniform_herding.runs.jsonfiles import read_json
 
 SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "RESIZING", "SUSPENDED"}
 SLURM_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING"}
@@ -82,14 +84,13 @@ def lock_held(lock: Path) -> bool:
 
 
 def submissions(results_dir: Path) -> dict[tuple[str, int], dict]:
-    """The latest recorded job of every pair (executor.record_submission's files, oldest first)."""
+    """The latest recorded job of every pair (executor.record_submission's files, oldest first), each file read as
+    every JSON file uh wrote is read (bounded, checked against its schema: jsonfiles.read_json); ResultError, one
+    line naming the file, for one that is not what uh run writes."""
+    remedy = "remove it: it only tells uh status which job runs each pair; the next `uh run` records its own"
     latest: dict[tuple[str, int], dict] = {}
-    records = []
-    for path in (submitit_folder(results_dir) / "submissions").glob("*.json"):
-        try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
+    paths = (submitit_folder(results_dir) / "submissions").glob("*.json")
+    records = [read_json(path, schemas.SUBMISSION, remedy) for path in sorted(paths)]
     for record in sorted(records, key=lambda r: r.get("written", 0)):
         for entry in record.get("pairs", []):
             latest[(entry["run_id"], int(entry["seed"]))] = entry
@@ -133,67 +134,87 @@ class Line:
         return f"{self.run_id} seed {self.seed}: {self.state}{f' {self.detail}' if self.detail else ''}"
 
 
+@dataclass
+class Pair:
+    """One (run ID, seed) without its result, as uh status reads it: its folder, the tasks its checkpoint holds
+    (checkpoint_progress), and the job recorded for it (record_submission's entry; `job` None: not started yet)."""
+
+    run_id: str
+    seed: int
+    folder: Path
+    entry: dict | None
+    progress: tuple[int, int] | None
+    job: Any
+
+    def line(self, state: str, detail: str = "") -> Line:
+        return Line(self.run_id, self.seed, state, detail)
+
+    @property
+    def tag(self) -> str:
+        """The job as a line names it: [Slurm job 4_0], [local job 1234]; empty without a job."""
+        if self.job is None:
+            return ""
+        return f"[{'Slurm' if self.entry['executor'] == 'slurm' else 'local'} job {self.entry['job_id']}]"
+
+    def running(self) -> Line:
+        task = f"task {self.progress[0] + 1} of {self.progress[1]}, from the checkpoint" if self.progress else "task 1"
+        return self.line("running", f"({task}) {self.tag}".strip())
+
+    def ended(self, state: str) -> Line:
+        """Its job ended without a result: stopped by a signal (resumable) or failed, with the log's last error."""
+        error = last_error(self.job.paths.stdout, self.job.paths.stderr)
+        kind = "stopped" if " stopped by SIG" in error else "failed"
+        return self.line(kind, f"{self.tag}{f' {state}' if state else ''}: {error}; log: {self.job.paths.stderr}")
+
+    def unrecorded(self) -> Line:
+        """No job recorded for it: stopped (its checkpoint resumes it) or not started."""
+        if self.progress:
+            return self.line(
+                "stopped", f"(checkpoint after task {self.progress[0]} of {self.progress[1]}; run it again to resume)"
+            )
+        return self.line("not started")
+
+    def slurm_line(self, state: str) -> Line:
+        """The line of its Slurm job, from the state Slurm's accounting gives it (e.g. PENDING, CANCELLED)."""
+        if state in SLURM_QUEUED:
+            return self.line("queued", f"{self.tag} {state}")
+        if state in SLURM_RUNNING:
+            return self.running()
+        log = f"log: {self.job.paths.stderr}"
+        if state == "CANCELLED":
+            kept = f" (checkpoint after task {self.progress[0]} of {self.progress[1]})" if self.progress else ""
+            return self.line("cancelled", f"{self.tag}{kept}; {log}")
+        if state in ("UNKNOWN", "READY"):
+            return self.line("unknown", f"{self.tag} (Slurm does not know it here: no sacct?); {log}")
+        return self.ended(state)
+
+
 def pair_status(
     results_dir: Path, run_id: str, seed: int, entry: dict | None, slurm_state: dict[str, str] | None
 ) -> Line:
     """The state of one pair: done, running, queued, failed, cancelled, stopped, unknown or not started.
     `slurm_state`: Slurm's states of the jobs (slurm_states; None: it could not be read)."""
     folder = results_dir / run_id / f"seed-{seed}"
+    done = Line(run_id, seed, "done")
     if (folder / "result.json").exists():
-        return Line(run_id, seed, "done")
-    progress = checkpoint_progress(folder)
+        return done
     job = _job(entry) if entry and entry.get("job_id") else None
-    tag = f"[{'Slurm' if entry and entry['executor'] == 'slurm' else 'local'} job {entry['job_id']}]" if job else ""
-
-    def running() -> Line:
-        task = f"task {progress[0] + 1} of {progress[1]}, from the checkpoint" if progress else "task 1"
-        return Line(run_id, seed, "running", f"({task}) {tag}".strip())
-
-    def ended(state: str) -> Line:  # without a result: stopped by a signal (resumable) or failed
-        error = last_error(job.paths.stdout, job.paths.stderr)
-        kind = "stopped" if " stopped by SIG" in error else "failed"
-        return Line(run_id, seed, kind, f"{tag}{f' {state}' if state else ''}: {error}; log: {job.paths.stderr}")
-
+    pair = Pair(run_id, seed, folder, entry, checkpoint_progress(folder), job)
     if lock_held(folder / ".lock"):
-        return running()
+        return pair.running()
     if entry is None:
-        if progress:
-            return Line(
-                run_id,
-                seed,
-                "stopped",
-                f"(checkpoint after task {progress[0]} of {progress[1]}; run it again to resume)",
-            )
-        return Line(run_id, seed, "not started")
+        return pair.unrecorded()
     if job is None:  # queued by a local `uh run` that has not started it yet
         alive = _local_alive(entry, int(entry["uh_pid"]))
-        return Line(run_id, seed, "queued" if alive else "not started", "" if alive else "(its uh run has ended)")
+        return pair.line("queued" if alive else "not started", "" if alive else "(its uh run has ended)")
     if entry["executor"] == "local":
         alive = _local_alive(entry, int(job.job_id))
-    elif slurm_state is None:
-        return Line(
-            run_id,
-            seed,
-            "unknown",
-            f"{tag} (Slurm's accounting could not be read: sacct failed or gave no "
-            f"answer in time); log: {job.paths.stderr}",
-        )
-    else:
-        state = slurm_state.get(str(job.job_id), "UNKNOWN").split()[0]  # e.g. "CANCELLED by 0"
-    if (folder / "result.json").exists():  # finished while we asked
-        return Line(run_id, seed, "done")
-    if entry["executor"] == "local":
-        return running() if alive else ended("")
-    if state in SLURM_QUEUED:
-        return Line(run_id, seed, "queued", f"{tag} {state}")
-    if state in SLURM_RUNNING:
-        return running()
-    if state == "CANCELLED":
-        kept = f" (checkpoint after task {progress[0]} of {progress[1]})" if progress else ""
-        return Line(run_id, seed, "cancelled", f"{tag}{kept}; log: {job.paths.stderr}")
-    if state in ("UNKNOWN", "READY"):
-        return Line(run_id, seed, "unknown", f"{tag} (Slurm does not know it here: no sacct?); log: {job.paths.stderr}")
-    return ended(state)
+        return done if (folder / "result.json").exists() else pair.running() if alive else pair.ended("")
+    if slurm_state is None:
+        unread = "(Slurm's accounting could not be read: sacct failed or gave no answer in time)"
+        return pair.line("unknown", f"{pair.tag} {unread}; log: {job.paths.stderr}")
+    state = slurm_state.get(str(job.job_id), "UNKNOWN").split()[0]  # e.g. "CANCELLED by 0"
+    return done if (folder / "result.json").exists() else pair.slurm_line(state)  # done: finished while we asked
 
 
 def status_lines(results_dir: Path, wait: float = SLURM_WAIT_S) -> list[Line]:
