@@ -256,7 +256,7 @@ def test_a_bad_setting_in_the_environment_is_one_line_before_any_check(variable,
         main, ["doctor", "--profile", "smoke", "--data-dir", str(tmp_path / "d"), "--results-dir", str(tmp_path / "r")]
     )
     # no check printed (standard output), the error one line, after the line that says what is being checked
-    assert res.exit_code == 1 and res.stdout == "" and res.stderr.count("\n") == 2
+    assert res.exit_code == 2 and res.stdout == "" and res.stderr.count("\n") == 2
     assert res.stderr.splitlines()[-1].startswith(f"Error: {message}")
     assert not (tmp_path / "r").exists()
 

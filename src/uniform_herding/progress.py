@@ -115,9 +115,7 @@ def chain_line(results_dir: Path, wait: float = SLURM_WAIT_S) -> str | None:
 
 
 class NoResults(UhError):
-    """A results dir that is not a directory: exit 1, as uh status has always refused it."""
-
-    exit_code = 1
+    """A results dir that is not a directory: exit 2, bad input."""
 
 
 class Unreadable(UhError):

@@ -125,7 +125,7 @@ def test_a_job_record_that_uh_did_not_write_is_one_line_exit_2(tmp_path, record,
 
 def test_a_missing_results_dir_is_one_line(tmp_path):
     out = CliRunner().invoke(main, ["status", "--results-dir", str(tmp_path / "nope")])
-    assert out.exit_code == 1 and "is not a directory" in out.output
+    assert out.exit_code == 2 and "is not a directory" in out.output
 
 
 @pytest.mark.trains

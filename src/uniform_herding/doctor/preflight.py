@@ -38,9 +38,7 @@ CPU_SELFTEST_WIDTH = 8  # fp16 convolutions have no fast CPU kernel: 10-60 s per
 
 class BadSetting(UhError):
     """A setting in the environment the runs would refuse (UH_COMPILE, UH_CPU_THREADS), refused in one line before
-    any check runs; exit 1, as uh doctor has refused it since it first checked them."""
-
-    exit_code = 1
+    any check runs; exit 2, bad input, as uh run refuses it (exit 1 is a FAIL the doctor found)."""
 
 
 @dataclass
