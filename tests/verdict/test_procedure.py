@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uniform_herding.catalogue import PAPER_RUNS
+from uniform_herding.design import oc
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import read_per_seed_csv
-from uniform_herding.verdict import oc
 from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim, Comparison
 from uniform_herding.verdict.expected import load_expected
 from uniform_herding.verdict.judge import Verdict, check

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from scipy import stats
 
 from uniform_herding.cli import main
-from uniform_herding.verdict import decide, oc
+from uniform_herding.design import oc
+from uniform_herding.design.worlds import NOT_ASSUMED
+from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.worlds import NOT_ASSUMED
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from uniform_herding.design.worlds import LAWS, NOT_ASSUMED, Model, World, law_nulls, models, redrawn, tolerances
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.worlds import LAWS, NOT_ASSUMED, Model, World, law_nulls, models, redrawn, tolerances
 
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
 WORLD = World.of(EXPECTED)

@@ -1,4 +1,4 @@
-"""uh bundle and uh check --bundle (verdict/bundle.py): an RO-Crate of a re-run, verified byte for byte, refused when
+"""uh bundle and uh check --bundle (evidence/bundle.py): an RO-Crate of a re-run, verified byte for byte, refused when
 hostile, its verdict re-derived from its results, its last rows recomputed from its weights."""
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from conftest import MALFORMED_RESULTS, PROFILE_A_LIST
 from rocrate.rocrate import ROCrate
 
 from uniform_herding.cli import main
+from uniform_herding.evidence import bundle
+from uniform_herding.evidence.recompute import final_path, last_row
 from uniform_herding.method.metrics import PAPER, REPORTED
 from uniform_herding.runs.provenance import checkout_state, code_hash
 from uniform_herding.runs.results import load_results
-from uniform_herding.verdict import bundle
-from uniform_herding.verdict.recompute import final_path, last_row
 
 SEED = 1993
 
@@ -519,7 +519,7 @@ def test_a_bundle_that_is_not_a_regular_file_is_refused_before_reading(kind, tmp
 
 # A child that copies slowly: each chunk written, then a minute's wait, time for a signal mid-copy.
 SLOW = """import sys, time
-from uniform_herding.verdict import bundle
+from uniform_herding.evidence import bundle
 
 copy = bundle._copy_hashed
 

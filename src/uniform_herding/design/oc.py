@@ -4,10 +4,10 @@ stated models and judging each with uh check's own function (judge.check: the pr
 metrics, the claims and the verdict), following the
 pre-registered procedure look by look (next_step's run IDs and seeds, then a check again).
 
-The models are verdict/worlds.py's. Beside the pass rates, `Bound`: the most that any rule at 5% could pass a
+The models are design/worlds.py's. Beside the pass rates, `Bound`: the most that any rule at 5% could pass a
 faithful re-run with k seeds, so that a target no procedure can meet is shown to be one. `--derive` prints the
 tolerances a per-seed table implies under the set's rule, and the claims' boundaries anew from their design
-(verdict/boundaries.py), so anyone can re-derive the shipped set.
+(design/boundaries.py), so anyone can re-derive the shipped set.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import pandas as pd
 from scipy import stats
 
 from uniform_herding.catalogue import PAPER_RUNS
+from uniform_herding.design.boundaries import derive_lines
+from uniform_herding.design.worlds import CENTER, NOT_ASSUMED, Model, World, law_nulls, models, pairs, tolerances
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import ResultError, read_per_seed_csv, write_text_atomic
 from uniform_herding.runs.terminal import Progress
-from uniform_herding.verdict.boundaries import derive_lines
 from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim
 from uniform_herding.verdict.decide import Decision, replicated
 from uniform_herding.verdict.expected import (
@@ -46,7 +47,6 @@ from uniform_herding.verdict.expected import (
 from uniform_herding.verdict.judge import check
 from uniform_herding.verdict.procedure import replay
 from uniform_herding.verdict.words import VerdictKind
-from uniform_herding.verdict.worlds import CENTER, NOT_ASSUMED, Model, World, law_nulls, models, pairs, tolerances
 
 TARGET_PASS, TARGET_MISS = 0.95, 0.05
 TARGET_AGAINST = TARGET_MISS / 2  # the contradicting side's bound (its boundaries spend 2.45% / m of it)

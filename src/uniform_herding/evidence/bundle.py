@@ -683,7 +683,7 @@ def check_bundle(
         results = load_results(bundle.results_dir)
         click.echo("\n".join(fit_line(line, width) for line in receivers_page(results, recompute)))
         if recompute:
-            from uniform_herding.verdict.recompute import recompute_last_rows
+            from uniform_herding.evidence.recompute import recompute_last_rows
 
             if differ := recompute_last_rows(bundle.results_dir, data_dir, run_ids, click.echo):
                 raise BundleError(
