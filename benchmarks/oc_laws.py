@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from uniform_herding.design.oc import cell, paper_seconds, pct
+from uniform_herding.design.simulation import paper_seconds, pct
+from uniform_herding.design.targets import cell
 from uniform_herding.design.worlds import Model
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import load_expected

@@ -25,7 +25,7 @@ LAZY_COMMANDS = {
         "Mean +/- std over seeds per run ID, paired deltas vs B3.",
     ),
     "bundle": (
-        "uniform_herding.evidence.bundle:bundle_command",
+        "uniform_herding.commands.bundle:bundle_command",
         "The results as one zip to send, with every file's SHA-256.",
     ),
     "check": (
@@ -33,14 +33,14 @@ LAZY_COMMANDS = {
         "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8.",
     ),
     "data": ("uniform_herding.data.archive:data_cmd", "Write a synthetic archive, or verify an archive."),
-    "oc": ("uniform_herding.design.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
+    "oc": ("uniform_herding.commands.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
     "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
     "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
     "stacks": (
-        "uniform_herding.design.stacks:stacks_command",
+        "uniform_herding.commands.stacks:stacks_command",
         "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",
     ),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),

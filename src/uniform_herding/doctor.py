@@ -657,7 +657,7 @@ def price_command(
     percentile, most), in runs and hours, on this machine where `uh doctor` timed it, else on the paper's
     Tesla T4 for a GPU; for a CPU without its timing, in runs and a line saying it has no price in hours.
     Refused in one line where this machine cannot train the profile, as each `uh run` would be."""
-    from uniform_herding.design.oc import paper_seconds
+    from uniform_herding.design.simulation import paper_seconds
     from uniform_herding.report.load import doctor_estimates
     from uniform_herding.runs.devices import DeviceError, select
     from uniform_herding.verdict.expected import ExpectedError, expected_dir_for, find_expected_root, load_expected

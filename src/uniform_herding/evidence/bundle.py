@@ -35,13 +35,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote
 
-import click
-from click.core import ParameterSource
 from rocrate.model import ContextEntity, File
 from rocrate.rocrate import ROCrate
 
 from uniform_herding import __version__
 from uniform_herding.data.archive import DATASETS
+from uniform_herding.errors import UhError
 from uniform_herding.runs import schemas
 from uniform_herding.runs.final import FINAL_NAME
 from uniform_herding.runs.jsonfiles import read_json
@@ -55,7 +54,7 @@ from uniform_herding.runs.results import (
     stack_labels,
     write_atomic,
 )
-from uniform_herding.runs.terminal import HEARTBEAT_S, Progress, columns, fit_line
+from uniform_herding.runs.terminal import HEARTBEAT_S, Progress, fit_line
 
 METADATA = "ro-crate-metadata.json"
 MANIFEST = "manifest-sha256.txt"
@@ -83,10 +82,8 @@ MAX_RATIO = 100  # uncompressed / compressed, of each file over RATIO_FROM bytes
 RATIO_FROM = 1 << 20
 
 
-class BundleError(click.ClickException):
+class BundleError(UhError):
     """A bundle that cannot be written or used (exists already, hostile, changed, not a crate): one line, exit 2."""
-
-    exit_code = 2
 
 
 # --- writing ------------------------------------------------------------------------------------------------------
@@ -375,39 +372,6 @@ def write_bundle(results_dir: Path, out: Path, with_weights: bool) -> tuple[int,
     return len(results), len(files) + 2
 
 
-@click.command("bundle")
-@click.option(
-    "--results-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="The results to send. Env: UH_RESULTS_DIR.",
-)
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="The zip to write (a new file: never overwritten).",
-)
-@click.option(
-    "--with-weights",
-    is_flag=True,
-    help="Also each run's final state (final.pt: weights and exemplar "
-    "indices, ~45 MB a run at the paper's size), so that uh check --bundle --recompute can evaluate R's "
-    "last row again on a CPU.",
-)
-def bundle_command(results_dir: Path, out: Path, with_weights: bool) -> None:
-    """Write the results as one zip to send (an RO-Crate, Process Run Crate profile): each run with its code hash,
-    dataset md5 and stack, uh check's report, uh report's output, the logs, and every file's SHA-256."""
-    runs, files = write_bundle(results_dir, out, with_weights)
-    click.echo(
-        f"wrote {out}: {runs} runs, {files} files in the zip{' with weights' if with_weights else ''}, "
-        f"{out.stat().st_size / 1e6:.1f} MB; the receiver checks it with uh check --bundle {out}"
-    )
-
-
 # --- verifying ----------------------------------------------------------------------------------------------------
 
 
@@ -641,8 +605,12 @@ def _named_in(bundle: OpenedBundle) -> Iterator[None]:
         yield
     except ResultError as e:
         raise BundleError(_members(str(e), bundle)) from None
-    except click.ClickException as e:
-        e.message = _members(e.message, bundle)
+    except UhError as e:
+        e.args = (_members(str(e), bundle),)
+        raise
+    except Exception as e:  # the check's click errors (a ClickException's line is its `message`)
+        if isinstance(getattr(e, "message", None), str):
+            e.message = _members(e.message, bundle)  # type: ignore[attr-defined]
         raise
 
 
@@ -653,39 +621,30 @@ def _members(message: str, bundle: OpenedBundle) -> str:
 
 
 def check_bundle(
-    ctx: click.Context,
-    path: Path | None,
+    path: Path,
     recompute: bool,
     data_dir: Path,
     run_ids: tuple[str, ...],
+    width: int | None,
     check: Callable[[Path], None],
+    echo: Callable[[str], None],
 ) -> None:
-    """`uh check --bundle`: verify, print the provenance, recompute R's last rows where asked (of `run_ids` alone
-    where given: uh check --run-ids), then `check` the bundled results (uh check --results-dir's own command), never
-    the bundled report."""
-    if path is None:
-        raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
-    given = [
-        f"--{k.replace('_', '-')}"
-        for k in ("results_dir", "per_seed")
-        if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT
-    ]
-    if given:
-        raise click.UsageError(f"give --bundle or {given[0]}, not both")
-    width = columns(bool(ctx.params.get("wide")))
+    """`uh check --bundle`: verify, `echo` the provenance (lines fitted to `width`), recompute R's last rows where
+    asked (of `run_ids` alone where given: uh check --run-ids), then `check` the bundled results (uh check
+    --results-dir's own command), never the bundled report."""
     with opened(path) as bundle, _named_in(bundle):
         count = len(bundle.crate.data_entities) + 1  # and the crate's metadata: the files in the zip, as uh bundle's
         opening = (
             f"bundle {path}: {count} files in the zip, each as {MANIFEST} records it; an "
             f"RO-Crate ({PROCESS_RUN_CRATE}) with a CreateAction per result.json"
         )
-        click.echo(fit_line(opening, width))
+        echo(fit_line(opening, width))
         results = load_results(bundle.results_dir)
-        click.echo("\n".join(fit_line(line, width) for line in receivers_page(results, recompute)))
+        echo("\n".join(fit_line(line, width) for line in receivers_page(results, recompute)))
         if recompute:
             from uniform_herding.evidence.recompute import recompute_last_rows
 
-            if differ := recompute_last_rows(bundle.results_dir, data_dir, run_ids, click.echo):
+            if differ := recompute_last_rows(bundle.results_dir, data_dir, run_ids, echo):
                 raise BundleError(
                     f"{path}: the recorded last row of R is not what the run's final state gives for "
                     f"{', '.join(differ)}: those results are not the runs'"
