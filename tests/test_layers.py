@@ -155,6 +155,23 @@ def test_no_function_of_the_method_is_over_40_lines() -> None:
     assert long == []
 
 
+def test_no_module_of_the_design_or_the_evidence_imports_click() -> None:
+    """click is the command line's (commands/, cli.py): the procedure's design and the evidence raise errors.UhError,
+    which cli.py turns into one line and an exit code, and print nothing through click."""
+    import ast
+
+    found = []
+    for layer in ("design", "evidence"):
+        for path in sorted((PACKAGE / layer).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                found += [f"{layer}/{path.name}: {name}" for name in names if name.split(".")[0] == "click"]
+    assert found == []
+
+
 def test_each_class_of_verdict_has_one_name_that_no_import_changes() -> None:
     """One name per type across verdict/, design/ and evidence/: no two of their modules define a class of the same
     name (words.py's enums once shared Claim and Verdict with claims.py's and judge.py's dataclasses), so no module of
