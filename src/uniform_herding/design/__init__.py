@@ -4,6 +4,6 @@ its printed report in oc.py; the models in worlds.py), the claims' boundaries de
 design (boundaries.py) and the stack offset tau measured from re-runs on several stacks (`uh stacks`: stacks.py).
 
 May import verdict/, evidence/, runs/, catalogue.py, method/ and data/. Imported by no layer; the top-level doctor.py
-reads the paper's T4 seconds of oc.py, and commands/ holds `uh oc` and `uh stacks`. The layers are checked by
-import-linter (pyproject.toml, [tool.importlinter]).
+reads the paper's T4 seconds of simulation.py (uh price), and commands/ holds `uh oc` and `uh stacks`. The layers are
+checked by import-linter (pyproject.toml, [tool.importlinter]).
 """
