@@ -94,7 +94,7 @@ def stack_label(results: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
 def read_stack(path: Path) -> Stack:
     """A results folder, a bundle zip (`uh bundle`) or a per-seed CSV as one stack; ResultError if unusable."""
     if path.suffix == ".zip" and path.is_file():
-        from uniform_herding.evidence.bundle import opened  # evidence/bundle.py; imported only for a bundle
+        from uniform_herding.evidence.verify import opened  # imported only for a bundle
 
         with opened(path) as bundle:
             results = load_results(bundle.results_dir)

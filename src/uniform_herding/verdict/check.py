@@ -260,7 +260,7 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     "--bundle",
     type=click.Path(dir_okay=False, path_type=Path),
     help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
-    "provenance printed, then its results checked (evidence/bundle.py).",
+    "provenance printed, then its results checked (evidence/verify.py).",
 )
 @click.option(
     "--recompute",
@@ -301,7 +301,7 @@ def check_command(
     if run_ids_option is not None and claim_id is not None:
         raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
     if bundle is not None or recompute:
-        from uniform_herding.evidence.bundle import check_bundle
+        from uniform_herding.evidence.verify import check_bundle
 
         ctx = click.get_current_context()
         if bundle is None:
