@@ -20,6 +20,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner, Result
@@ -115,15 +116,15 @@ def test_a_bundle_is_a_process_run_crate_with_a_create_action_per_run_and_a_sha2
         manifest = zf.read(bundle.MANIFEST).decode()
     assert manifest == "".join(f"{d}  {n}\n" for n, d in sorted(digests.items()) if n != bundle.MANIFEST)
     files = {e.id: e for e in crate.data_entities}
-    assert {n for n in digests if n != bundle.METADATA} == {bundle.unquote(i) for i in files}
-    assert all(e["sha256"] == digests[bundle.unquote(i)] for i, e in files.items() if i != bundle.MANIFEST)
+    assert {n for n in digests if n != bundle.METADATA} == {unquote(i) for i in files}
+    assert all(e["sha256"] == digests[unquote(i)] for i, e in files.items() if i != bundle.MANIFEST)
     assert any(n.startswith("results/submitit/") and n.endswith("_log.out") for n in digests)  # the jobs' logs
     assert {"results/check_report.json", "results/report/summary.md"} <= set(digests)
     for action in actions:
         run, _, seed = action["name"].rpartition(" seed ")
         result = results[run, int(seed)]
         assert action["instrument"]["identifier"] == result["provenance"]["code_sha256"]
-        assert {bundle.unquote(e.id) for e in action["result"]} == {
+        assert {unquote(e.id) for e in action["result"]} == {
             f"results/{run}/seed-{seed}/result.json",
             f"results/{run}/seed-{seed}/final.pt",
         }
