@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from uniform_herding.design.boundaries import derive
+from uniform_herding.design.simulation import paper_seconds, pct
+from uniform_herding.design.targets import cell
+from uniform_herding.design.worlds import Model
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.boundaries import Design, derive
+from uniform_herding.verdict.boundaries import Design
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.oc import cell, paper_seconds, pct
-from uniform_herding.verdict.worlds import Model
 
 E = load_expected(Path("expected_results"))
 FUTILE = 0.5

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from uniform_herding.design.simulation import paper_seconds, pct
+from uniform_herding.design.targets import cell
+from uniform_herding.design.worlds import Model
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.oc import cell, paper_seconds, pct
-from uniform_herding.verdict.worlds import Model
 
 E = load_expected(Path("expected_results"))
 OLD = replace(E, procedure=decide.Procedure(E.procedure.seeds, E.procedure.looks, (0.005, 0.002, 0.003, 0.005, 0.035)))

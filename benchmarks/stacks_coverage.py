@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from uniform_herding.design.stacks import LEVEL, anova, interval, pooled
 from uniform_herding.runs.results import read_per_seed_csv
-from uniform_herding.verdict.stacks import LEVEL, anova, interval, pooled
 
 TAUS = (0.0, 0.5, 1.0)  # pp
 STACKS = (2, 5, 10)

@@ -158,8 +158,10 @@ def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
     percentile as uh oc prints (one definition of the percentile, the least with 90% at or below it)."""
     import numpy as np
 
+    from uniform_herding.design.oc import write_extra_runs
+    from uniform_herding.design.simulation import paper_seconds, simulate
+    from uniform_herding.design.worlds import CENTER, Model
     from uniform_herding.verdict.expected import load_expected
-    from uniform_herding.verdict.oc import CENTER, Model, paper_seconds, simulate, write_extra_runs
 
     expected = load_expected(Path(__file__).resolve().parents[1] / "expected_results")
     seconds = paper_seconds(expected)
@@ -182,8 +184,9 @@ def test_doctor_prices_uh_ocs_procedure_as_uh_oc_does(tmp_path):
 def test_the_docs_state_the_whole_procedures_cost_that_the_shipped_procedure_runs_give():
     """README, ARTIFACT.md and docs/reproducing.md quote the whole procedure's T4 hours: uh doctor's price of
     expected_results/procedure_runs.csv (uh oc --runs-out) at the paper's T4 seconds, to one decimal."""
+    from uniform_herding.design.oc import RUNS_CSV
+    from uniform_herding.design.simulation import paper_seconds
     from uniform_herding.verdict.expected import load_expected
-    from uniform_herding.verdict.oc import RUNS_CSV, paper_seconds
 
     root = Path(__file__).resolve().parents[1]
     seconds = paper_seconds(load_expected(root / "expected_results"))

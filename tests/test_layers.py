@@ -1,9 +1,9 @@
-"""The package's layers are a contract: report > verdict > runs > catalogue > method > data > errors, each importing
-only the layers below it, and the top-level modules one of their own: cli > commands > sweep | doctor | progress >
-launch > chain | estimate, which no layer imports (pyproject.toml [tool.importlinter]; docs/architecture.md).
-`.ci/run` runs `lint-imports` on the package itself; here the same contracts are run on a copy of the package, once
-as it is and once with one wrong import planted, so that a contract that no longer catches one (a renamed layer, a
-lost containers line) fails here.
+"""The package's layers are a contract: report | design > verdict > evidence > runs > catalogue > method > data >
+errors, each importing only the layers below it, and the top-level modules one of their own: cli > commands > sweep |
+doctor | progress > launch > chain | estimate, which no layer imports (pyproject.toml [tool.importlinter];
+docs/architecture.md). `.ci/run` runs `lint-imports` on the package itself; here the same contracts are run on a copy
+of the package, once as it is and once with one wrong import planted, so that a contract that no longer catches one
+(a renamed layer, a lost containers line) fails here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # One upward import: the method (metrics.py) importing the verdict layer's decide.py.
 PLANTED_IN = Path("method") / "metrics.py"
 PLANTED = "from uniform_herding.verdict import decide  # noqa: F401\n"
+VERDICTS = ("verdict", "design", "evidence")  # the three packages that verdict/ once was
 
 
 def lint_imports(
@@ -103,6 +104,28 @@ def test_either_import_circle_put_back_breaks_the_top_level_contract(
     assert f"uniform_herding.{importer} -> uniform_herding.{imported}" in result.stdout, result.stdout
 
 
+@pytest.mark.parametrize(
+    ("planted_in", "imported"),
+    [
+        (Path("evidence") / "bundle.py", "uniform_herding.verdict.judge"),
+        (Path("report") / "summary.py", "uniform_herding.design.stacks"),
+    ],
+)
+def test_the_evidence_reading_the_verdict_or_the_report_reading_the_design_breaks_the_layers(
+    tmp_path: Path, planted_in: Path, imported: str
+) -> None:
+    """verdict/, design/ and evidence/ are layers of their own: a bundle is evidence whatever the verdict (evidence/
+    importing verdict/judge.py fails the contract), and the report and the procedure's design are siblings that
+    read the verdict, never each other (report/summary.py importing design/stacks.py fails it)."""
+    module, name = imported.rsplit(".", 1)
+    result = lint_imports(
+        tmp_path, plant=True, planted=f"from {module} import {name}  # noqa: F401\n", planted_in=planted_in
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    importer = "uniform_herding." + ".".join(planted_in.with_suffix("").parts)
+    assert f"{importer} -> {imported}" in result.stdout, result.stdout
+
+
 def test_a_layer_importing_a_top_level_module_breaks_its_contract(tmp_path: Path) -> None:
     """The top level drives the layers, never the reverse: runs/executor.py importing chain.py (which imports it)
     fails the contract that no layer imports a top-level module."""
@@ -132,23 +155,42 @@ def test_no_function_of_the_method_is_over_40_lines() -> None:
     assert long == []
 
 
+def test_no_module_of_the_design_or_the_evidence_imports_click() -> None:
+    """click is the command line's (commands/, cli.py): the procedure's design and the evidence raise errors.UhError,
+    which cli.py turns into one line and an exit code, and print nothing through click."""
+    import ast
+
+    found = []
+    for layer in ("design", "evidence"):
+        for path in sorted((PACKAGE / layer).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                found += [f"{layer}/{path.name}: {name}" for name in names if name.split(".")[0] == "click"]
+    assert found == []
+
+
 def test_each_class_of_verdict_has_one_name_that_no_import_changes() -> None:
-    """One name per type across verdict/: no two of its modules define a class of the same name (words.py's enums
-    once shared Claim and Verdict with claims.py's and judge.py's dataclasses), so no module of the package or the
-    tests imports one of its classes under another name (the aliases Kind, ClaimKind and JudgeVerdict once did)."""
+    """One name per type across verdict/, design/ and evidence/: no two of their modules define a class of the same
+    name (words.py's enums once shared Claim and Verdict with claims.py's and judge.py's dataclasses), so no module of
+    the package or the tests imports one of their classes under another name (the aliases Kind, ClaimKind and
+    JudgeVerdict once did)."""
     import ast
 
     defined: dict[str, list[str]] = {}
-    for path in sorted((PACKAGE / "verdict").glob("*.py")):
+    for path in sorted(path for layer in VERDICTS for path in (PACKAGE / layer).glob("*.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ClassDef):
-                defined.setdefault(node.name, []).append(path.name)
+                defined.setdefault(node.name, []).append(f"{path.parent.name}/{path.name}")
     assert {name: where for name, where in defined.items() if len(where) > 1} == {}
     aliased = [
         f"{path.relative_to(ROOT)}: {alias.name} as {alias.asname}"
         for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")])
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("uniform_herding.verdict")
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith(tuple(f"uniform_herding.{layer}" for layer in VERDICTS))
         for alias in node.names
         if alias.asname and alias.name in defined
     ]

@@ -25,7 +25,7 @@ LAZY_COMMANDS = {
         "Mean +/- std over seeds per run ID, paired deltas vs B3.",
     ),
     "bundle": (
-        "uniform_herding.verdict.bundle:bundle_command",
+        "uniform_herding.commands.bundle:bundle_command",
         "The results as one zip to send, with every file's SHA-256.",
     ),
     "check": (
@@ -33,7 +33,7 @@ LAZY_COMMANDS = {
         "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8.",
     ),
     "data": ("uniform_herding.commands.data:data_cmd", "Write a synthetic archive, or verify an archive."),
-    "oc": ("uniform_herding.verdict.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
+    "oc": ("uniform_herding.commands.oc:oc_command", "How often uh check passes a faithful re-run and fails a miss."),
     "doctor": (
         "uniform_herding.commands.doctor:doctor_command",
         "Preflight: versions, GPU, data, fp16 self-test, hours.",
@@ -46,7 +46,7 @@ LAZY_COMMANDS = {
         "Where a re-run stands: runs, look, verdict, time left.",
     ),
     "stacks": (
-        "uniform_herding.verdict.stacks:stacks_command",
+        "uniform_herding.commands.stacks:stacks_command",
         "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",
     ),
     "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uniform_herding.catalogue import PAPER_RUNS
+from uniform_herding.design import worlds
 from uniform_herding.method.metrics import METRICS
 from uniform_herding.runs.results import read_per_seed_csv
-from uniform_herding.verdict import oc
 from uniform_herding.verdict.claims import PAPER_CLAIMS, Claim, Comparison
 from uniform_herding.verdict.expected import load_expected
 from uniform_herding.verdict.judge import Verdict, check
@@ -29,24 +29,24 @@ from uniform_herding.verdict.procedure import State, claim_state, replay
 from uniform_herding.verdict.words import VerdictKind
 
 EXPECTED = load_expected(Path(__file__).resolve().parents[2] / "expected_results")
-WORLD = oc.World.of(EXPECTED)
+WORLD = worlds.World.of(EXPECTED)
 SEEDS = EXPECTED.registered
-RHO, TAU = oc.CENTER
+RHO, TAU = worlds.CENTER
 MODELS = (
-    oc.Model("faithful", faithful="b", rho=RHO, tau=TAU),
-    oc.Model("faithful, the paper's sampling error", faithful="a", rho=RHO, tau=TAU),
-    oc.Model("noisier", faithful="b", rho=RHO, tau=TAU, noise_scale=2.0),
+    worlds.Model("faithful", faithful="b", rho=RHO, tau=TAU),
+    worlds.Model("faithful, the paper's sampling error", faithful="a", rho=RHO, tau=TAU),
+    worlds.Model("noisier", faithful="b", rho=RHO, tau=TAU, noise_scale=2.0),
     *(
-        oc.Model(f"{r} {m} {d:+g}", faithful="b", rho=RHO, tau=TAU, shift=(r, m, d))
+        worlds.Model(f"{r} {m} {d:+g}", faithful="b", rho=RHO, tau=TAU, shift=(r, m, d))
         for r in ("B3", "a2", "a4", "B1", "s1", "B0")
         for m in ("acc", "forgetting")
         for d in (-6.0, 5.0)
     ),
     *(
-        oc.Model(f"null {c}", faithful="b", rho=RHO, tau=TAU, nulls=((r, o, m),))
-        for c, r, o, m, _ in oc.pairs(EXPECTED)
+        worlds.Model(f"null {c}", faithful="b", rho=RHO, tau=TAU, nulls=((r, o, m),))
+        for c, r, o, m, _ in worlds.pairs(EXPECTED)
     ),
-    oc.Model("null C5", faithful="b", rho=RHO, tau=TAU, null_c5=True),
+    worlds.Model("null C5", faithful="b", rho=RHO, tau=TAU, null_c5=True),
 )
 PROPERTY = settings(
     max_examples=int(os.environ.get("UH_PROPERTY_EXAMPLES", 500)),

@@ -84,7 +84,7 @@ def run_seconds(profile: str, results_dir: Path, device, expected) -> tuple[dict
     its = trains_on(device)[2]
     on_cpu = device is not None and device.type == "cpu"
     if not seconds and profile == "paper" and expected is not None and not on_cpu:
-        from uniform_herding.verdict.oc import paper_seconds
+        from uniform_herding.design.simulation import paper_seconds
 
         t4 = "the paper's Tesla T4's (expected_results/paper_compute.csv)"
         return paper_seconds(expected), f"{t4}, not {its}: {doctor_timing(profile, device)} times them"

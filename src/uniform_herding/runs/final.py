@@ -5,7 +5,7 @@ active exemplars of each class (the prototypes' items, positions in the task str
 on the CPU, with the run it belongs to (run ID, seed, profile, config, the archive's md5), sealed with its payload's
 SHA-256 as a checkpoint is (durability.seal). run.py writes it atomically before result.json, so a result whose run
 finished under this code always has it; `uh bundle --with-weights` ships it and `uh check --bundle F --recompute`
-evaluates it (verdict/recompute.py). No optimizer, pool or generator: nothing that trains further. torch is
+evaluates it (evidence/recompute.py). No optimizer, pool or generator: nothing that trains further. torch is
 imported where the file is written or read: `uh check --bundle` names the file without loading torch.
 """
 

@@ -107,7 +107,7 @@ _REFERENCES: dict[str, Any] = {
     "description": "an @id or a list of them",
 }
 
-CRATE: dict[str, Any] = {  # verdict/bundle.crate_of; what verdict/bundle.verify_crate reads of it
+CRATE: dict[str, Any] = {  # evidence/bundle.crate_of; what evidence/verify.verify_crate reads of it
     "type": "object",
     "required": ["@context", "@graph"],
     "properties": {

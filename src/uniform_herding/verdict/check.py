@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from uniform_herding.catalogue import PROFILES, RUNS, sort_key
 from uniform_herding.method.config import SEEDS
@@ -259,7 +260,7 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     "--bundle",
     type=click.Path(dir_okay=False, path_type=Path),
     help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
-    "provenance printed, then its results checked (verdict/bundle.py).",
+    "provenance printed, then its results checked (evidence/verify.py).",
 )
 @click.option(
     "--recompute",
@@ -300,17 +301,26 @@ def check_command(
     if run_ids_option is not None and claim_id is not None:
         raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
     if bundle is not None or recompute:
-        from uniform_herding.verdict.bundle import check_bundle
+        from uniform_herding.evidence.verify import check_bundle
 
         ctx = click.get_current_context()
+        if bundle is None:
+            raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
+        given = [
+            f"--{k.replace('_', '-')}"
+            for k in ("results_dir", "per_seed")
+            if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT
+        ]
+        if given:
+            raise click.UsageError(f"give --bundle or {given[0]}, not both")
         ctx.meta[BUNDLE_SOURCE] = f"--bundle {bundle}"  # the source the check names, not the temporary directory
         recomputed = named_run_ids(run_ids_option) if recompute else ()
         check_bundle(
-            ctx,
             bundle,
             recompute,
             data_dir,
             recomputed,
+            columns(wide),
             lambda results: ctx.invoke(
                 check_command,
                 results_dir=results,
@@ -321,6 +331,7 @@ def check_command(
                 run_ids_option=run_ids_option,
                 wide=wide,
             ),
+            click.echo,
         )
         return  # the check exits with its verdict's code; a bundle's never goes on to ./results
     width = columns(wide)

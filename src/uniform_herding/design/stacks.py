@@ -45,12 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from uniform_herding.catalogue import PROFILES, sort_key
+from uniform_herding.catalogue import sort_key
 from uniform_herding.runs.results import (
     METRICS,
     ResultError,
@@ -95,7 +94,7 @@ def stack_label(results: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
 def read_stack(path: Path) -> Stack:
     """A results folder, a bundle zip (`uh bundle`) or a per-seed CSV as one stack; ResultError if unusable."""
     if path.suffix == ".zip" and path.is_file():
-        from uniform_herding.verdict.bundle import opened  # verdict/bundle.py; imported only for a bundle
+        from uniform_herding.evidence.verify import opened  # imported only for a bundle
 
         with opened(path) as bundle:
             results = load_results(bundle.results_dir)
@@ -371,18 +370,87 @@ def _stack_lines(stacks: Sequence[Stack]) -> list[str]:
     return lines
 
 
-def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed) -> str:
+@dataclass(frozen=True)
+class Measured:
+    """What `uh stacks` measured: the stacks, the profile they share, tau per metric and the tau the rule assumes."""
+
+    stacks: tuple[Stack, ...]
+    profile: str
+    estimates: tuple[Estimate, ...]
+    assumed: Assumed
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every figure, as `--json-out` writes it."""
+        return {
+            "profile": self.profile,
+            "level": LEVEL,
+            "draws": DRAWS,
+            "seed": SEED,
+            "pin_half_width": PIN,
+            "stacks": [
+                {
+                    "source": s.source,
+                    "label": s.label,
+                    "other_labels": list(s.other_labels),
+                    "profile": s.profile,
+                    "rows": len(s.table),
+                }
+                for s in self.stacks
+            ],
+            "metrics": [e.to_dict() for e in self.estimates],
+            "rule_tau": dataclasses.asdict(self.assumed),
+            "note": AMENDMENT,
+        }
+
+
+def measure(sources: Sequence[Path], profile: str | None) -> Measured:
+    """tau from the stacks at `sources` (per-seed CSVs taken to be of `profile` where given), each metric's estimate
+    beside the tau the rule assumes; InputError for what cannot measure it."""
+    try:
+        stacks = [read_stack(path) for path in sources]
+    except ResultError as e:
+        raise InputError(str(e)) from None
+    stacks = [dataclasses.replace(s, profile=profile) if s.profile is None else s for s in stacks]
+    shared = check_stacks(stacks)
+    return Measured(tuple(stacks), shared, tuple(estimate(stacks, m) for m in METRICS), assumed_tau(stacks))
+
+
+def write_report(json_out: Path, measured: Measured) -> None:
+    """Every figure, as JSON, written atomically."""
+    try:
+        write_json_atomic(json_out, measured.to_dict())
+    except OSError as e:
+        raise InputError(
+            f"cannot write {json_out} ({e.strerror or e}); the figures above stand; pass a writable --json-out"
+        ) from None
+
+
+def format_report(measured: Measured) -> str:
     """The printed report: the stacks, tau per run ID and metric, then each metric's pooled beside the tau the
     tolerances assume; within 100 columns but for paths."""
-    by_run = {c.run_id: {} for e in estimates for c in e.cells}
-    for e in estimates:
+    by_run = {c.run_id: {} for e in measured.estimates for c in e.cells}
+    for e in measured.estimates:
         for c in e.cells:
             by_run[c.run_id][e.metric] = c
+    return "\n".join(
+        [
+            f"uh stacks: {len(measured.stacks)} stacks of profile {measured.profile}, {len(by_run)} run IDs held by 2 "
+            "or more",
+            *_stack_lines(measured.stacks),
+            "",
+            *_run_lines(by_run),
+            "",
+            *_metric_lines(measured.estimates, measured.assumed),
+            "",
+            *_notes(measured.assumed),
+        ]
+    )
+
+
+def _run_lines(by_run: dict[str, dict[str, Cell]]) -> list[str]:
+    """tau per run ID and metric, each run ID alone."""
     width = max(3, *map(len, by_run))
     lines = [
-        f"uh stacks: {len(stacks)} stacks of profile {profile}, {len(by_run)} run IDs held by 2 or more",
-        *_stack_lines(stacks),
-        "",
         "tau per run ID (pp; method of moments, 0 where the stacks' means spread no more than seeds explain)",
         f"{'run':{width}} {'stacks':>6} {'seeds':>5}" + "".join(f" {m:>10}" for m in METRICS),
     ]
@@ -390,9 +458,13 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         first = next(iter(found.values()))
         taus = "".join(f" {np.sqrt(max(0.0, found[m].tau2)):10.2f}" if m in found else f" {'-':>10}" for m in METRICS)
         lines.append(f"{run_id:{width}} {first.stacks:6d} {first.seeds:5g}{taus}")
+    return lines
+
+
+def _metric_lines(estimates: Sequence[Estimate], assumed: Assumed) -> list[str]:
+    """Each metric's tau pooled over its run IDs, its interval, the seeds' SD, the stacks to pin it and the rule's."""
     pct = f"{LEVEL:.0%}"
-    lines += [
-        "",
+    lines = [
         f"{'metric':12} {'run IDs':>7} {'tau (pp)':>9} {pct + ' interval':>16} {'seed SD':>8} "
         f"{'stacks to pin +/-' + format(PIN, 'g'):>20} {'rule tau':>8}",
     ]
@@ -403,8 +475,12 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
             f"{e.metric:12} {len(e.cells):7d} {e.tau:9.2f} {f'[{e.low:.2f}, {e.high:.2f}]':>16} "
             f"{e.seed_sd:8.2f} {pin:>20} {rule_tau:>8}"
         )
-    lines += [
-        "",
+    return lines
+
+
+def _notes(assumed: Assumed) -> list[str]:
+    """What tau is and how each column was found."""
+    return [
         TAU_IS,
         "pooled over run IDs (weights: their stacks - 1); interval: the pooled estimate's chi-square law",
         f"inverted ({DRAWS:,} draws, seed {SEED}; its measured coverage: expected_results/README.md); seed SD:",
@@ -412,65 +488,3 @@ def format_report(stacks: Sequence[Stack], profile: str, estimates: Sequence[Est
         "rule tau: the tau uh check's tolerances assume for this profile, as they state it:",
         f"  {assumed.source}",
     ]
-    return "\n".join(lines)
-
-
-@click.command("stacks")
-@click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--json-out", type=click.Path(dir_okay=False, path_type=Path), help="Also write every figure here (JSON)."
-)
-@click.option(
-    "--profile",
-    type=click.Choice(list(PROFILES)),
-    help="Profile of the per-seed CSV SOURCEs, which record none [default: the results folders', else paper].",
-)
-def stacks_command(sources: tuple[Path, ...], json_out: Path | None, profile: str | None) -> None:
-    """tau, the stack offset uh check's rule allows, from re-runs of the same run IDs on different stacks.
-
-    Each SOURCE is one stack's results: a results folder, a bundle zip (uh bundle) or a per-seed CSV (the
-    paper's own, expected_results/paper_per_seed.csv, is the paper's stack). It only reports."""
-    try:
-        stacks = [read_stack(path) for path in sources]
-    except ResultError as e:
-        raise InputError(str(e)) from None
-    stacks = [dataclasses.replace(s, profile=profile) if s.profile is None else s for s in stacks]
-    shared = check_stacks(stacks)
-    estimates, assumed = [estimate(stacks, m) for m in METRICS], assumed_tau(stacks)
-    click.echo(format_report(stacks, shared, estimates, assumed))
-    if json_out is not None:
-        _write_report(json_out, stacks, shared, estimates, assumed)
-    click.echo(AMENDMENT)
-
-
-def _write_report(
-    json_out: Path, stacks: Sequence[Stack], profile: str, estimates: Sequence[Estimate], assumed: Assumed
-) -> None:
-    """Every figure, as JSON, written atomically."""
-    report = {
-        "profile": profile,
-        "level": LEVEL,
-        "draws": DRAWS,
-        "seed": SEED,
-        "pin_half_width": PIN,
-        "stacks": [
-            {
-                "source": s.source,
-                "label": s.label,
-                "other_labels": list(s.other_labels),
-                "profile": s.profile,
-                "rows": len(s.table),
-            }
-            for s in stacks
-        ],
-        "metrics": [e.to_dict() for e in estimates],
-        "rule_tau": dataclasses.asdict(assumed),
-        "note": AMENDMENT,
-    }
-    try:
-        write_json_atomic(json_out, report)
-    except OSError as e:
-        raise InputError(
-            f"cannot write {json_out} ({e.strerror or e}); the figures above stand; pass a writable --json-out"
-        ) from None
-    click.echo(f"wrote {json_out}")

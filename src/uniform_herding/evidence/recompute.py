@@ -20,10 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-
 from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import DataError, RawData
+from uniform_herding.errors import UhError
 from uniform_herding.method.evaluate import ReadoutError, accuracy_row
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.runs.devices import select
@@ -34,10 +33,8 @@ from uniform_herding.runs.run import load_data, synthetic_sizes
 TOLERANCE = 0.5  # percentage points per entry of R's last row (or one test image of the task, where more)
 
 
-class RecomputeError(click.ClickException):
+class RecomputeError(UhError):
     """A recompute that cannot run (no final state, no dataset, another archive): one line, exit 2."""
-
-    exit_code = 2
 
 
 def differences(recorded: list[float], recomputed: list[float], test_images: list[int]) -> list[str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from uniform_herding.verdict import boundaries
+from uniform_herding.design import boundaries
 from uniform_herding.verdict.expected import ExpectedError, load_expected
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"

@@ -1,4 +1,5 @@
-"""oc.py: the derivation printed, the three faithful models, the bound, and `uh oc` at a small number of draws."""
+"""oc.py: `uh oc` at a small number of draws: every part and target printed, --only, --derive, the extra runs file,
+its progress, its refusals and its signals."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from scipy import stats
 
 from uniform_herding.cli import main
-from uniform_herding.verdict import decide, oc
+from uniform_herding.design import oc, simulation, worlds
+from uniform_herding.design.worlds import NOT_ASSUMED
+from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.expected import load_expected
-from uniform_herding.verdict.worlds import NOT_ASSUMED
 
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
@@ -45,98 +46,9 @@ def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     )
 
 
-def test_the_faithful_model_b_reproduces_the_papers_spread() -> None:
-    """(b): one seed's values scatter around the paper's means with the paper's sample SD, plus the offset tau."""
-    expected = load_expected(EXPECTED)
-    world = oc.World.of(expected)
-    model = oc.Model("faithful", faithful="b", rho=0.0, kind="faithful")
-    rng = np.random.default_rng(0)
-    draws = np.stack([model.draw(expected, world, rng)[1][:, 0] for _ in range(4000)])  # [n, R, M]
-    b3 = world.index("B3")
-    s = float(np.std([43.64, 44.72, 43.65], ddof=1))
-    assert float(draws[:, b3, 0].mean()) == pytest.approx(44.0033, abs=0.05)
-    assert float(draws[:, b3, 0].std()) == pytest.approx(math.sqrt(s**2 + 0.25), rel=0.08)
-
-
-def test_model_a_adds_the_papers_sampling_error_to_the_truth() -> None:
-    expected = load_expected(EXPECTED)
-    world = oc.World.of(expected)
-    rng = np.random.default_rng(1)
-    truths = {f: np.stack([oc.Model("x", faithful=f, tau=0.0).truth(world, rng) for _ in range(4000)]) for f in "ab"}
-    b3 = world.index("B3")
-    s = float(np.std([43.64, 44.72, 43.65], ddof=1))
-    assert float(truths["b"][:, b3, 0].std()) == 0.0
-    assert float(truths["a"][:, b3, 0].std()) == pytest.approx(s / math.sqrt(3), rel=0.08)
-
-
-def test_model_c_redraws_the_papers_table_and_rederives_the_set_from_it() -> None:
-    """(c) cannot flatter its own inputs: each world's set holds a redrawn table, and its tolerances are derived
-    from that table (a simulation that kept the shipped tolerances would judge every world by the same ones)."""
-    expected = load_expected(EXPECTED)
-    world = oc.World.of(expected)
-    rng = np.random.default_rng(2)
-    sets = [oc.Model("c", faithful="c").draw(expected, world, rng)[0] for _ in range(200)]
-    assert all(s.shipped for s in sets)  # the same procedure and hash: a badge is possible
-    b3 = [float(s.per_seed.loc[s.per_seed["run_id"] == "B3", "acc"].std()) for s in sets]
-    assert np.mean(b3) == pytest.approx(float(np.std([43.64, 44.72, 43.65], ddof=1)), rel=0.15)
-    tolerances = {round(s.tolerance_for("B3", "acc"), 6) for s in sets}
-    assert len(tolerances) > 150 and expected.tolerance_for("B3", "acc") not in tolerances
-
-
-def test_a_shared_seed_correlates_every_metric_of_every_pair_of_run_ids_by_rho() -> None:
-    """rho is what it says for each metric and pair of run IDs. (A factor per run ID, as before, mixed the
-    metrics differently for each: B3 and a4's ACC came out correlated -0.41 at rho 0.5, B3 and B2's F -0.50.)"""
-    world = oc.World.of(load_expected(EXPECTED))
-    rng, shape = np.random.default_rng(2), (len(world.runs), 20000, world.factor.shape[0])
-    values = world.correlated(rng.standard_normal((1, *shape[1:])), rng.standard_normal(shape), world.sd, 0.5)
-    for metric in range(2):
-        corr = np.corrcoef(values[:, :, metric])  # over seeds of one world: the noise alone
-        off_diagonal = corr[~np.eye(len(world.runs), dtype=bool)]
-        assert off_diagonal.min() > 0.47 and off_diagonal.max() < 0.53, (metric, off_diagonal.min())
-
-
-def test_the_bound_is_the_one_sided_z_tests_power_at_the_weakest_comparison() -> None:
-    """Under (b) at tau 0 the truth is the paper's means, so the bound at k seeds is Phi(d sqrt(k) / sigma -
-    z_0.95) of the weakest comparison, B3 - B1 ACC: d its paper effect, sigma^2 = s_B3^2 + s_B1^2 - 2 rho s s."""
-    expected = load_expected(EXPECTED)
-    b3, b1 = [43.64, 44.72, 43.65], [40.88, 43.82, 42.29]
-    d, s3, s1 = np.mean(b3) - np.mean(b1), np.std(b3, ddof=1), np.std(b1, ddof=1)
-    sigma = math.sqrt(s3**2 + s1**2 - 2 * 0.5 * s3 * s1)
-    by_hand = [stats.norm.cdf(d * math.sqrt(k) / sigma - stats.norm.ppf(0.95)) for k in (3, 10, 20)]
-    bound = oc.Bound.of(expected, np.random.default_rng(0), oc.Model("b", faithful="b", tau=0.0))
-    assert [bound.at(k) for k in (3, 10, 20)] == pytest.approx(by_hand)
-    assert bound.seeds_for(0.95) == next(
-        k for k in range(3, 100) if stats.norm.cdf(d * math.sqrt(k) / sigma - stats.norm.ppf(0.95)) >= 0.95
-    )
-
-
-def test_the_bound_of_a_comparison_with_no_true_effect_or_the_wrong_sign_is_5_percent() -> None:
-    bound = oc.Bound(effect=np.array([[-1.0], [0.0], [1.0]]), sigma=np.array([2.0]))
-    one = stats.norm.cdf(1.0 * math.sqrt(10) / 2.0 - stats.norm.ppf(0.95))
-    assert bound.at(10) == pytest.approx((0.05 + 0.05 + one) / 3)
-
-
-def test_the_bound_under_a_rises_with_seeds_and_stays_below_one() -> None:
-    bound = oc.Bound.of(load_expected(EXPECTED), np.random.default_rng(3), oc.Model("a", faithful="a"))
-    bounds = [bound.at(k) for k in (3, 10, 20, 1000)]
-    assert bounds == sorted(bounds) and bounds[-1] < 0.99
-
-
-def test_a_claims_null_models_set_the_true_effect_to_zero() -> None:
-    expected = load_expected(EXPECTED)
-    world = oc.World.of(expected)
-    null = next(m for m in oc.models(expected) if m.name == "null C1: B3 acc = B1")
-    truth = null.truth(world, np.random.default_rng(1))
-    assert truth[world.index("B3"), 0] == truth[world.index("B1"), 0]
-    nulls = tuple((other, run_id, m) for c, run_id, other, m, _ in oc.pairs(expected) if c == "C1")
-    every = oc.Model("all of C1", faithful="b", nulls=nulls).truth(world, np.random.default_rng(1))
-    for other in ("B1", "B2"):
-        assert list(every[world.index(other), :2]) == list(every[world.index("B3"), :2])
-
-
 def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -> None:
-    summary = oc.Summary(
-        oc.Model("a", faithful="a"),
+    summary = simulation.Summary(
+        worlds.Model("a", faithful="a"),
         4,
         (1, 1, 1),
         (0, 0, 0),
@@ -150,6 +62,21 @@ def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -
     oc.write_extra_runs(tmp_path / "runs.csv", summary)
     table = pd.read_csv(tmp_path / "runs.csv")
     assert list(table["share"]) == [0.75, 0.25] and list(table["B1"]) == [3, 0] and table["B0"].sum() == 0
+
+
+def test_uh_oc_refuses_a_set_it_cannot_simulate_in_one_line_and_exit_2() -> None:
+    """Bad input is exit 2, never 1 (a failed replication's code; uh oc exited 1 here): a set of another profile (the
+    models are the paper's), and --derive on a set whose tolerances are stated as numbers, each one line."""
+    smoke = EXPECTED / "smoke"
+    for args, line in (
+        (["--expected", str(smoke)], f"Error: {smoke} holds profile smoke; the models are the paper's"),
+        (
+            ["--derive", str(EXPECTED / "paper_per_seed.csv"), "--expected", str(smoke)],
+            f"Error: {smoke}: its tolerances are stated as numbers, not derived",
+        ),
+    ):
+        res = CliRunner().invoke(main, ["oc", *args])
+        assert (res.exit_code, res.stderr.strip()) == (2, line), res.output
 
 
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
@@ -190,12 +117,6 @@ def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() ->
     assert "  0.0 [0.0, " in a3, a3  # P(RR) with its Wilson interval
 
 
-def test_share_is_scipys_wilson_interval() -> None:
-    ci = stats.binomtest(7, 40).proportion_ci(0.95, method="wilson")
-    assert oc.share(7, 40) == pytest.approx((7 / 40, ci.low, ci.high))
-    assert decide.ALPHA == 0.05
-
-
 def test_one_claim_alone_is_priced_from_its_own_procedure() -> None:
     """`uh oc --only claims`: each claim's look 1 is its run IDs on the paper's three seeds, priced from the paper's
     T4 seconds; the whole of its own procedure costs at least that, and at most every look of every run ID."""
@@ -204,50 +125,13 @@ def test_one_claim_alone_is_priced_from_its_own_procedure() -> None:
     )
     assert res.exit_code == 0, res.output
     rows = {line.split()[0]: line for line in res.output.splitlines() if line[:2] in ("C1", "C2", "C3", "C4", "C5")}
-    seconds = oc.paper_seconds(load_expected(EXPECTED))
-    for claim in oc.PAPER_CLAIMS:
+    seconds = simulation.paper_seconds(load_expected(EXPECTED))
+    for claim in PAPER_CLAIMS:
         cells = rows[claim.claim_id].split(", ")[-1].split()[1:]
         runs, first, _, whole, _, most = (float(c) for c in cells[:6])
         assert runs == 3 * len(claim.runs)
         assert first == pytest.approx(sum(seconds[r] for r in claim.runs) * 3 / 3600, abs=0.05)
         assert first <= whole <= most
-
-
-def test_gating_draws_count_false_fails_and_the_detectable_miss_on_hand_made_numbers() -> None:
-    """Two metrics over four worlds, tolerance 1: the first fails in one world (|1.5| > 1), the second never. With
-    four worlds, passing at most 5% means passing none: the first needs |1.5 - s| > 1 (s 2.6 in 0.1 pp steps; 2.5
-    itself passes), the second |0.8 - s| > 1 (s 1.9)."""
-    differences = np.array([[1.5, 0.0], [0.5, 0.8], [0.0, -0.2], [-0.5, 0.1]])
-    draws = oc.GatingDraws(0.5, [("B3", "acc"), ("B1", "acc")], differences, np.ones((4, 2)))
-    assert list(draws.false_fails()) == [0.25, 0.0]
-    assert list(draws.detectable_miss()) == [2.6, 1.9]
-
-
-def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derives() -> None:
-    """Under (c) each world's expected set is re-derived: the tolerances differ from world to world and from the
-    shipped set's, and the differences are taken from the redrawn paper means."""
-    expected = load_expected(EXPECTED)
-    draws = oc.gating_draws(expected, 0.5, 6, np.random.default_rng(0))
-    assert len(draws.metrics) == 24 and draws.differences.shape == draws.tolerances.shape == (6, 24)
-    j = draws.metrics.index(("B3", "acc"))
-    assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
-
-
-def test_gating_draws_in_chunks_are_each_world_judged_as_uh_check_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """300 worlds in chunks of 128 (the chunks' edges crossed): world by world, the difference of the re-run's mean
-    on the paper's seeds from the redrawn paper mean, and the tolerance the redrawn set derives through
-    Expected.tolerance_for, as Model.draw draws the same worlds one at a time."""
-    monkeypatch.setattr(oc, "GATING_CHUNK", 128)
-    expected = load_expected(EXPECTED)
-    draws = oc.gating_draws(expected, 0.75, 300, np.random.default_rng(4))
-    world, rng, model = oc.World.of(expected), np.random.default_rng(4), oc.Model("c", tau=0.75)
-    for i in range(300):
-        judged_by, values = model.draw(expected, world, rng)
-        paper = judged_by.per_seed.groupby("run_id", sort=False)[list(oc.METRICS)].mean()
-        for j, (run_id, metric) in enumerate(draws.metrics):
-            observed = values[world.index(run_id), :3, oc.METRICS.index(metric)].mean()
-            assert draws.differences[i, j] == pytest.approx(observed - paper.at[run_id, metric], abs=1e-12)
-            assert draws.tolerances[i, j] == pytest.approx(judged_by.tolerance_for(run_id, metric, 3), abs=1e-9)
 
 
 def test_uh_oc_only_gating_prints_the_gating_table_alone_on_its_own_draws() -> None:
@@ -284,15 +168,6 @@ def test_uh_oc_only_gating_prints_the_gating_table_alone_on_its_own_draws() -> N
     rows = [line for line in res.output.splitlines() if re.match(r"  \w+ (acc|forgetting|bwt) ", line)]
     assert len(rows) == len(expected.gate) * 12 and all(row.count("x)") == 2 for row in rows)
     assert "the family: any gating metric fails, at each tau:" in res.output
-
-
-def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
-    """Each simulation draws from its own stream spawned from --seed, so one process and two give the same, and
-    three identical simulations give three different draws."""
-    expected = load_expected(EXPECTED)
-    parts = {"gating": [oc.simulation(oc.gating_draws, expected, 0.5, 3)] * 3}
-    one, two = ([d.differences.tolist() for d in oc.run_calls(parts, 5, jobs)["gating"]] for jobs in (1, 2))
-    assert one == two and one[0] != one[1] != one[2] != one[0]
 
 
 def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
@@ -493,51 +368,3 @@ def test_uh_oc_laws_prints_each_null_under_each_law_the_rule_does_not_assume_wit
                 line = rf"{status}{claim} with no effect, {re.escape(law)}, 10 draws: {side} \("
                 assert re.search(line, found, re.M), (law, claim, side)
     assert "faithful re-runs" not in res.output and "misses and nulls" not in res.output
-
-
-def _counted_draws(expected: object, subject: object, n: int, rng: np.random.Generator) -> int:
-    """A simulation that draws nothing: n re-runs counted in progress, and n returned."""
-    return sum(1 for _ in oc.counted(n))
-
-
-def _close(at: tuple[str, int]) -> oc.Target:
-    return oc.Target("close", (0.05, 0.01, 0.20), 0.05, True, at)
-
-
-def test_the_settle_round_asks_no_more_draws_than_the_run_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 61: `uh oc -n 400` (1,200 re-runs) settled its close cells on 20,000 fresh draws each, more than the
-    whole run and more the fewer it was asked for. Now the cells simulated again share at most the draws the run asked
-    of the simulations its targets read: here 10 + 30, so the one close cell of 10 draws gets 40, not 1,000."""
-    parts = {"p": [oc.simulation(_counted_draws, None, None, 10), oc.simulation(_counted_draws, None, None, 30)]}
-    found = [_close(("p", 0)), oc.Target("far", (0.5, 0.4, 0.6), 0.05, True, ("p", 1))]
-    done, each = oc.settle(parts, {"p": [10, 30]}, found, 1000, 0, 1)
-    assert (done, each) == ({"p": [40, 30]}, 40)
-    both = [_close(("p", 0)), _close(("p", 1))]  # 40 between two cells: 20 each, so only the one of 10 draws again
-    assert oc.settle(parts, {"p": [10, 30]}, both, 1000, 0, 1) == ({"p": [20, 30]}, 20)
-
-
-def test_the_settle_round_says_what_it_does_and_counts_its_progress(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 61: after the first round's "done" uh oc was silent for more than 6 minutes while it settled close cells,
-    on a pseudo-terminal with no width (`script`), where no bar is drawn. Now the settle round says what it draws and
-    why, counts every re-run in its progress, and, where no bar is drawn, prints a line at least every 15 s."""
-    made: list[oc.Progress] = []
-
-    class Recorded(oc.Progress):
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            made.append(self)
-
-    monkeypatch.setattr(oc, "Progress", Recorded)
-    parts = {"p": [oc.simulation(_counted_draws, None, None, 10), oc.simulation(_counted_draws, None, None, 30)]}
-    oc.settle(parts, {"p": [10, 30]}, [_close(("p", 0)), _close(("p", 1))], 1000, 0, 1)  # 20 each: p 0 again
-    (progress,) = made
-    assert (progress.total, progress.count) == (20, 20)
-    assert progress.every is not None and progress.every <= 15
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == (
-        "uh oc: 1 simulation whose interval holds a target, again on 20 fresh draws each: 20 in all, at most the 40 "
-        "the run asked of the simulations its targets read"
-    )
-    assert re.fullmatch(r"uh oc: done, 20 of 20 re-runs in \d+ s", err[-1])

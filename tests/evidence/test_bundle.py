@@ -1,5 +1,5 @@
-"""uh bundle and uh check --bundle (verdict/bundle.py): an RO-Crate of a re-run, verified byte for byte, refused when
-hostile, its verdict re-derived from its results, its last rows recomputed from its weights."""
+"""uh bundle and uh check --bundle (evidence/bundle.py, evidence/verify.py): an RO-Crate of a re-run, verified byte
+for byte, refused when hostile, its verdict re-derived from its results, its last rows recomputed from its weights."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner, Result
@@ -27,11 +28,11 @@ from conftest import MALFORMED_RESULTS, PROFILE_A_LIST
 from rocrate.rocrate import ROCrate
 
 from uniform_herding.cli import main
+from uniform_herding.evidence import bundle, verify
+from uniform_herding.evidence.recompute import final_path, last_row
 from uniform_herding.method.metrics import PAPER, REPORTED
 from uniform_herding.runs.provenance import checkout_state, code_hash
 from uniform_herding.runs.results import load_results
-from uniform_herding.verdict import bundle
-from uniform_herding.verdict.recompute import final_path, last_row
 
 SEED = 1993
 
@@ -115,15 +116,15 @@ def test_a_bundle_is_a_process_run_crate_with_a_create_action_per_run_and_a_sha2
         manifest = zf.read(bundle.MANIFEST).decode()
     assert manifest == "".join(f"{d}  {n}\n" for n, d in sorted(digests.items()) if n != bundle.MANIFEST)
     files = {e.id: e for e in crate.data_entities}
-    assert {n for n in digests if n != bundle.METADATA} == {bundle.unquote(i) for i in files}
-    assert all(e["sha256"] == digests[bundle.unquote(i)] for i, e in files.items() if i != bundle.MANIFEST)
+    assert {n for n in digests if n != bundle.METADATA} == {unquote(i) for i in files}
+    assert all(e["sha256"] == digests[unquote(i)] for i, e in files.items() if i != bundle.MANIFEST)
     assert any(n.startswith("results/submitit/") and n.endswith("_log.out") for n in digests)  # the jobs' logs
     assert {"results/check_report.json", "results/report/summary.md"} <= set(digests)
     for action in actions:
         run, _, seed = action["name"].rpartition(" seed ")
         result = results[run, int(seed)]
         assert action["instrument"]["identifier"] == result["provenance"]["code_sha256"]
-        assert {bundle.unquote(e.id) for e in action["result"]} == {
+        assert {unquote(e.id) for e in action["result"]} == {
             f"results/{run}/seed-{seed}/result.json",
             f"results/{run}/seed-{seed}/final.pt",
         }
@@ -370,16 +371,16 @@ def hostile(kind: str, path: Path) -> str:
             zf.writestr("results/profile.json", b"{}")
             return "appears twice"
         if kind == "many":
-            for i in range(bundle.MAX_MEMBERS + 1):
+            for i in range(verify.MAX_MEMBERS + 1):
                 zf.writestr(f"results/{i}", b"")
-            return f"more than the {bundle.MAX_MEMBERS} a bundle may hold"
+            return f"more than the {verify.MAX_MEMBERS} a bundle may hold"
         if kind == "bomb":  # one member of zeros compressing ~1000:1
-            zf.writestr("results/bomb", bytes(2 * bundle.RATIO_FROM))
-            return f"more than {bundle.MAX_RATIO}:1"
+            zf.writestr("results/bomb", bytes(2 * verify.RATIO_FROM))
+            return f"more than {verify.MAX_RATIO}:1"
         if kind == "small-bombs":  # many members under RATIO_FROM each, ~1000:1 together
             for i in range(40):
-                zf.writestr(f"results/{i}", bytes(bundle.RATIO_FROM // 2))
-            return f"or {bundle.MAX_RATIO}:1; refused"
+                zf.writestr(f"results/{i}", bytes(verify.RATIO_FROM // 2))
+            return f"or {verify.MAX_RATIO}:1; refused"
         if kind == "bzip2":  # bz2 decompresses a read whole, however large: no ratio check could stop it in time
             zf.writestr("results/bz2", b"x", compress_type=zipfile.ZIP_BZIP2)
             return "is compressed by method 12, not stored or deflated"
@@ -416,8 +417,8 @@ def test_a_hostile_zip_is_refused_with_exit_2_and_nothing_written_outside_the_te
     tmp.mkdir(), cwd.mkdir()
     path = tmp_path / "hostile.zip"
     words = hostile(kind, path)
-    monkeypatch.setattr(bundle, "MAX_MEMBER_BYTES", 1000 if kind == "large" else bundle.MAX_MEMBER_BYTES)
-    monkeypatch.setattr(bundle, "MAX_TOTAL_BYTES", 2000 if kind == "total" else bundle.MAX_TOTAL_BYTES)
+    monkeypatch.setattr(verify, "MAX_MEMBER_BYTES", 1000 if kind == "large" else verify.MAX_MEMBER_BYTES)
+    monkeypatch.setattr(verify, "MAX_TOTAL_BYTES", 2000 if kind == "total" else verify.MAX_TOTAL_BYTES)
     monkeypatch.setattr("tempfile.tempdir", str(tmp))
     monkeypatch.chdir(cwd)
     res = uh("check", "--bundle", str(path))
@@ -452,7 +453,7 @@ def zeros_zip(path: Path, members: int, size: int, declared: int | None = None, 
 def written(monkeypatch) -> list[int]:
     """The size of every chunk extracting writes, as it writes it."""
     chunks: list[int] = []
-    copy = bundle._copy_hashed
+    copy = verify.copy_hashed
 
     class Counting:
         def __init__(self, f) -> None:
@@ -462,7 +463,7 @@ def written(monkeypatch) -> list[int]:
             chunks.append(len(data))
             self.f.write(data)
 
-    monkeypatch.setattr(bundle, "_copy_hashed", lambda src, dst, *limit: copy(src, Counting(dst), *limit))
+    monkeypatch.setattr(verify, "copy_hashed", lambda src, dst, *limit: copy(src, Counting(dst), *limit))
     return chunks
 
 
@@ -494,7 +495,7 @@ def test_a_file_that_really_compresses_more_than_the_ratio_is_stopped_as_it_is_e
     (tmp_path / "tmp").mkdir()
     res = uh("check", "--bundle", str(tmp_path / "padded.zip"))
     assert res.exit_code == 2, res.output
-    assert f"more than {bundle.MAX_RATIO}:1 whatever its directory declares; refused" in error_line(res)
+    assert f"more than {verify.MAX_RATIO}:1 whatever its directory declares; refused" in error_line(res)
     assert 0 < sum(written) < size // 8 and not any((tmp_path / "tmp").iterdir())
 
 
@@ -519,9 +520,9 @@ def test_a_bundle_that_is_not_a_regular_file_is_refused_before_reading(kind, tmp
 
 # A child that copies slowly: each chunk written, then a minute's wait, time for a signal mid-copy.
 SLOW = """import sys, time
-from uniform_herding.verdict import bundle
+from uniform_herding.evidence import bundle, verify
 
-copy = bundle._copy_hashed
+copy = bundle.copy_hashed
 
 
 class Slow:
@@ -534,7 +535,7 @@ class Slow:
         time.sleep(60)
 
 
-bundle._copy_hashed = lambda src, dst, *limit: copy(src, Slow(dst), *limit)
+bundle.copy_hashed = verify.copy_hashed = lambda src, dst, *limit: copy(src, Slow(dst), *limit)
 from uniform_herding.cli import main
 
 main(sys.argv[1:])
@@ -633,8 +634,8 @@ def test_recompute_of_a_bundle_without_weights_says_to_bundle_them(finished_resu
 
 def test_the_limits_the_docs_state_are_the_codes() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "reproducing.md").read_text()
-    assert f"{bundle.MAX_MEMBERS:,} files" in text and f"{bundle.MAX_RATIO}:1" in text
-    assert f"{bundle.MAX_MEMBER_BYTES >> 30} GiB per file" in text and f"{bundle.MAX_TOTAL_BYTES >> 30} GiB" in text
+    assert f"{verify.MAX_MEMBERS:,} files" in text and f"{verify.MAX_RATIO}:1" in text
+    assert f"{verify.MAX_MEMBER_BYTES >> 30} GiB per file" in text and f"{verify.MAX_TOTAL_BYTES >> 30} GiB" in text
 
 
 # --- input that is no file uh wrote, its hashes made to agree (issue 59.4, 59.5) ---------------------------------

@@ -19,9 +19,7 @@ from scipy import stats
 
 from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
-from uniform_herding.method.config import CONFIG_VERSION
-from uniform_herding.runs.results import write_json_atomic
-from uniform_herding.verdict.stacks import (
+from uniform_herding.design.stacks import (
     AMENDMENT,
     TAU_IS,
     Stack,
@@ -32,6 +30,8 @@ from uniform_herding.verdict.stacks import (
     projected,
     stacks_to_pin,
 )
+from uniform_herding.method.config import CONFIG_VERSION
+from uniform_herding.runs.results import write_json_atomic
 
 RUNS = ("B0", "B1", "B2", "B3")
 SIGMAS = (0.6, 1.0, 1.6, 2.5)  # the seeds' SD per run ID, as unequal as the paper's
