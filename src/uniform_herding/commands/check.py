@@ -3,7 +3,9 @@ check_report.json; `--bundle` verifies a bundle first (verdict/bundle.py) and ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,29 +95,35 @@ def check_command(
     if run_ids_option is not None and claim_id is not None:
         raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
     asked = {"expected_dir": expected_dir, "profile": profile, "claim_id": claim_id, "run_ids_option": run_ids_option}
-
-    def checked(results: Path | None, per_seed: Path | None, source: str | None, default_out: Path) -> None:
-        """Check, print, write the report, exit with the verdict's code."""
-        report = check_report(results, per_seed, source=source, **asked)
-        click.echo("\n".join(report_lines(report, columns(wide))))
-        write_report(out := json_out or default_out, report)
-        click.echo(f"wrote {out}")
-        click.get_current_context().exit(report.verdict.code)
-
     if bundle is not None or recompute:
-        from uniform_herding.verdict.bundle import check_bundle
-
-        recomputed = named_run_ids(run_ids_option) if recompute else ()
         where = f"--bundle {bundle}"  # the source the check names, not the temporary directory
-        check_bundle(
-            click.get_current_context(),
-            bundle,
-            recompute,
-            data_dir,
-            recomputed,
-            lambda results: checked(results, None, where, Path("check_report.json")),
-        )
+        out = json_out or Path("check_report.json")
+        recomputed = named_run_ids(run_ids_option) if recompute else ()
+        _bundled(bundle, recompute, data_dir, recomputed, lambda results: _said(results, None, where, asked, out, wide))
         return  # the check exits with its verdict's code; a bundle's never goes on to ./results
     results_dir, per_seed = chosen_input(results_dir, per_seed)
-    default_out = Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
-    checked(results_dir, per_seed, None, default_out)
+    out = json_out or (
+        Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
+    )
+    _said(results_dir, per_seed, None, asked, out, wide)
+
+
+def _said(
+    results_dir: Path | None, per_seed: Path | None, source: str | None, asked: dict[str, Any], out: Path, wide: bool
+) -> None:
+    """The one call (check_report), its lines printed and its report written to `out`; exit with its verdict's code."""
+    report = check_report(results_dir, per_seed, source=source, **asked)
+    click.echo("\n".join(report_lines(report, columns(wide))))
+    write_report(out, report)
+    click.echo(f"wrote {out}")
+    click.get_current_context().exit(report.verdict.code)
+
+
+def _bundled(
+    bundle: Path | None, recompute: bool, data_dir: Path, run_ids: tuple[str, ...], check: Callable[[Path], None]
+) -> None:
+    """`--bundle`: verified and its provenance printed (R's last rows of `run_ids` recomputed where asked), then its
+    results `check`ed as a results dir (verdict/bundle.py)."""
+    from uniform_herding.verdict.bundle import check_bundle  # only --bundle needs the RO-Crate's stack
+
+    check_bundle(click.get_current_context(), bundle, recompute, data_dir, run_ids, check)
