@@ -40,8 +40,8 @@ class Cause:
     (its text: "B3 acc NOT REPLICATED", "C1 INCONCLUSIVE"). `state`: a metric's or a claim's kind by name (MetricKind,
     ClaimKind: with `run_id` and `metric`, or `claim_id`), else what left the verdict short: SEEDS_MISSING (a run
     ID's `seeds` the pending look asks for), TOO_FEW_SEEDS, NO_EXPECTED_SET, CLAIM_ALONE, SUBSET (`run_ids`),
-    NOT_SHIPPED_SET, NO_CODE_RECORDED (a per-seed CSV), NOT_THIS_CODE. `final`: for a metric's miss, whether more seeds
-    can still change it (False: it waits)."""
+    NOT_SHIPPED_SET, NO_CODE_RECORDED (a per-seed CSV), NOT_THIS_CODE. `final`: a metric's, whether it is judged on
+    the seeds it ends with (procedure.State.final; False: its miss waits for a look to come)."""
 
     state: str
     run_id: str | None = None
@@ -52,8 +52,8 @@ class Cause:
     final: bool | None = None
 
     @classmethod
-    def of_metric(cls, m: MetricCheck, final: bool | None = None) -> Cause:
-        return cls(m.kind.name, run_id=m.run_id, metric=m.metric, final=final)
+    def of_metric(cls, m: MetricCheck) -> Cause:
+        return cls(m.kind.name, run_id=m.run_id, metric=m.metric, final=m.final)
 
     @classmethod
     def of_claim(cls, c: ClaimCheck) -> Cause:
@@ -136,9 +136,7 @@ def _incomplete(state: State, head: tuple[str, ...], waits: list[MetricCheck]) -
     """INCOMPLETE while a look begun (look 1 always is) misses runs: each named, with the seeds it lacks."""
     missing = tuple(Cause("SEEDS_MISSING", run_id=r, seeds=seeds) for r, seeds in _gaps(state).items())
     why = (*head, _missing_text(state), *(_waits(m, state) for m in waits))
-    return Verdict(
-        VerdictKind.INCOMPLETE, why, state.next_step, (*missing, *(Cause.of_metric(m, False) for m in waits))
-    )
+    return Verdict(VerdictKind.INCOMPLETE, why, state.next_step, (*missing, *(Cause.of_metric(m) for m in waits)))
 
 
 def _scope(expected: Expected, alone: Claim | None, subset: tuple[str, ...]) -> str:
@@ -199,7 +197,7 @@ def _undecided(
         *(f"{c.claim_id} {c.kind.value} at look {c.look} of {c.looks}" for c in undecided),
         *(_waits(m, state) for m in waits),
     )
-    causes = (*map(Cause.of_claim, undecided), *(Cause.of_metric(m, False) for m in waits))
+    causes = (*map(Cause.of_claim, undecided), *(Cause.of_metric(m) for m in waits))
     return Verdict(VerdictKind.UNDECIDED, (*why, todo), step, causes)
 
 
