@@ -455,16 +455,16 @@ def test_the_printer_and_the_json_report_read_one_check_report(tmp_path: Path, p
     verdict, kind, causes and exit code are read off that one object; the library refuses a mismatched input with
     the project's own error (exit 2 at the edge), not click's."""
     paper.to_csv(tmp_path / "rerun.csv", index=False)
-    report = check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, claim_id="C1")
+    report = check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, run_ids_option="B0,B3")
     written = report_json(report)
     assert report_lines(report)[-1] == f"verdict: {written['verdict']} -> exit {written['exit_code']}"
-    assert (written["kind"], written["exit_code"]) == ("UNDECIDED", 4) and written["causes"] == [
-        claim_is("C1", "UNDECIDED")
-    ]
     assert (
-        report.verdict.kind.name == written["kind"]
-        and [c.to_dict() for c in report.verdict.causes] == written["causes"]
+        report.verdict.line
+        == written["verdict"]
+        == ("EXPECTED SET MATCHED (subset B0, B3 of 12 run IDs: no badge, which needs every claim and run ID)")
     )
+    assert (written["kind"], written["exit_code"]) == ("SET_MATCHED", 6)
+    assert written["causes"] == [{"state": "SUBSET", "run_ids": ["B0", "B3"]}]
     with pytest.raises(UhError, match=r"re-run profile 'smoke' but .* holds profile 'paper'") as refused:
         check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, profile="smoke")
     assert refused.value.exit_code == 2
