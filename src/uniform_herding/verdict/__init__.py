@@ -2,9 +2,9 @@
 on plain numbers (decide.py), the expected set and its verification (expected.py), the paper's claims as data
 (claims.py) and their procedure replayed look by look (procedure.py), each metric's verdict (metric_verdicts.py),
 each claim's, finding's and variant's (claim_verdicts.py), the one verdict and its exit code, also on a results dir
-as it stands for uh status and the Slurm chain (judge.py), the printed words (words.py), `uh check`'s rendering
-(check.py), the verdict's error rates (oc.py), and the stack offset tau measured from re-runs on several stacks
-(stacks.py).
+as it stands for uh status and the Slurm chain (judge.py), the printed words (words.py), `uh check` decided once
+and said (check.py), the verdict's error rates (oc.py), and the stack offset tau measured from re-runs on several
+stacks (stacks.py).
 
 May import runs/, catalogue.py, method/ and data/. Imported by report/ and the top-level doctor.py, progress.py and
 chain.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
