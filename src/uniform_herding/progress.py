@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from uniform_herding import chain
-from uniform_herding.errors import UhError
 from uniform_herding.report.load import doctor_estimates
 from uniform_herding.runs import schemas
 from uniform_herding.runs.jsonfiles import ResultError, read_json
@@ -142,8 +141,8 @@ def status_command(results_dir: Path, each_run: bool, wide: bool) -> None:
     echo(summary(lines) + ("" if each_run or not lines else " (uh status --runs lists each)"))
     try:
         expected, checked = checked_now(results_dir)
-    except UhError as e:  # where uh check exits 2: its one line, never nothing
-        click.echo(f"verdict now: cannot check: {e}")
+    except click.ClickException as e:  # where uh check exits 2: its one line, never nothing
+        click.echo(f"verdict now: cannot check: {e.format_message()}")
         expected = checked = None
     if expected is not None and checked is not None:
         for line in procedure_lines(expected, checked):
