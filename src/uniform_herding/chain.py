@@ -268,12 +268,13 @@ class Controller:
         return line + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
 
     def decide(self, state: dict[str, Any]) -> str:
+        from uniform_herding.errors import UhError
         from uniform_herding.verdict.judge import checked_now
 
         try:
             expected, checked = checked_now(self.chain.results_dir)
-        except click.ClickException as e:
-            return self.end({"reason": e.format_message()})
+        except UhError as e:  # where uh check exits 2: its one line ends the chain
+            return self.end({"reason": str(e)})
         verdict = checked.verdict
         self.say(f"step {self.index + 1}: verdict now {verdict.line}")
         if verdict.kind.final:

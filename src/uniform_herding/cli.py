@@ -21,7 +21,7 @@ from uniform_herding.catalogue import RUN_GROUPS, RUNS, differences
 # `uh --help` shows for it, so that listing the commands imports none of them).
 LAZY_COMMANDS = {
     "aggregate": (
-        "uniform_herding.verdict.aggregate:aggregate_command",
+        "uniform_herding.commands.aggregate:aggregate_command",
         "Mean +/- std over seeds per run ID, paired deltas vs B3.",
     ),
     "bundle": (
@@ -29,7 +29,7 @@ LAZY_COMMANDS = {
         "The results as one zip to send, with every file's SHA-256.",
     ),
     "check": (
-        "uniform_herding.verdict.check:check_command",
+        "uniform_herding.commands.check:check_command",
         "Verdicts: metrics vs the paper, claims C1-C5, findings C6-C8.",
     ),
     "data": ("uniform_herding.commands.data:data_cmd", "Write a synthetic archive, or verify an archive."),

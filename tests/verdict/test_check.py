@@ -8,6 +8,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +21,12 @@ from scipy import stats
 
 from uniform_herding.catalogue import PAPER_RUNS, resolve
 from uniform_herding.cli import main
+from uniform_herding.errors import UhError
 from uniform_herding.method.config import CONFIG_VERSION
 from uniform_herding.runs.provenance import code_files, code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.verdict import judge
-from uniform_herding.verdict.check import format_metrics
+from uniform_herding.verdict.check import check_report, format_metrics, report_json, report_lines
 from uniform_herding.verdict.expected import (
     Expected,
     ExpectedError,
@@ -75,6 +78,26 @@ def check(tmp_path: Path, table: pd.DataFrame, *extra: str, results: bool = Fals
     args = ["check", "--wide", *source, "--json-out", str(report), "--expected", str(EXPECTED), *extra]
     res = CliRunner().invoke(main, args)
     return res, (json.loads(report.read_text()) if report.exists() else {})
+
+
+def decided_as(report: dict) -> tuple[str, list[dict]]:
+    """The verdict as a script reads check_report.json: its kind and what decided it (judge.Cause)."""
+    return report["kind"], report["causes"]
+
+
+def missed(run_id: str, metric: str = "acc", final: bool = True) -> dict:
+    """A gating metric beyond its tolerance, as a cause: final, or waiting for a look to come."""
+    return {"state": "NOT_REPLICATED", "run_id": run_id, "metric": metric, "final": final}
+
+
+def claim_is(claim_id: str, state: str) -> dict:
+    """A claim as a cause, in its kind's name (words.ClaimKind)."""
+    return {"state": state, "claim_id": claim_id}
+
+
+def seeds_missing(run_id: str, *seeds: int) -> dict:
+    """A run ID the pending look misses, with the seeds it lacks."""
+    return {"state": "SEEDS_MISSING", "run_id": run_id, "seeds": list(seeds)}
 
 
 def verdicts(report: dict) -> dict[tuple[str, str], str]:
@@ -133,7 +156,7 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
     res, report = check(tmp_path, paper)
     assert res.exit_code == 4, res.output
     assert len(report["metrics"]) == 36 and set(verdicts(report).values()) == {"REPLICATED"}
-    assert report["verdict"].startswith("UNDECIDED (C1 UNDECIDED at look 1 of 5")
+    assert decided_as(report) == ("UNDECIDED", [claim_is("C1", "UNDECIDED"), claim_is("C3", "UNDECIDED")])
     assert report["next_step"] == {"run_ids": ["B1", "B3", "a4"], "seeds": [1, 2]}
     assert "B3-B1 acc: 1993 +2.76, 2023 +0.90, 42 +1.36; mean +1.67 (claimed > 0); 98.04% t-interval" in res.output
     assert "one-sided p 0.048: undecided at alpha 0.0098" in res.output
@@ -169,10 +192,10 @@ def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Pat
     copy = copy_expected_set(tmp_path / "copy", paper)
     (copy / "tolerances.toml").write_text((copy / "tolerances.toml").read_text() + "\n")
     res, report = check(tmp_path, table, "--expected", str(copy), results=True)
-    assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (against ")
-    assert "not the shipped paper set" in report["verdict"] and "RESULTS REPLICATED" not in res.output
+    assert res.exit_code == 6 and decided_as(report) == ("SET_MATCHED", [{"state": "NOT_SHIPPED_SET"}])
+    assert "RESULTS REPLICATED" not in res.output
     res, report = check(tmp_path, table)
-    assert res.exit_code == 6 and report["verdict"] == "EXPECTED SET MATCHED (a per-seed CSV records no code: no badge)"
+    assert res.exit_code == 6 and decided_as(report) == ("SET_MATCHED", [{"state": "NO_CODE_RECORDED"}])
     assert report["not_made_by_this_code"] is None
 
 
@@ -304,13 +327,13 @@ def test_a_byte_identical_copy_of_the_shipped_set_is_the_shipped_set(tmp_path: P
     for name in ("tolerances.toml", "paper_per_seed.csv"):
         shutil.copyfile(EXPECTED / name, copy / name)
     res, report = check(tmp_path, decided, "--expected", str(copy), results=True)
-    assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
+    assert res.exit_code == 0 and decided_as(report) == ("RESULTS_REPLICATED", []), res.output
     assert report["shipped_paper_set"] is True
     toml = (copy / "tolerances.toml").read_bytes()
     (copy / "tolerances.toml").write_bytes(toml.replace(b"# Expected set", b"# expected set", 1))
     res, report = check(tmp_path, decided, "--expected", str(copy), results=True)
-    assert res.exit_code == 6 and report["verdict"].startswith("EXPECTED SET MATCHED (against "), res.output
-    assert "not the shipped paper set" in report["verdict"] and report["shipped_paper_set"] is False
+    assert res.exit_code == 6 and decided_as(report) == ("SET_MATCHED", [{"state": "NOT_SHIPPED_SET"}]), res.output
+    assert report["shipped_paper_set"] is False
 
 
 def test_a_substituted_expected_set_found_from_the_working_directory_prints_no_badge(
@@ -346,7 +369,7 @@ def test_one_seed_decides_no_metric_and_the_verdict_is_incomplete(tmp_path: Path
     """The paper's own seed-1993 rows: s1 ACC is 1.87 below the 3-seed mean; one seed's luck decides nothing."""
     res, report = check(tmp_path, paper[paper["seed"] == 1993])
     assert res.exit_code == 3, res.output
-    assert report["verdict"] == "INCOMPLETE (seeds 2023, 42 missing for B0-B3, a1-a4, s1-s4)"
+    assert decided_as(report) == ("INCOMPLETE", [seeds_missing(r, 2023, 42) for r in PAPER_RUNS])
     assert verdicts(report)["s1", "acc"].startswith("NOT CHECKED (1 of the expected seeds; a metric needs 3")
 
 
@@ -424,6 +447,54 @@ def test_a_missing_expected_set_is_a_state_not_an_error(tmp_path: Path, paper: p
             ],
         )
     assert res.exit_code == 3 and "INCOMPLETE (no expected set for profile cifar10" in res.output, res.output
+    assert decided_as(json.loads((tmp_path / "r.json").read_text())) == ("INCOMPLETE", [{"state": "NO_EXPECTED_SET"}])
+
+
+def test_the_printer_and_the_json_report_read_one_check_report(tmp_path: Path, paper: pd.DataFrame) -> None:
+    """Issue 62: `uh check` decides once (check_report, no click): the printed verdict line and check_report.json's
+    verdict, kind, causes and exit code are read off that one object; the library refuses a mismatched input with
+    the project's own error (exit 2 at the edge), not click's."""
+    paper.to_csv(tmp_path / "rerun.csv", index=False)
+    report = check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, run_ids_option="B0,B3")
+    written = report_json(report)
+    assert report_lines(report)[-1] == f"verdict: {written['verdict']} -> exit {written['exit_code']}"
+    assert (
+        report.verdict.line
+        == written["verdict"]
+        == ("EXPECTED SET MATCHED (subset B0, B3 of 12 run IDs: no badge, which needs every claim and run ID)")
+    )
+    assert (written["kind"], written["exit_code"]) == ("SET_MATCHED", 6)
+    assert written["causes"] == [{"state": "SUBSET", "run_ids": ["B0", "B3"]}]
+    with pytest.raises(UhError, match=r"re-run profile 'smoke' but .* holds profile 'paper'") as refused:
+        check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, profile="smoke")
+    assert refused.value.exit_code == 2
+
+
+def test_the_verdict_loads_no_click() -> None:
+    """Issue 62: click lives in the commands; the verdict's modules (the check, aggregation, the judge and what they
+    read) load without it, so a script or uh status can judge results with no command line."""
+    modules = ("check", "aggregate", "judge", "expected", "claim_verdicts", "metric_verdicts", "words", "procedure")
+    code = "import sys\n" + "".join(f"import uniform_herding.verdict.{m}\n" for m in modules)
+    code += "print('click' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_a_bundle_is_checked_as_its_results_dir_is_by_the_same_function(tmp_path: Path, decided: pd.DataFrame) -> None:
+    """`uh check --bundle` calls the check itself (never the command again through click): the bundled results get
+    the verdict, kind, causes, metrics and exit code their results dir gets, and the report names the bundle."""
+    results = tmp_path / "results"
+    write_results(results, decided[decided["run_id"].isin(["B0", "B3"])], "paper", code=THIS_CODE)
+    direct = CliRunner().invoke(main, ["check", "--results-dir", str(results)])
+    assert direct.exit_code == 3, direct.output  # INCOMPLETE: 10 of the 12 run IDs are missing
+    expected = json.loads((results / "check_report.json").read_text())
+    zipped = tmp_path / "rerun.zip"
+    assert CliRunner().invoke(main, ["bundle", "--results-dir", str(results), "-o", str(zipped)]).exit_code == 0
+    res = CliRunner().invoke(main, ["check", "--bundle", str(zipped), "--json-out", str(tmp_path / "b.json")])
+    assert res.exit_code == 3, res.output
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["source"] == "--bundle .../rerun.zip" and decided_as(report) == decided_as(expected)  # portable
+    same = ("verdict", "metrics", "claims", "exit_code", "not_made_by_this_code")
+    assert {k: report[k] for k in same} == {k: expected[k] for k in same}
 
 
 def test_a_shift_past_the_tolerance_is_not_replicated(tmp_path: Path, decided: pd.DataFrame) -> None:
@@ -456,14 +527,15 @@ def test_a_noisy_miss_fails_however_wide_its_interval(tmp_path: Path, paper: pd.
     a3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("a3", "acc"))
     assert a3["welch95"][0] < 0 < a3["welch95"][1] and a3["verdict"] == "NOT REPLICATED"
     assert "not shown: the difference is beyond the tolerance" in res.output
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (a3 acc NOT REPLICATED)"
+    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (a3 acc NOT REPLICATED)"  # the words
+    assert decided_as(report) == ("NOT_REPLICATED", [missed("a3")])
 
 
 def test_a_shift_of_one_point_on_every_seed_replicates(tmp_path: Path, decided: pd.DataFrame) -> None:
     a3 = decided.loc[decided["run_id"] == "a3", "acc"]
     res, report = check(tmp_path, with_a3_acc(decided, list(a3 + 1.0)), results=True)
     assert res.exit_code == 0, res.output
-    assert verdicts(report)[("a3", "acc")] == "REPLICATED" and report["verdict"].startswith("RESULTS REPLICATED")
+    assert verdicts(report)[("a3", "acc")] == "REPLICATED" and report["kind"] == "RESULTS_REPLICATED"
 
 
 def test_one_seed_has_no_interval_and_decides_nothing(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -478,8 +550,9 @@ def test_a_partial_set_works_and_leaves_claims_not_checked(tmp_path: Path, paper
     res, report = check(tmp_path, rerun)
     assert res.exit_code == 3, res.output
     assert set(verdicts(report)) == {("B3", "acc"), ("B3", "forgetting"), ("B3", "bwt")}
-    assert report["verdict"] == (
-        "INCOMPLETE (11 of 12 run IDs missing: B0-B2, a1-a4, s1-s4; seeds 2023, 42 missing for B3)"
+    assert decided_as(report) == (
+        "INCOMPLETE",
+        [seeds_missing(r, *((2023, 42) if r == "B3" else (1993, 2023, 42))) for r in PAPER_RUNS],
     )
     assert claims(report)["C1"] == "NOT CHECKED (missing: B1, B2)"
     assert all(v.startswith("NOT CHECKED") for v in claims(report).values())
@@ -881,7 +954,7 @@ def test_claims_need_three_shared_seeds(tmp_path: Path, paper: pd.DataFrame) -> 
         assert claims(report)["C6"] == f"NOT CHECKED ({n} shared; a claim needs 3)"
         assert all(claims(report)[c].startswith("NOT CHECKED (seeds ") for c in ("C1", "C2", "C3", "C4", "C5"))
         assert f"no interval ({n} shared; a claim needs 3)" in res.output
-        assert report["verdict"].startswith("INCOMPLETE")
+        assert report["kind"] == "INCOMPLETE"
 
 
 def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_to_add(
@@ -899,7 +972,7 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
         "seeds 1, 2 for B3, a4; its undecided comparisons point for the claim)"
     )
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [1, 2]} and res.exit_code == 3
-    assert report["verdict"] == "INCOMPLETE (look 2 of 5 interrupted: seeds 1, 2 missing for a4)"
+    assert decided_as(report) == ("INCOMPLETE", [seeds_missing("a4", 1, 2)])
 
 
 def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
@@ -924,7 +997,8 @@ def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
     assert len(claim_lines) == 8
     assert not any(w in line for line in claim_lines for w in ("SUPPORTED", "INCONCLUSIVE", "CLAIM"))
     assert not any(line.rstrip().endswith(("supports", "contradicts", "undecided")) for line in res.output.splitlines())
-    assert report["verdict"] == "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"
+    assert report["verdict"] == "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"  # the words
+    assert decided_as(report) == ("PIPELINE_PASSED", [])
 
 
 def smoke_check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Result, dict]:
@@ -940,18 +1014,19 @@ def test_a_part_of_the_smoke_set_is_incomplete_naming_every_run_id_missing(tmp_p
     smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])])
     assert res.exit_code == 3, res.output
-    assert report["verdict"] == "INCOMPLETE (profile smoke; 10 of 12 run IDs missing: B1, B2, a1-a4, s1-s4)"
+    assert decided_as(report) == (
+        "INCOMPLETE",
+        [seeds_missing(r, 1993, 2023, 42) for r in PAPER_RUNS if r not in ("B0", "B3")],
+    )
     assert report["next_step"] == {
         "run_ids": ["B1", "B2", "a1", "a2", "a3", "a4", "s1", "s2", "s3", "s4"],
         "seeds": [1993, 2023, 42],
     }
     twelve = smoke[smoke["run_id"].isin(PAPER_RUNS)]
     res, report = smoke_check(tmp_path, twelve)
-    assert res.exit_code == 0 and report["verdict"] == (
-        "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"
-    )
+    assert res.exit_code == 0 and decided_as(report) == ("PIPELINE_PASSED", [])
     res, report = smoke_check(tmp_path, twelve[(twelve["run_id"] != "s4") | (twelve["seed"] != 42)])
-    assert res.exit_code == 3 and report["verdict"] == "INCOMPLETE (profile smoke; seeds 42 missing for s4)"
+    assert res.exit_code == 3 and decided_as(report) == ("INCOMPLETE", [seeds_missing("s4", 42)])
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [42]}
 
 
@@ -963,16 +1038,12 @@ def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> No
         tmp_path, smoke.assign(acc=smoke["acc"] + 20.0 * (smoke["run_id"] == "a1")), "--run-ids", "B3, B0"
     )
     assert res.exit_code == 0, res.output
-    assert report["verdict"] == (
-        "PIPELINE CHECK PASSED (profile smoke, subset B0, B3 of 12 run IDs: not evidence about the paper)"
-    )
+    assert decided_as(report) == ("PIPELINE_PASSED", []) and "subset B0, B3 of 12 run IDs" in report["verdict"]
     assert {m["run_id"] for m in report["metrics"]} == {"B0", "B3"} and report["run_ids"] == ["B0", "B3"]
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])], "--run-ids", "B0,B3")
-    assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED (profile smoke, subset B0, B3 ")
+    assert res.exit_code == 0 and report["kind"] == "PIPELINE_PASSED"
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"] == "B3"], "--run-ids", "B0,B3")
-    assert res.exit_code == 3 and report["verdict"] == (
-        "INCOMPLETE (profile smoke, subset B0, B3 of 12 run IDs; 1 of 2 run IDs missing: B0)"
-    )
+    assert res.exit_code == 3 and decided_as(report) == ("INCOMPLETE", [seeds_missing("B0", 1993, 2023, 42)])
 
 
 def test_a_subset_of_the_paper_set_never_gets_the_badge(
@@ -983,15 +1054,14 @@ def test_a_subset_of_the_paper_set_never_gets_the_badge(
     naming all twelve run IDs of a re-run that earns it. Claims beyond the subset are not followed."""
     res, report = check(tmp_path, paper[paper["run_id"].isin(["B3", "a2"])], "--run-ids", "B3,a2")
     assert res.exit_code == 6, res.output
-    assert report["verdict"] == (
-        "EXPECTED SET MATCHED (subset B3, a2 of 12 run IDs: no badge, which needs every claim and run ID)"
-    )
+    assert decided_as(report) == ("SET_MATCHED", [{"state": "SUBSET", "run_ids": ["B3", "a2"]}])
     assert claims(report)["C2"].startswith("SUPPORTED (look 1 of 5") and claims(report)["C1"].startswith("NOT CHECKED")
     res, report = check(tmp_path, decided, results=True)
-    assert res.exit_code == 0 and report["verdict"] == "RESULTS REPLICATED (ACM v1.1)", res.output
+    assert res.exit_code == 0 and decided_as(report) == ("RESULTS_REPLICATED", []), res.output
     res, report = check(tmp_path, decided, "--run-ids", ",".join(PAPER_RUNS), results=True)
-    assert res.exit_code == 6 and report["verdict"].startswith(
-        "EXPECTED SET MATCHED (subset B0-B3, a1-a4, s1-s4 of 12 run IDs: no badge"
+    assert res.exit_code == 6 and decided_as(report) == (
+        "SET_MATCHED",
+        [{"state": "SUBSET", "run_ids": list(PAPER_RUNS)}],
     )
 
 
@@ -1002,9 +1072,9 @@ def test_a_final_miss_fails_while_run_ids_are_missing(tmp_path: Path, paper: pd.
     smoke = read_per_seed_csv(EXPECTED / "smoke" / "per_seed.csv")
     part = smoke[smoke["run_id"].isin(["B0", "B3"])]
     res, report = smoke_check(tmp_path, part.assign(acc=part["acc"] + 10.0 * (part["run_id"] == "B0")))
-    assert res.exit_code == 1 and report["verdict"] == "PIPELINE CHECK FAILED (profile smoke; B0 acc NOT REPLICATED)"
+    assert res.exit_code == 1 and decided_as(report) == ("PIPELINE_FAILED", [missed("B0")])
     res, report = check(tmp_path, shifted(paper, ["B0"], 5.0).query("run_id in ['B0', 'B3']"))
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B0 acc NOT REPLICATED)", res.output
+    assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("B0")]), res.output
 
 
 @pytest.mark.parametrize(
@@ -1151,7 +1221,7 @@ def test_every_seed_the_procedure_asked_for_counts_and_no_other(tmp_path: Path, 
     low = low.assign(acc=(low["acc"] - 30).clip(lower=0))  # B0 has 7.9 to lose
     res, report = check(tmp_path, pd.concat([paper, low], ignore_index=True))
     assert res.exit_code == 1, res.output
-    assert report["verdict"] == "NOT REPLICATED (B1 acc NOT REPLICATED; B3 acc NOT REPLICATED; a4 acc NOT REPLICATED)"
+    assert decided_as(report) == ("NOT_REPLICATED", [missed("B1"), missed("B3"), missed("a4")])
     metric = {(m["run_id"], m["metric"]): m for m in report["metrics"]}
     assert metric["B3", "acc"]["n_observed"] == 8 and metric["B3", "acc"]["uncounted_seeds"] == list(range(6, 18))
     assert metric["a4", "acc"]["n_observed"] == 5 and metric["B2", "acc"]["n_observed"] == 3
@@ -1169,10 +1239,8 @@ def test_a_look_missing_one_run_is_incomplete_and_names_it(tmp_path: Path, decid
     b3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("B3", "acc"))
     assert b3["n_observed"] == 4 and b3["uncounted_seeds"] == [3, 4, 5] and not b3["final"]
     assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["B3"], "seeds": [2]}
-    assert report["verdict"] == (
-        "INCOMPLETE (look 2 of 5 interrupted: seeds 2 missing for B3 (their seeds 3, 4, 5 "
-        "are shown, never counted for the badge))"
-    )
+    assert decided_as(report) == ("INCOMPLETE", [seeds_missing("B3", 2)])
+    assert report["verdict"].endswith("(their seeds 3, 4, 5 are shown, never counted for the badge))")
 
 
 def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -1198,7 +1266,7 @@ def test_a_check_of_one_claims_runs_says_which_runs_come_next(tmp_path: Path, pa
     """Only B1, B2, B3 run: INCOMPLETE, and next_step names the other paper runs on the set's seeds, so
     ./reproduce.sh next has somewhere to go."""
     res, report = check(tmp_path, paper[paper["run_id"].isin(["B1", "B2", "B3"])])
-    assert res.exit_code == 3 and report["verdict"].startswith("INCOMPLETE")
+    assert res.exit_code == 3 and report["kind"] == "INCOMPLETE"
     assert report["next_step"] == {
         "run_ids": [r for r in PAPER_RUNS if r not in ("B1", "B2", "B3")],
         "seeds": [1993, 2023, 42],
@@ -1217,7 +1285,7 @@ def test_one_claim_alone_gets_its_own_next_look_and_never_the_badge(tmp_path: Pa
     looks = next_look(next_look(c1, ["B1", "B3"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
     res, report = check(tmp_path, looks, "--claim", "C1")
     assert res.exit_code == 6 and claims(report)["C1"].startswith("SUPPORTED (look 3 of 5"), res.output
-    assert report["verdict"].startswith("EXPECTED SET MATCHED (C1 alone, on B3, B1, B2: no badge")
+    assert decided_as(report) == ("SET_MATCHED", [{"state": "CLAIM_ALONE", "claim_id": "C1"}])
 
 
 def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_effect(
@@ -1233,7 +1301,8 @@ def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_e
     res, report = check(tmp_path, table)
     assert claims(report)["C1"].startswith("INCONCLUSIVE (after the last look, look 5 of 5, 20 seeds"), res.output
     assert "93.22% interval of B3-B1 acc excludes the paper's effect" in claims(report)["C1"]
-    assert res.exit_code == 5 and "below the paper's on C1 B3-B1 acc" in report["verdict"]
+    assert res.exit_code == 5 and decided_as(report) == ("INCONCLUSIVE", [claim_is("C1", "INCONCLUSIVE")])
+    assert "below the paper's on C1 B3-B1 acc" in report["verdict"]
     assert "the paper's effect +1.67 is outside it" in res.output
 
 
@@ -1249,16 +1318,16 @@ def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, pa
     res, report = check(tmp_path, higher)
     assert res.exit_code == 4, res.output
     assert verdicts(report)[("B3", "acc")] == "NOT REPLICATED"
+    assert report["kind"] == "UNDECIDED" and missed("B3", final=False) in report["causes"]
     assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds (1, 2)" in report["verdict"]
     assert "NOT REPLICATED (not final: waits)" in res.output
     assert report["next_step"] == {"run_ids": waiting, "seeds": [1, 2]}
     res, report = check(tmp_path, higher.assign(acc=higher["acc"] + 5.0 * (higher["run_id"] == "a2")))
-    assert res.exit_code == 1 and report["verdict"].startswith(
-        "NOT REPLICATED (a2 acc NOT REPLICATED; B3 acc outside its tolerance on 3 seeds"
-    ), res.output
+    assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("a2")]), res.output
+    assert "B3 acc outside its tolerance on 3 seeds" in report["verdict"]  # the miss that waits, named beside it
     later = next_look(higher, waiting, list(load_expected(EXPECTED).procedure.seeds[3:]), lead=0.0)
     res, report = check(tmp_path, later)
-    assert res.exit_code == 1 and report["verdict"].startswith("NOT REPLICATED (B3 acc NOT REPLICATED"), res.output
+    assert res.exit_code == 1 and report["kind"] == "NOT_REPLICATED" and missed("B3") in report["causes"], res.output
 
 
 # --- the procedure's state: interruptions and seeds no look asked for ---------------------------------------------
@@ -1280,16 +1349,15 @@ def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_mis
     look2 = next_look(higher, ["B1", "B3", "a4", "s1", "s2", "s3"], [1, 2], lead=0.0)
     res, report = check(tmp_path, look2[~((look2["run_id"] == "a4") & (look2["seed"] == 2))])
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith("INCOMPLETE (look 2 of 5 interrupted: seeds 2 missing for a4")
+    assert report["kind"] == "INCOMPLETE" and report["causes"][0] == seeds_missing("a4", 2)
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [2]}
     res, report = check(tmp_path, look2)
-    assert res.exit_code == 1 and report["verdict"] == (
-        "NOT REPLICATED (a4 acc NOT REPLICATED; B3 acc outside its "
-        "tolerance on 5 seeds, decided on the next look's seeds (3, "
-        "4, 5))"
+    assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("a4")])
+    assert report["verdict"].endswith(
+        "B3 acc outside its tolerance on 5 seeds, decided on the next look's seeds (3, 4, 5))"
     )
     res, report = check(tmp_path, next_look(look2, ["B1", "B3"], [3, 4, 5], lead=0.0))
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B3 acc NOT REPLICATED; a4 acc NOT REPLICATED)"
+    assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("B3"), missed("a4")])
 
 
 def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -1297,10 +1365,8 @@ def test_a_run_id_without_its_paper_runs_leaves_the_verdict_incomplete(tmp_path:
     checked, so B3's miss waits for it; INCOMPLETE, naming s4, not NOT REPLICATED."""
     res, report = check(tmp_path, shifted(paper, ["B1", "B2", "B3", "a4"], 5.0).query("run_id != 's4'"))
     assert res.exit_code == 3, res.output
-    assert report["verdict"].startswith(
-        "INCOMPLETE (1 of 12 run IDs missing: s4; B3 acc outside its "
-        "tolerance on 3 seeds, decided on the next look's seeds (1, 2)"
-    )
+    waits = [missed("B3", final=False), missed("a4", final=False)]
+    assert decided_as(report) == ("INCOMPLETE", [seeds_missing("s4", 1993, 2023, 42), *waits])
     assert report["next_step"] == {"run_ids": ["s4"], "seeds": [1993, 2023, 42]}
 
 
@@ -1311,13 +1377,16 @@ def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_p
     C1 at look 1, so C1 is NOT SUPPORTED though B1 is missing."""
     no_b1 = paper[paper["run_id"] != "B1"]
     res, report = check(tmp_path, no_b1.assign(acc=no_b1["acc"] - 9.0 * (no_b1["run_id"] == "B2")))
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED)", res.output
+    assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("B2")]), res.output
     assert claims(report)["C1"].startswith(
         "UNDECIDED (look 1 of 5, 3 seeds, one-sided alpha 0.0098: B3-B1 acc waits "
         "for its runs (seeds 1993, 2023, 42 missing for B1)"
     )
     res, report = check(tmp_path, set_from(no_b1, "B2", "B3", "acc", +0.5))
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (B2 acc NOT REPLICATED; C1 NOT SUPPORTED)"
+    assert res.exit_code == 1 and decided_as(report) == (
+        "NOT_REPLICATED",
+        [missed("B2"), claim_is("C1", "NOT_SUPPORTED")],
+    )
     assert claims(report)["C1"].startswith("NOT SUPPORTED (look 1 of 5"), res.output
 
 
@@ -1341,7 +1410,7 @@ def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(
             out = tmp_path / "report.json"
             res = CliRunner().invoke(main, ["check", "--results-dir", str(results), "--json-out", str(out)])
             report = json.loads(out.read_text())
-        assert res.exit_code == 1 and report["verdict"] == f"NOT REPLICATED ({run_id} acc NOT REPLICATED)", res.output
+        assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed(run_id)]), res.output
         uncounted = f"not counted (not asked for by the procedure): {run_id} seed 1, {run_id} seed 2"
         assert (uncounted in res.output) is listed
 
@@ -1352,9 +1421,8 @@ def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Pat
     table = set_from(shifted(paper, ["B3", "B1", "B2", "a4"], 5.0), "a2", "B3", "acc", +0.5)
     res, report = check(tmp_path, table)
     assert res.exit_code == 1, res.output
-    assert report["verdict"].startswith(
-        "NOT REPLICATED (a2 acc NOT REPLICATED; C2 NOT SUPPORTED; B3 acc outside its tolerance on 3 seeds"
-    )
+    assert decided_as(report) == ("NOT_REPLICATED", [missed("a2"), claim_is("C2", "NOT_SUPPORTED")])
+    assert "B3 acc outside its tolerance on 3 seeds" in report["verdict"]  # the miss that waits, named beside them
 
 
 def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: Path) -> None:
@@ -1366,7 +1434,8 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     smoke = read_per_seed_csv(directory / "per_seed.csv")
     res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
     assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B3", "a2"], "seeds": [1]}, res.output
-    assert report["verdict"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure; C2 undecided")
+    assert decided_as(report) == ("UNDECIDED", [claim_is("C2", "UNDECIDED")])
+    assert report["verdict"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure")
     assert claims(report)["C2"].startswith(
         "NOT EVIDENCE (profile smoke: the paper's claims are about its own protocol; UNDECIDED (look 1 of 2"
     )
@@ -1381,7 +1450,7 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     )
     assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["a2"], "seeds": [1]}, res.output
     res, report = check(tmp_path, look2, "--profile", "smoke", "--expected", str(directory))
-    assert res.exit_code == 0 and report["verdict"].startswith("PIPELINE CHECK PASSED"), res.output
+    assert res.exit_code == 0 and decided_as(report) == ("PIPELINE_PASSED", []), res.output
     toml = directory / "tolerances.toml"
     toml.write_text(toml.read_text().replace("gate_exit_code = true", "gate_exit_code = false"))
     res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))

@@ -6,15 +6,13 @@ which uh report prints its means with too).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
 import pandas as pd
-from click.core import ParameterSource
 
 from uniform_herding.catalogue import RUNS, base_of, run_name, sort_key
+from uniform_herding.errors import UhError
 from uniform_herding.method.config import SEEDS
 from uniform_herding.method.metrics import REPORTED
 from uniform_herding.runs.provenance import Made, code_hash, made_by
@@ -27,7 +25,7 @@ from uniform_herding.runs.results import (
     results_profile,
     write_per_seed_csv,
 )
-from uniform_herding.runs.terminal import Column, columns, fit_table
+from uniform_herding.runs.terminal import Column, fit_table
 
 
 def summarize(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -127,35 +125,13 @@ def format_table(per_seed: pd.DataFrame, profile: str = "paper", width: int | No
     return "\n".join(fit_table(table, width))
 
 
-class InputError(click.ClickException):
+class InputError(UhError):
     """Inputs that cannot be used (malformed, mismatched): exit code 2, like a usage error."""
-
-    exit_code = 2
-
-
-def input_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--results-dir R | --per-seed CSV`, shared by `uh aggregate` and `uh check`."""
-    command = click.option(
-        "--per-seed",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="A per-seed CSV (run_id,seed,acc,forgetting,bwt) instead of a results dir.",
-    )(command)
-    return click.option(
-        "--results-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar="UH_RESULTS_DIR",
-        help="Directory holding <RUN>/seed-<SEED>/result.json [default: results]. Env: UH_RESULTS_DIR.",
-    )(command)
 
 
 def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.DataFrame, str | None, Made]:
-    """The per-seed table, its profile (None for a CSV, which does not record one) and the results this checkout's
-    code did not make (a CSV records no code)."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.get_parameter_source("results_dir") == ParameterSource.ENVIRONMENT and per_seed:
-        results_dir = None  # an explicit --per-seed wins over UH_RESULTS_DIR
-    if results_dir is not None and per_seed is not None:
-        raise click.UsageError("give --results-dir or --per-seed, not both")
+    """The per-seed table of a per-seed CSV, else of a results dir (default ./results), its profile (None for a CSV,
+    which does not record one) and the results this checkout's code did not make (a CSV records no code)."""
     try:
         if per_seed is not None:
             return read_per_seed_csv(per_seed), None, Made(code_hash(), recorded=False)
@@ -166,27 +142,15 @@ def load_input(results_dir: Path | None, per_seed: Path | None) -> tuple[pd.Data
         raise InputError(str(e)) from None
 
 
-@click.command("aggregate")
-@input_options
-@click.option(
-    "--per-seed-out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the per-seed table here (atomically), e.g. expected_results/smoke/per_seed.csv.",
-)
-@click.option(
-    "--wide",
-    is_flag=True,
-    help="Every column, however wide (else the table fits COLUMNS, 120 where unset: "
-    "AIA and LA left out first, then the deltas under their rows).",
-)
-def aggregate_command(results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None, wide: bool) -> None:
-    """Mean +/- population std over seeds per run ID, and paired deltas vs B3 for a* and s* runs."""
+def aggregate(
+    results_dir: Path | None, per_seed: Path | None, per_seed_out: Path | None = None
+) -> tuple[pd.DataFrame, str | None]:
+    """`uh aggregate`: the per-seed table and its profile (load_input); with `per_seed_out`, the table written there
+    atomically in the order the paper lists run IDs and seeds (what an expected set's per_seed.csv holds)."""
     table, profile, _ = load_input(results_dir, per_seed)
-    click.echo(f"profile: {profile or 'not recorded (per-seed CSV)'}")
-    click.echo(format_table(table, profile or "paper", columns(wide)))
     if per_seed_out is not None:
         write_per_seed_csv(per_seed_out, table.sort_values(["run_id", "seed"], key=_paper_order))
-        click.echo(f"wrote {per_seed_out}")
+    return table, profile
 
 
 def _paper_order(column: pd.Series) -> pd.Series:

@@ -15,30 +15,29 @@ look. Findings C6-C8 (the refresh isolation, run IDs r1-r3, beyond the paper) ar
 seeds but never change the exit code; each variant (`uh run --set`, `uh sweep`) is measured against its
 base run ID, never judged. Only the shipped paper set (checked by its SHA-256) can print the badge.
 
-This module prints them and is the command; the pieces, each readable alone: words.py (the printed words and
-exit codes), expected.py (loading and verifying an expected set), decide.py (the rules on plain numbers),
-metric_verdicts.py (each metric's verdict), claim_verdicts.py (each claim's, finding's and variant's) and judge.py
-(the one verdict and its exit code).
+This module decides a check once (`check_report`, a CheckReport) and says it: the printed lines and the JSON
+report both read that object (commands/check.py is the command). The pieces, each readable alone: words.py (the
+printed words and exit codes), expected.py (loading and verifying an expected set), decide.py (the rules on plain
+numbers), metric_verdicts.py (each metric's verdict), claim_verdicts.py (each claim's, finding's and variant's) and
+judge.py (the one verdict, its causes and its exit code).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-from click.core import ParameterSource
-
-from uniform_herding.catalogue import PROFILES, RUNS, sort_key
+from uniform_herding.catalogue import RUNS, sort_key
+from uniform_herding.errors import UhError
 from uniform_herding.method.config import SEEDS
 from uniform_herding.runs.provenance import Made, portable
 from uniform_herding.runs.results import ResultError, write_json_atomic
-from uniform_herding.runs.terminal import Column, columns, fit_line, fit_table
+from uniform_herding.runs.terminal import Column, fit_line, fit_table
 from uniform_herding.verdict import decide
-from uniform_herding.verdict.aggregate import InputError, input_options, load_input
+from uniform_herding.verdict.aggregate import InputError, load_input
 from uniform_herding.verdict.claim_verdicts import ClaimCheck, check_variants
 from uniform_herding.verdict.claims import PAPER_CLAIMS
 from uniform_herding.verdict.expected import (
@@ -48,17 +47,13 @@ from uniform_herding.verdict.expected import (
     find_expected_root,
     load_expected,
 )
-from uniform_herding.verdict.judge import check
+from uniform_herding.verdict.judge import Cause, Checked, Verdict, check
 from uniform_herding.verdict.metric_verdicts import MetricCheck
-from uniform_herding.verdict.words import EXIT_POLICY, ClaimKind, MetricKind, VerdictKind, headword, run_ids_text
-
-BUNDLE_SOURCE = "uh.check.bundle"  # click's shared meta: the bundle a check's results were extracted from
+from uniform_herding.verdict.words import ClaimKind, MetricKind, VerdictKind, headword, run_ids_text
 
 
-class UnwritableReport(click.ClickException):
+class UnwritableReport(UhError):
     """The JSON report cannot be written: exit 2, as the check did not complete (EXIT_POLICY)."""
-
-    exit_code = 2
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -224,188 +219,166 @@ def subset(option: str | None, expected: Expected) -> tuple[str, ...]:
     return named
 
 
-@click.command("check", epilog=EXIT_POLICY)
-@input_options
-@click.option(
-    "--expected",
-    "expected_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Expected set: a dir with tolerances.toml and the per-seed CSV it names [default: by profile].",
-)
-@click.option(
-    "--profile",
-    type=click.Choice(list(PROFILES)),
-    help="Profile of the re-run; a per-seed CSV is taken to be of it [default: the results', else paper].",
-)
-@click.option(
-    "--json-out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="JSON report [default: <results-dir>/check_report.json; ./check_report.json for --per-seed or --bundle].",
-)
-@click.option(
-    "--claim",
-    "claim_id",
-    type=click.Choice([c.claim_id for c in PAPER_CLAIMS]),
-    help="One claim of the paper alone, on its run IDs alone: its verdict and, while undecided, its own next "
-    "look (next_step never names the other run IDs). Never the badge: EXPECTED SET MATCHED at best.",
-)
-@click.option(
-    "--run-ids",
-    "run_ids_option",
-    metavar="IDS",
-    help="Only these run IDs of the expected set, comma-separated (B0,B3): the verdict names the subset; "
-    "never the badge. Without it every run ID of the set is asked for: one missing is INCOMPLETE.",
-)
-@click.option(
-    "--bundle",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A zip uh bundle wrote, instead of a results dir: every file verified against its SHA-256, the "
-    "provenance printed, then its results checked (evidence/verify.py).",
-)
-@click.option(
-    "--recompute",
-    is_flag=True,
-    help="With --bundle: evaluate R's last row of each run again on the CPU from its final state "
-    "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.",
-)
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_DATA_DIR",
-    default="data",
-    show_default=True,
-    help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.",
-)
-@click.option(
-    "--wide",
-    is_flag=True,
-    help="Every column and line whole, however wide (else the output fits COLUMNS, "
-    "120 where unset: the TOST text left out first, then the Welch interval under its row, long lines "
-    "wrapped). The JSON report holds every field either way.",
-)
-def check_command(
+@dataclass(frozen=True)
+class CheckReport:
+    """Everything `uh check` says of one input, decided once: the printer (`report_lines`) and the JSON report
+    (`report_json`) both read it. `source`: the input as the user named it (--per-seed, --results-dir, --bundle);
+    `expected` None where the profile has no expected set (`expected_dir` is where it was looked for: INCOMPLETE);
+    `checked`: the procedure's state, the metric table, the claims and the verdict; `variants`: each variant against
+    its base (none for one claim alone)."""
+
+    source: str
+    profile: str
+    made: Made
+    expected_dir: Path
+    verdict: Verdict
+    expected: Expected | None = None
+    checked: Checked | None = None
+    variants: list[ClaimCheck] = field(default_factory=list)
+    claim_id: str | None = None
+    run_ids: tuple[str, ...] = ()
+
+    @property
+    def metrics(self) -> list[MetricCheck]:
+        return self.checked.metrics if self.checked else []
+
+    @property
+    def claims(self) -> list[ClaimCheck]:
+        return self.checked.claims if self.checked else []
+
+
+def check_report(
     results_dir: Path | None,
     per_seed: Path | None,
-    expected_dir: Path | None,
-    profile: str | None,
-    json_out: Path | None,
-    claim_id: str | None,
-    run_ids_option: str | None,
-    bundle: Path | None = None,
-    recompute: bool = False,
-    data_dir: Path = Path("data"),
-    wide: bool = False,
-) -> None:
-    """Compare a re-run with expected_results/ metric by metric, then check the paper's claims C1-C5
-    and the findings C6-C8 beyond the paper (r1-r3; reported, never gating); variants against their base."""
-    if run_ids_option is not None and claim_id is not None:
-        raise InputError("give --run-ids or --claim, not both: --claim checks its claim's run IDs alone")
-    if bundle is not None or recompute:
-        from uniform_herding.evidence.verify import check_bundle
-
-        ctx = click.get_current_context()
-        if bundle is None:
-            raise click.UsageError("--recompute goes with --bundle: uh check --bundle FILE.zip --recompute")
-        given = [
-            f"--{k.replace('_', '-')}"
-            for k in ("results_dir", "per_seed")
-            if ctx.params.get(k) is not None and ctx.get_parameter_source(k) != ParameterSource.ENVIRONMENT
-        ]
-        if given:
-            raise click.UsageError(f"give --bundle or {given[0]}, not both")
-        ctx.meta[BUNDLE_SOURCE] = f"--bundle {bundle}"  # the source the check names, not the temporary directory
-        recomputed = named_run_ids(run_ids_option) if recompute else ()
-        check_bundle(
-            bundle,
-            recompute,
-            data_dir,
-            recomputed,
-            columns(wide),
-            lambda results: ctx.invoke(
-                check_command,
-                results_dir=results,
-                expected_dir=expected_dir,
-                profile=profile,
-                json_out=json_out or Path("check_report.json"),
-                claim_id=claim_id,
-                run_ids_option=run_ids_option,
-                wide=wide,
-            ),
-            click.echo,
-        )
-        return  # the check exits with its verdict's code; a bundle's never goes on to ./results
-    width = columns(wide)
-
-    def echo(*lines: str) -> None:
-        click.echo("\n".join(fit_lines(lines, width)))
-
+    expected_dir: Path | None = None,
+    profile: str | None = None,
+    claim_id: str | None = None,
+    run_ids_option: str | None = None,
+    source: str | None = None,
+) -> CheckReport:
+    """`uh check` on a results dir or a per-seed CSV (`source` names it where it came from elsewhere: a bundle)
+    against `expected_dir` (default: the set of the results' profile, else `profile`, else the paper's); `claim_id`
+    one claim alone, `run_ids_option` a subset of the set's run IDs. InputError for inputs that cannot be used."""
     observed, run_profile, made = load_input(results_dir, per_seed)
     if profile and run_profile and profile != run_profile:
         raise InputError(f"the results are from profile {run_profile!r}, not --profile {profile!r}")
     given = profile or run_profile  # what the user or the results say, if anything
     profile = given or "paper"
-    source = click.get_current_context().meta.get(BUNDLE_SOURCE) or (
-        f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}"
-    )
-    json_out = json_out or (
-        Path("check_report.json") if per_seed else (results_dir or Path("results")) / "check_report.json"
-    )
-    try:
-        if expected_dir is None:
-            root = find_expected_root([Path.cwd(), Path(__file__).resolve().parent])
-            expected_dir = expected_dir_for(profile, root)
-            if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
-                line = (
-                    f"{VerdictKind.INCOMPLETE.value} (no expected set for profile {profile}: "
-                    f"{expected_dir / 'tolerances.toml'} does not exist; uh aggregate and uh report show the "
-                    "numbers)"
-                )
-                code = VerdictKind.INCOMPLETE.code
-                echo(f"re-run {source} (profile {profile})", f"verdict: {line} -> exit {code}")
-                incomplete = {"source": _recorded(source), "profile": profile, "verdict": line, "exit_code": code}
-                _write_report(json_out, incomplete, code)
-                click.get_current_context().exit(code)
-        expected = load_expected(expected_dir)
-    except (ExpectedError, ResultError) as e:
-        raise InputError(str(e)) from None
+    source = source or (f"--per-seed {per_seed}" if per_seed else f"--results-dir {results_dir or Path('results')}")
+    if expected_dir is None:
+        expected_dir = _default_set(profile)
+        if not (expected_dir / "tolerances.toml").is_file():  # a state to report, not an error
+            return CheckReport(source, profile, made, expected_dir, _no_set(profile, expected_dir))
+    expected = _expected(expected_dir)
     if given and given != expected.profile:
         raise InputError(f"re-run profile {profile!r} but {expected_dir} holds profile {expected.profile!r}")
     claim = next((c for c in PAPER_CLAIMS if c.claim_id == claim_id), None)
     run_ids = subset(run_ids_option, expected)
     checked = check(expected, observed, claim=claim, run_ids=run_ids, made=made)
-    metrics, claims, verdict = checked.metrics, checked.claims, checked.verdict
-    if metrics and all(m.kind is MetricKind.NO_EXPECTATION for m in metrics):
+    if checked.metrics and all(m.kind is MetricKind.NO_EXPECTATION for m in checked.metrics):
         raise InputError(f"no run ID of the re-run has expected values in {expected_dir}")
     variants = [] if claim else check_variants(observed)
-
-    paper_claims, findings = [c for c in claims if not c.finding], [c for c in claims if c.finding]
-    echo(f"re-run {source} (profile {expected.profile}) vs expected {expected.describe()}")
-    gating = ", ".join(expected.gate)
-    click.echo(
-        "\n".join(
-            [*format_metrics(metrics, width), "", *format_claims(claims, width), *format_variants(variants, width), ""]
-        )
+    return CheckReport(
+        source, expected.profile, made, expected_dir, checked.verdict, expected, checked, variants, claim_id, run_ids
     )
-    echo(
-        f"metrics: {tally(m.kind for m in metrics)} ({gating} gate); "
+
+
+def _default_set(profile: str) -> Path:
+    """Where `profile`'s expected set is, under the first expected_results/ above the working folder or the
+    package."""
+    try:
+        return expected_dir_for(profile, find_expected_root([Path.cwd(), Path(__file__).resolve().parent]))
+    except ExpectedError as e:
+        raise InputError(str(e)) from None
+
+
+def _expected(directory: Path) -> Expected:
+    """The expected set in `directory`, verified (expected.load_expected); InputError where it cannot be used."""
+    try:
+        return load_expected(directory)
+    except (ExpectedError, ResultError) as e:
+        raise InputError(str(e)) from None
+
+
+def _no_set(profile: str, directory: Path) -> Verdict:
+    """INCOMPLETE: `profile` has no expected set, so nothing can be checked; the numbers are still shown elsewhere."""
+    why = (
+        f"no expected set for profile {profile}: {directory / 'tolerances.toml'} does not exist; uh aggregate and "
+        "uh report show the numbers"
+    )
+    return Verdict(VerdictKind.INCOMPLETE, (why,), {}, (Cause("NO_EXPECTED_SET"),))
+
+
+def report_lines(report: CheckReport, width: int | None = None) -> list[str]:
+    """What `uh check` prints, no wider than `width` where the kept columns allow (None: every column whole): the
+    input against its set, the metric table, the claims, the variants, the tally, the provenance, the verdict."""
+    verdict = f"verdict: {report.verdict.line} -> exit {report.verdict.code}"
+    expected = report.expected
+    if expected is None:
+        return fit_lines([f"re-run {report.source} (profile {report.profile})", verdict], width)
+    checks = report.claims
+    return [
+        *fit_lines([f"re-run {report.source} (profile {expected.profile}) vs expected {expected.describe()}"], width),
+        *format_metrics(report.metrics, width),
+        "",
+        *format_claims(checks, width),
+        *format_variants(report.variants, width),
+        "",
+        *fit_lines([_tally_line(report, expected)], width),
+        *format_made(report.made, expected.profile, width),
+        *fit_lines([verdict], width),
+    ]
+
+
+def _tally_line(report: CheckReport, expected: Expected) -> str:
+    """How many metrics, claims, findings and variants came out each way, and which of them gate the exit code."""
+    paper_claims = [c for c in report.claims if not c.finding]
+    findings = [c for c in report.claims if c.finding]
+    variants = report.variants
+    measured = sum(c.kind is ClaimKind.MEASURED for c in variants)
+    return (
+        f"metrics: {tally(m.kind for m in report.metrics)} ({', '.join(expected.gate)} gate); "
         f"claims: {tally(c.kind for c in paper_claims)} "
         f"({'gate' if expected.gate_claims else 'do not gate'} the exit code); "
         f"findings beyond the paper: {tally(c.kind for c in findings)} (never gate)"
-        + (
-            f"; variants: {sum(c.kind is ClaimKind.MEASURED for c in variants)} measured, "
-            f"{sum(c.kind is not ClaimKind.MEASURED for c in variants)} not checked (never gate)"
-            if variants
-            else ""
-        )
+        + (f"; variants: {measured} measured, {len(variants) - measured} not checked (never gate)" if variants else "")
     )
-    if made.causes:
-        click.echo("\n".join(format_made(made, expected.profile, width)))
-    echo(f"verdict: {verdict.line} -> exit {verdict.code}")
 
-    report: dict[str, Any] = {  # no absolute path of the machine: a bundle carries the report
-        "source": _recorded(source),
-        "profile": expected.profile,
-        "expected_dir": portable(expected_dir, Path.cwd()),
+
+def report_json(report: CheckReport) -> dict[str, Any]:
+    """check_report.json (runs/schemas.py): no absolute path of the machine, as a bundle carries the report. The
+    verdict as printed, its `kind` (VerdictKind's name) and `causes` (judge.Cause: what decided it short of a pass)."""
+    verdict = report.verdict
+    decided = {
+        "verdict": verdict.line,
+        "kind": verdict.kind.name,
+        "causes": [cause.to_dict() for cause in verdict.causes],
+    }
+    head = {"source": _recorded(report.source), "profile": report.profile}
+    expected, checked = report.expected, report.checked
+    if expected is None or checked is None:
+        return head | decided | {"exit_code": verdict.code}
+    return (
+        head
+        | _set_fields(expected, report)
+        | {"claim": report.claim_id, "run_ids": list(report.run_ids) or None}
+        | decided
+        | {
+            "next_step": verdict.next_step,
+            "state": checked.state.to_dict(),
+            "metrics": [m.to_dict() for m in checked.metrics],
+            "claims": [c.to_dict() for c in checked.claims],
+            "variants": [c.to_dict() for c in report.variants],
+            "exit_code": verdict.code,
+        }
+    )
+
+
+def _set_fields(expected: Expected, report: CheckReport) -> dict[str, Any]:
+    """What the report records of the expected set and of the code that made and checked the results."""
+    made = report.made
+    return {
+        "expected_dir": portable(report.expected_dir, Path.cwd()),
         "expected_sha256": expected.sha256,
         "code_sha256": made.this,  # this checkout's: the checker's own, and the one its results are held to
         # the results this checkout's code did not make, by why; null for a per-seed CSV, which records no code
@@ -427,19 +400,7 @@ def check_command(
         "gate": list(expected.gate),
         "claims_gate_exit_code": expected.gate_claims,
         "procedure": None if expected.procedure is None else asdict(expected.procedure),
-        "claim": claim_id,
-        "run_ids": list(run_ids) or None,
-        "verdict": verdict.line,
-        "next_step": verdict.next_step,
-        "state": checked.state.to_dict(),
-        "metrics": [m.to_dict() for m in metrics],
-        "claims": [c.to_dict() for c in claims],
-        "variants": [c.to_dict() for c in variants],
-        "exit_code": verdict.code,
     }
-    _write_report(json_out, report, verdict.code)
-    echo(f"wrote {json_out}")
-    click.get_current_context().exit(verdict.code)
 
 
 def _recorded(source: str) -> str:
@@ -449,9 +410,11 @@ def _recorded(source: str) -> str:
     return f"{option} {portable(path, Path.cwd())}"
 
 
-def _write_report(path: Path, report: dict[str, Any], code: int) -> None:
+def write_report(path: Path, report: CheckReport) -> None:
+    """check_report.json at `path`, atomically; UnwritableReport (exit 2) where it cannot be written."""
+    code = report.verdict.code
     try:
-        write_json_atomic(path, report)
+        write_json_atomic(path, report_json(report))
     except OSError as e:
         raise UnwritableReport(
             f"cannot write {path} ({e.strerror or e}); the verdicts above stand (exit {code}) but are not "

@@ -20,7 +20,7 @@ from uniform_herding.method.metrics import METRICS
 from uniform_herding.verdict import decide
 from uniform_herding.verdict.aggregate import paired, wide
 from uniform_herding.verdict.claims import CLAIMS, Claim, Comparison, not_evidence
-from uniform_herding.verdict.procedure import ComparisonState, State, seeds_by_run
+from uniform_herding.verdict.procedure import ClaimState, ComparisonState, State, seeds_by_run
 from uniform_herding.verdict.words import ClaimKind, seeds_text, word
 
 DECIDED = {
@@ -191,80 +191,99 @@ def _under_procedure(
     """A claim of the paper read off its state: where a set registers a procedure, the look that decided it (or
     left it undecided) and what comes next; a set without one has one look, at 5%, on its own seeds. A comparison
     whose runs lack the look's seeds waits for them, and the claim with it (unless another has contradicted it)."""
-    s, procedure = state.claims[claim_id], state.procedure
-    claim, total, m = s.claim, len(procedure.looks), len(s.comparisons)
-    shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
+    s = state.claims[claim_id]
     if not s.reached:
-        missing = [seed for seed in procedure.seeds_at(0) if seed not in shared]
-        return ClaimCheck(
-            claim.claim_id,
-            claim.statement,
-            ClaimKind.NOT_CHECKED,
-            f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}",
-            [],
-            runs=claim.runs,
-            looks=total if registered else None,
-        )
+        return _not_reached(state, s, registered)
     look = s.reached - 1
-    waiting = s.waiting() if not s.settled and s.look == look else ()  # this look is not over for them
-    seeds, alpha = procedure.seeds_at(look), procedure.alpha[look]
     last = s.decision is decide.Decision.UNDECIDED and s.settled
+    evidence, below = _look_evidence(state, s, table, explain, paper if last else {})
+    if registered:
+        return _at_look(state, s, look, evidence, below, bool(paper))
+    return _one_look(state, s, look, evidence)
+
+
+def _not_reached(state: State, s: ClaimState, registered: bool) -> ClaimCheck:
+    """A claim no look has tested: NOT CHECKED, naming the seeds of look 1 its runs do not all have."""
+    claim = s.claim
+    shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in claim.runs))
+    missing = [seed for seed in state.procedure.seeds_at(0) if seed not in shared]
+    detail = f"seeds {seeds_text(missing)} missing for {', '.join(claim.runs)}"
+    looks = len(state.procedure.looks) if registered else None
+    return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED, detail, [], runs=claim.runs, looks=looks)
+
+
+def _look_evidence(
+    state: State, s: ClaimState, table: Callable[[], pd.DataFrame], explain: bool, paper: dict[str, float]
+) -> tuple[list[str], list[str]]:
+    """Each comparison at the look that decided it, or the last it used (what it waits for where it has had none),
+    and the seeds its runs share that no look counted; with `paper` (after the last look left the claim
+    undecided), the comparisons whose interval excludes the paper's effect. `explain=False`: those alone."""
+    procedure, m, look = state.procedure, len(s.comparisons), s.reached - 1
     evidence, below = [], []
-    for cs in s.comparisons:  # each at the look that decided it, or the last it used
+    for cs in s.comparisons:
         c = cs.comparison
         if not cs.tests:
             evidence += [f"{c.label}: not tested yet: {_lacks(state, cs, look)}"] if explain else []
             continue
         t, k = cs.tests[-1], cs.reached - 1
-        excludes = last and c.label in paper and _excludes(t, procedure.alpha[k], paper[c.label])
-        below += [c.label] if excludes else []
+        below += [c.label] if c.label in paper and _excludes(t, procedure.alpha[k], paper[c.label]) else []
         if explain:
+            deltas = c.deltas(table()).reindex(list(procedure.seeds_at(k)))
             evidence.append(
-                _evidence_line(
-                    c,
-                    c.deltas(table()).reindex(list(procedure.seeds_at(k))),
-                    t,
-                    True,
-                    procedure.alpha[k],
-                    procedure.against(k, m),
-                    paper.get(c.label) if last else None,
-                )
+                _evidence_line(c, deltas, t, True, procedure.alpha[k], procedure.against(k, m), paper.get(c.label))
             )
-    uncounted = sorted(shared - set(seeds))
+    shared = frozenset.intersection(*(state.have.get(r, frozenset()) for r in s.claim.runs))
+    uncounted = sorted(shared - set(procedure.seeds_at(look)))
     if uncounted and explain:
         evidence.append(
             f"seeds {seeds_text(uncounted)} shown nowhere above and not counted "
             f"(the procedure counts the seeds each look asks for)"
         )
-    if not registered:
-        tests = [cs.tests[-1] for cs in s.comparisons if cs.tests]
-        if waiting:  # its one look: a comparison's runs lack the set's seeds
-            return ClaimCheck(
-                claim.claim_id,
-                claim.statement,
-                ClaimKind.NOT_CHECKED,
-                "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting),
-                evidence,
-                False,
-                runs=claim.runs,
-            )
-        if not tests[0].decidable:  # a set of fewer seeds than a claim needs
-            return ClaimCheck(
-                claim.claim_id,
-                claim.statement,
-                ClaimKind.NOT_CHECKED,
-                f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}",
-                evidence,
-                False,
-                runs=claim.runs,
-            )
-        kind = DECIDED[s.decision]
-        needed = decide.claim_seeds_needed(tests) if kind is ClaimKind.INCONCLUSIVE else None
-        detail = _leaning_text(tests, needed) if kind is ClaimKind.INCONCLUSIVE else ""
-        return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, False, needed, claim.runs)
+    return evidence, below
+
+
+def _waiting(s: ClaimState, look: int) -> tuple[ComparisonState, ...]:
+    """The comparisons whose runs lack the seeds of `look`, which is not over for them."""
+    return s.waiting() if not s.settled and s.look == look else ()
+
+
+def _one_look(state: State, s: ClaimState, look: int, evidence: list[str]) -> ClaimCheck:
+    """A set without a registered procedure: one look, at 5%, on its own seeds; NOT CHECKED where a comparison's
+    runs lack them or the set has fewer seeds than a claim needs."""
+    claim, waiting = s.claim, _waiting(s, look)
+    tests = [cs.tests[-1] for cs in s.comparisons if cs.tests]
+    if waiting or not tests[0].decidable:
+        detail = (
+            "; ".join(f"{cs.comparison.label}: {_lacks(state, cs, look)}" for cs in waiting)
+            if waiting
+            else f"{_n_seeds(tests[0].n)} shared; a claim needs {decide.MIN_SEEDS}"
+        )
+        return ClaimCheck(claim.claim_id, claim.statement, ClaimKind.NOT_CHECKED, detail, evidence, runs=claim.runs)
+    kind = DECIDED[s.decision]
+    needed = decide.claim_seeds_needed(tests) if kind is ClaimKind.INCONCLUSIVE else None
+    detail = _leaning_text(tests, needed) if kind is ClaimKind.INCONCLUSIVE else ""
+    return ClaimCheck(claim.claim_id, claim.statement, kind, detail, evidence, False, needed, claim.runs)
+
+
+def _after_last(where: str, alpha: float, below: list[str], paper: bool) -> str:
+    """A claim the last look left undecided: neither supported nor contradicted, and whether each interval holds
+    the paper's effect (`paper`: it is known; `below`: the comparisons whose interval excludes it)."""
+    return f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
+        f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect"
+        if below
+        else (f"; every {_level(alpha)} interval holds the paper's effect" if paper else "")
+    )
+
+
+def _at_look(state: State, s: ClaimState, look: int, evidence: list[str], below: list[str], paper: bool) -> ClaimCheck:
+    """Under the registered procedure: the claim at `look` (1-based in its detail) with its level; UNDECIDED while a
+    comparison waits for its runs or the next look is to come (naming its seeds and which way the open comparisons
+    point); after the last look, undecided, whether the intervals hold the paper's effect (`paper`: it is known)."""
+    procedure, claim = state.procedure, s.claim
+    total, seeds, alpha = len(procedure.looks), procedure.seeds_at(look), procedure.alpha[look]
     where = f"look {look + 1} of {total}, {_n_seeds(len(seeds))}, one-sided alpha {alpha:g}"
     kind, next_seeds = DECIDED[s.decision], ()
-    if waiting:
+    if waiting := _waiting(s, look):
         kind = ClaimKind.UNDECIDED
         where += ": " + "; ".join(
             f"{cs.comparison.label} waits for its runs ({_lacks(state, cs, look)})" for cs in waiting
@@ -277,12 +296,8 @@ def _under_procedure(
             f": the next look adds seeds {seeds_text(next_seeds)} for {', '.join(runs)}; "
             f"its undecided comparisons point {_ways([cs.tests[-1] for cs in open_])}"
         )
-    elif last:
-        where = f"after the last look, {where}: the re-run neither supports nor contradicts it" + (
-            f"; the {_level(alpha)} interval of {', '.join(below)} excludes the paper's effect"
-            if below
-            else (f"; every {_level(alpha)} interval holds the paper's effect" if paper else "")
-        )
+    elif s.decision is decide.Decision.UNDECIDED:  # settled: after the last look
+        where = _after_last(where, alpha, below, paper)
     return ClaimCheck(
         claim.claim_id,
         claim.statement,

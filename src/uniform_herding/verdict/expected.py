@@ -188,6 +188,26 @@ def _rule(doc: dict[str, Any], n_gating: int, where: Path) -> decide.Rule | None
 def load_expected(directory: Path) -> Expected:
     """Read and validate `directory/tolerances.toml` and the per-seed CSV it names."""
     toml_path = directory / "tolerances.toml"
+    raw, doc = _read_toml(toml_path)
+    tolerance = _tolerance(doc, toml_path)
+    gate_claims, gate = _gates(doc, toml_path)
+    csv_path, csv = _per_seed_bytes(doc, directory, toml_path)
+    per_seed = read_per_seed_csv(csv_path, csv)
+    for metric, value in tolerance.items():
+        if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
+            raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
+    digest = hashlib.sha256(raw + csv).hexdigest()
+    rule = _rule(doc, len(gate) * per_seed["run_id"].nunique(), toml_path)
+    expected = Expected(directory, doc["profile"], per_seed, tolerance, gate_claims, gate, None, digest, rule)
+    expected = replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
+    if expected.rule is not None:
+        expected.spreads  # noqa: B018 (refuse a set the rule cannot use now, not at the first metric)
+    return expected
+
+
+def _read_toml(toml_path: Path) -> tuple[bytes, dict[str, Any]]:
+    """tolerances.toml's bytes (hashed with the CSV's) and its tables, of the keys a set may have and a known
+    profile."""
     try:
         raw = toml_path.read_bytes()
         doc = tomllib.loads(raw.decode("utf-8"))
@@ -198,6 +218,12 @@ def load_expected(directory: Path) -> Expected:
         raise ExpectedError(f"{toml_path}: unknown key(s) {', '.join(sorted(unknown))}")
     if doc.get("profile") not in PROFILES:
         raise ExpectedError(f"{toml_path}: profile must be one of {', '.join(PROFILES)}, got {doc.get('profile')!r}")
+    return raw, doc
+
+
+def _tolerance(doc: dict[str, Any], toml_path: Path) -> dict[str, Any]:
+    """[tolerance]: a number >= 0, or a table of them by run ID, for each metric; zeros where the set gives
+    [derive] instead (the rule), never both."""
     if ("tolerance" in doc) == ("derive" in doc):
         raise ExpectedError(f"{toml_path}: give either [tolerance] (the numbers) or [derive] (the rule), not both")
     tolerance = doc.get("tolerance", dict.fromkeys(METRICS, 0.0))
@@ -209,12 +235,23 @@ def load_expected(directory: Path) -> Expected:
             raise ExpectedError(
                 f"{toml_path}: tolerance {metric} must be a number >= 0, or a table of them by run ID, got {value!r}"
             )
+    return dict(tolerance)
+
+
+def _gates(doc: dict[str, Any], toml_path: Path) -> tuple[bool, tuple[str, ...]]:
+    """Whether the claims gate the exit code ([claims] gate_exit_code), and the metrics that do (gate)."""
     gate_claims = doc.get("claims", {}).get("gate_exit_code") if isinstance(doc.get("claims"), dict) else None
     if not isinstance(gate_claims, bool):
         raise ExpectedError(f"{toml_path}: [claims] gate_exit_code must be true or false")
     gate = doc.get("gate", list(METRICS))
     if not isinstance(gate, list) or not gate or not set(gate) <= set(METRICS):
         raise ExpectedError(f"{toml_path}: gate must list metrics among {', '.join(METRICS)}")
+    return gate_claims, tuple(gate)
+
+
+def _per_seed_bytes(doc: dict[str, Any], directory: Path, toml_path: Path) -> tuple[Path, bytes]:
+    """The per-seed CSV the set names (per_seed.csv by default) and its bytes, read once: the bytes hashed are the
+    bytes parsed."""
     if not isinstance(doc.get("per_seed", ""), str):
         raise ExpectedError(f"{toml_path}: per_seed must be a file name")
     csv_path = directory / doc.get("per_seed", "per_seed.csv")
@@ -223,26 +260,6 @@ def load_expected(directory: Path) -> Expected:
             f"{csv_path} not found; produce it with `uh aggregate --results-dir results --per-seed-out {csv_path}`"
         )
     try:
-        csv = csv_path.read_bytes()  # read once: the bytes hashed are the bytes parsed
+        return csv_path, csv_path.read_bytes()
     except OSError as e:
         raise ExpectedError(f"{csv_path}: cannot read ({e.strerror or e})") from None
-    per_seed = read_per_seed_csv(csv_path, csv)
-    for metric, value in tolerance.items():
-        if isinstance(value, dict) and set(value) != set(per_seed["run_id"]):
-            raise ExpectedError(f"{toml_path}: [tolerance.{metric}] must set exactly the run IDs of {csv_path.name}")
-    digest = hashlib.sha256(raw + csv).hexdigest()
-    expected = Expected(
-        directory,
-        doc["profile"],
-        per_seed,
-        dict(tolerance),
-        gate_claims,
-        tuple(gate),
-        None,
-        digest,
-        _rule(doc, len(gate) * per_seed["run_id"].nunique(), toml_path),
-    )
-    expected = replace(expected, procedure=_procedure(doc, expected.seeds, toml_path))
-    if expected.rule is not None:
-        expected.spreads  # noqa: B018 (refuse a set the rule cannot use now, not at the first metric)
-    return expected

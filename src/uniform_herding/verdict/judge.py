@@ -11,7 +11,7 @@ stands, for the commands that follow a re-run (uh status, the Slurm chain's cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +35,56 @@ from uniform_herding.verdict.words import ClaimKind, MetricKind, VerdictKind, ru
 
 
 @dataclass(frozen=True)
+class Cause:
+    """One thing that decided a verdict short of a pass, as check_report.json's `causes` lists it and uh oc counts it
+    (its text: "B3 acc NOT REPLICATED", "C1 INCONCLUSIVE"). `state`: a metric's or a claim's kind by name (MetricKind,
+    ClaimKind: with `run_id` and `metric`, or `claim_id`), else what left the verdict short: SEEDS_MISSING (a run
+    ID's `seeds` the pending look asks for), TOO_FEW_SEEDS, NO_EXPECTED_SET, CLAIM_ALONE, SUBSET (`run_ids`),
+    NOT_SHIPPED_SET, NO_CODE_RECORDED (a per-seed CSV), NOT_THIS_CODE. `final`: a metric's, whether it is judged on
+    the seeds it ends with (procedure.State.final; False: its miss waits for a look to come)."""
+
+    state: str
+    run_id: str | None = None
+    metric: str | None = None
+    claim_id: str | None = None
+    seeds: tuple[int, ...] = ()
+    run_ids: tuple[str, ...] = ()
+    final: bool | None = None
+
+    @classmethod
+    def of_metric(cls, m: MetricCheck) -> Cause:
+        return cls(m.kind.name, run_id=m.run_id, metric=m.metric, final=m.final)
+
+    @classmethod
+    def of_claim(cls, c: ClaimCheck) -> Cause:
+        return cls(c.kind.name, claim_id=c.claim_id)
+
+    def __str__(self) -> str:
+        kinds = (
+            MetricKind if self.metric else ClaimKind if self.claim_id and self.state in ClaimKind.__members__ else None
+        )
+        said = kinds[self.state].value if kinds else self.state
+        return " ".join(str(part) for part in (self.claim_id, self.run_id, self.metric, said) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that say something: check_report.json's `causes` (runs/schemas.py)."""
+        return {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in asdict(self).items()
+            if value not in (None, ())
+        }
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The one verdict: its kind (and so its exit code), why, as printed, and where runs are missing or a look
     left a claim undecided, the next step: {"run_ids": [...], "seeds": [...]} (empty when nothing more would
-    help). `causes`: what kept it from passing, one each ("B3 acc NOT REPLICATED", "C1 INCONCLUSIVE"), as uh oc
-    counts them."""
+    help). `causes`: what decided it short of a pass, one each (Cause); none for a pass."""
 
     kind: VerdictKind
     why: tuple[str, ...]
     next_step: dict[str, list[Any]]
-    causes: tuple[str, ...] = ()
+    causes: tuple[Cause, ...] = ()
 
     @property
     def code(self) -> int:
@@ -64,14 +104,20 @@ def _waits(m: MetricCheck, state: State) -> str:
     return f"{head}, not final while {', '.join(state.waiting_on(m.run_id))} can ask for more of its seeds"
 
 
+def _gaps(state: State) -> dict[str, tuple[int, ...]]:
+    """Each run ID the pending look misses, with the seeds of that look it lacks."""
+    look = state.pending_look
+    return {r: tuple(s for s in state.missing(r) if state.look_of(s) == look) for r in state.next_step["run_ids"]}
+
+
 def _missing_text(state: State) -> str:
     """What INCOMPLETE names: every run ID the pending look misses, those with none of look 1's seeds as missing run
     IDs, the others with the seeds they miss; and, where those run IDs have other seeds, that those are shown and
     never counted."""
-    step, look = state.next_step, state.pending_look
+    look = state.pending_look
     gaps: dict[tuple[int, ...], list[str]] = {}  # the seeds of the look a run ID misses -> those run IDs
-    for run_id in step["run_ids"]:
-        gaps.setdefault(tuple(s for s in state.missing(run_id) if state.look_of(s) == look), []).append(run_id)
+    for run_id, seeds in _gaps(state).items():
+        gaps.setdefault(seeds, []).append(run_id)
     text = "; ".join(
         f"{len(runs)} of {len(state.asked)} run IDs missing: {run_ids_text(runs)}"
         if look == 0 and seeds == state.procedure.seeds_at(0)
@@ -80,10 +126,17 @@ def _missing_text(state: State) -> str:
     )
     if look:
         text = f"look {look + 1} of {len(state.procedure.looks)} interrupted: {text}"
-    others = sorted({s for r in step["run_ids"] for s in state.uncounted(r)})
+    others = sorted({s for r in state.next_step["run_ids"] for s in state.uncounted(r)})
     if others:
         text += f" (their seeds {seeds_text(others)} are shown, never counted for the badge)"
     return text
+
+
+def _incomplete(state: State, head: tuple[str, ...], waits: list[MetricCheck]) -> Verdict:
+    """INCOMPLETE while a look begun (look 1 always is) misses runs: each named, with the seeds it lacks."""
+    missing = tuple(Cause("SEEDS_MISSING", run_id=r, seeds=seeds) for r, seeds in _gaps(state).items())
+    why = (*head, _missing_text(state), *(_waits(m, state) for m in waits))
+    return Verdict(VerdictKind.INCOMPLETE, why, state.next_step, (*missing, *(Cause.of_metric(m) for m in waits)))
 
 
 def _scope(expected: Expected, alone: Claim | None, subset: tuple[str, ...]) -> str:
@@ -91,6 +144,11 @@ def _scope(expected: Expected, alone: Claim | None, subset: tuple[str, ...]) -> 
     if alone is not None:
         return f"{alone.claim_id} alone, on {', '.join(alone.runs)}"
     return f"subset {run_ids_text(subset)} of {len(expected.run_ids)} run IDs" if subset else ""
+
+
+def _misses(metrics: list[MetricCheck]) -> list[MetricCheck]:
+    """The gating metrics beyond their tolerance."""
+    return [m for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
 
 
 def _pipeline(
@@ -101,30 +159,76 @@ def _pipeline(
     then INCOMPLETE, naming them, with next_step. Where the set rehearses a procedure (check), its looks are
     followed as on the paper: INCOMPLETE or UNDECIDED with next_step."""
     head = f"profile {expected.profile}" + (f", {scope}" if scope else "")
-    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
-    failed += [
-        f"{c.claim_id} {c.kind.value}" for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED, ClaimKind.INCONCLUSIVE)
-    ]
+    failed = [Cause.of_metric(m) for m in _misses(metrics)]
+    failed += [Cause.of_claim(c) for c in claims if c.kind in (ClaimKind.NOT_SUPPORTED, ClaimKind.INCONCLUSIVE)]
     if failed:
-        return Verdict(VerdictKind.PIPELINE_FAILED, (head, *failed), {}, tuple(failed))
+        return Verdict(VerdictKind.PIPELINE_FAILED, (head, *map(str, failed)), {}, tuple(failed))
     step = state.next_step
     if step and state.interrupted:
-        return Verdict(VerdictKind.INCOMPLETE, (head, _missing_text(state)), step)
+        return _incomplete(state, (head,), [])
     if step:
-        waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in state.claims.items() if not s.settled]
+        open_ = [(c, s) for c, s in state.claims.items() if not s.settled]
+        waiting = [f"{c} undecided at look {s.reached} of {s.total}" for c, s in open_]
         todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again"
-        return Verdict(
-            VerdictKind.UNDECIDED,
-            (f"{head}, rehearsing the registered procedure", *waiting, f"{todo} (./reproduce.sh next)"),
-            step,
-        )
+        why = (f"{head}, rehearsing the registered procedure", *waiting, f"{todo} (./reproduce.sh next)")
+        return Verdict(VerdictKind.UNDECIDED, why, step, tuple(Cause("UNDECIDED", claim_id=c) for c, _ in open_))
     if not any(m.gating and m.kind in (MetricKind.REPLICATED, MetricKind.NOT_REPLICATED) for m in metrics):
-        return Verdict(
-            VerdictKind.INCOMPLETE,
-            (f"no metric has {decide.MIN_SEEDS} of the expected seeds {seeds_text(expected.seeds)}",),
-            {},
-        )
+        why = f"no metric has {decide.MIN_SEEDS} of the expected seeds {seeds_text(expected.seeds)}"
+        return Verdict(VerdictKind.INCOMPLETE, (why,), {}, (Cause("TOO_FEW_SEEDS", seeds=expected.seeds),))
     return Verdict(VerdictKind.PIPELINE_PASSED, (f"{head}: not evidence about the paper",), {})
+
+
+def _undecided(
+    state: State, gating: list[ClaimCheck], waits: list[MetricCheck], alone: Claim | None, subset: tuple[str, ...]
+) -> Verdict:
+    """UNDECIDED: the claims a look left undecided, the misses that wait, and the next look's runs, with the command
+    that checks them again (as this check was asked: a claim alone, a subset, or the whole set)."""
+    step = state.next_step
+    undecided = [c for c in gating if c.kind is ClaimKind.UNDECIDED]
+    again = (
+        f"uh check --claim {alone.claim_id}"
+        if alone
+        else f"uh check --run-ids {','.join(subset)}"
+        if subset
+        else "./reproduce.sh next"
+    )
+    todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
+    why = (
+        *(f"{c.claim_id} {c.kind.value} at look {c.look} of {c.looks}" for c in undecided),
+        *(_waits(m, state) for m in waits),
+    )
+    causes = (*map(Cause.of_claim, undecided), *(Cause.of_metric(m) for m in waits))
+    return Verdict(VerdictKind.UNDECIDED, (*why, todo), step, causes)
+
+
+def _inconclusive(ended: list[ClaimCheck]) -> Verdict:
+    """INCONCLUSIVE: the last look left claims undecided; whether the re-run's effect is below the paper's."""
+    below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
+    tail = (
+        f"no badge; the re-run's effect is below the paper's on {', '.join(below)}"
+        if below
+        else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide"
+    )
+    why = (*(f"{c.claim_id} {c.verdict}" for c in ended), tail)
+    return Verdict(VerdictKind.INCONCLUSIVE, why, {}, tuple(map(Cause.of_claim, ended)))
+
+
+def _badge(expected: Expected, alone: Claim | None, subset: tuple[str, ...], made: Made | None) -> Verdict:
+    """Every rule passed: RESULTS REPLICATED with the shipped paper set, the whole set and results all made by this
+    checkout's code; else EXPECTED SET MATCHED, naming what withheld the badge."""
+    if scope := _scope(expected, alone, subset):
+        cause = Cause("CLAIM_ALONE", claim_id=alone.claim_id) if alone else Cause("SUBSET", run_ids=subset)
+        return Verdict(
+            VerdictKind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {}, (cause,)
+        )
+    withheld = [] if expected.shipped else [(f"against {expected.describe()}", Cause("NOT_SHIPPED_SET"))]
+    if made is not None and (why := made.withheld()):
+        withheld.append((why, Cause("NOT_THIS_CODE" if made.recorded else "NO_CODE_RECORDED")))
+    if withheld:
+        texts = [text for text, _ in withheld]
+        why = (*texts[:-1], f"{texts[-1]}: no badge")
+        return Verdict(VerdictKind.SET_MATCHED, why, {}, tuple(cause for _, cause in withheld))
+    return Verdict(VerdictKind.RESULTS_REPLICATED, ("ACM v1.1",), {})
 
 
 def judge(
@@ -148,53 +252,25 @@ def judge(
     still ask for more (procedure.State.final); until then it is shown and waits. So each metric is judged
     once, on the seeds it ends with, and the family's alpha holds over the whole procedure."""
     gating = [c for c in claims if not c.finding and c.claim_id in state.gating]
-    scope = _scope(expected, alone, subset)
     if expected.profile != "paper":
-        return _pipeline(expected, state, metrics, gating, scope)
-    misses = [m for m in metrics if m.gating and m.kind is MetricKind.NOT_REPLICATED]
-    waits = [_waits(m, state) for m in misses if not m.final]
-    failed = [f"{m.run_id} {m.metric} {m.verdict}" for m in misses if m.final]
-    failed += [f"{c.claim_id} {c.kind.value}" for c in gating if c.kind is ClaimKind.NOT_SUPPORTED]
+        return _pipeline(expected, state, metrics, gating, _scope(expected, alone, subset))
+    waits = [m for m in _misses(metrics) if not m.final]
+    failed = [Cause.of_metric(m) for m in _misses(metrics) if m.final]
+    failed += [Cause.of_claim(c) for c in gating if c.kind is ClaimKind.NOT_SUPPORTED]
     if failed:
-        return Verdict(VerdictKind.NOT_REPLICATED, (*failed, *waits), {}, tuple(failed))
-    step = state.next_step
-    if step and state.interrupted:
-        return Verdict(VerdictKind.INCOMPLETE, (_missing_text(state), *waits), step)
-    if step:
-        undecided = [
-            f"{c.claim_id} {ClaimKind.UNDECIDED.value} at look {c.look} of {c.looks}"
-            for c in gating
-            if c.kind is ClaimKind.UNDECIDED
-        ]
-        again = (
-            f"uh check --claim {alone.claim_id}"
-            if alone
-            else f"uh check --run-ids {','.join(subset)}"
-            if subset
-            else "./reproduce.sh next"
+        return Verdict(
+            VerdictKind.NOT_REPLICATED, (*map(str, failed), *(_waits(m, state) for m in waits)), {}, tuple(failed)
         )
-        todo = f"next: seeds {seeds_text(step['seeds'])} of {', '.join(step['run_ids'])}, then check again ({again})"
-        return Verdict(VerdictKind.UNDECIDED, (*undecided, *waits, todo), step)
-    unchecked = [f"{c.claim_id} {c.verdict}" for c in gating if c.kind is ClaimKind.NOT_CHECKED]
+    if state.next_step and state.interrupted:
+        return _incomplete(state, (), waits)
+    if state.next_step:
+        return _undecided(state, gating, waits, alone, subset)
+    unchecked = [c for c in gating if c.kind is ClaimKind.NOT_CHECKED]
     if unchecked:  # a set of fewer seeds than a claim needs
-        return Verdict(VerdictKind.INCOMPLETE, tuple(unchecked), {})
+        why = tuple(f"{c.claim_id} {c.verdict}" for c in unchecked)
+        return Verdict(VerdictKind.INCOMPLETE, why, {}, tuple(map(Cause.of_claim, unchecked)))
     ended = [c for c in gating if c.kind is ClaimKind.INCONCLUSIVE]
-    if ended:
-        below = [f"{c.claim_id} {label}" for c in ended for label in c.below_paper]
-        tail = (
-            f"no badge; the re-run's effect is below the paper's on {', '.join(below)}"
-            if below
-            else "no badge; the re-run's effects are consistent with the paper's, too noisy to decide"
-        )
-        causes = tuple(f"{c.claim_id} {c.kind.value}" for c in ended)
-        return Verdict(VerdictKind.INCONCLUSIVE, (*(f"{c.claim_id} {c.verdict}" for c in ended), tail), {}, causes)
-    if scope:
-        return Verdict(VerdictKind.SET_MATCHED, (f"{scope}: no badge, which needs every claim and run ID",), {})
-    withheld = [] if expected.shipped else [f"against {expected.describe()}"]
-    withheld += [why] if made is not None and (why := made.withheld()) else []
-    if withheld:
-        return Verdict(VerdictKind.SET_MATCHED, (*withheld[:-1], f"{withheld[-1]}: no badge"), {})
-    return Verdict(VerdictKind.RESULTS_REPLICATED, ("ACM v1.1",), {})
+    return _inconclusive(ended) if ended else _badge(expected, alone, subset, made)
 
 
 @dataclass(frozen=True)
