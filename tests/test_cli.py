@@ -33,7 +33,7 @@ def test_uh_help_lists_every_command_with_its_whole_summary_on_one_line_importin
         "    print(sorted(m for m in sys.modules if m.startswith('uniform_herding.') and m not in "
         "{'uniform_herding.cli', 'uniform_herding.method', 'uniform_herding.method.components', "
         "'uniform_herding.method.config', 'uniform_herding.runs', 'uniform_herding.catalogue', "
-        "'uniform_herding.runs.executor', 'uniform_herding.runs.durability'}))"
+        "'uniform_herding.runs.executor', 'uniform_herding.runs.durability', 'uniform_herding.errors'}))"
     )
     env = {**os.environ, "COLUMNS": "80"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout

@@ -24,8 +24,8 @@ def test_uh_run_resolves_each_run_once_and_trains_it_with_that_config(tmp_path: 
         resolved.append((run_id, profile))
         return original(run_id, profile)
 
-    def run_seed(run_id, cfg, seed, *args, **kwargs) -> Path:
-        trained.append((run_id, cfg, seed))
+    def run_seed(pair, cfg, *args, **kwargs) -> Path:
+        trained.append((pair.run_id, cfg, pair.seed))
         return tmp_path / "result.json"
 
     monkeypatch.setattr(launch, "resolve", resolve)

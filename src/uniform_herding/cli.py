@@ -37,13 +37,16 @@ LAZY_COMMANDS = {
     "doctor": ("uniform_herding.doctor:doctor_command", "Preflight: versions, GPU, data, fp16 self-test, hours."),
     "price": ("uniform_herding.doctor:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.report.summary:report_command", "The paper's tables and figures, and a summary page."),
-    "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
+    "run": ("uniform_herding.commands.run:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
     "status": ("uniform_herding.progress:status_command", "Where a re-run stands: runs, look, verdict, time left."),
     "stacks": (
         "uniform_herding.verdict.stacks:stacks_command",
         "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",
     ),
-    "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
+    "sweep": (
+        "uniform_herding.commands.sweep:sweep_command",
+        "Run every combination of values as variants of a run ID.",
+    ),
 }
 
 
