@@ -179,7 +179,21 @@ def slurm_options(f: Callable) -> Callable:
     "of its ID: B3 --set memory=closest_to_mean --base B3 runs as r1+memory=closest_to_mean+vs=B3. "
     "Default: the run ID its ID starts from, the one it differs from in the fewest settings.",
 )
-def run_cmd(run_ids: tuple[str, ...], sets: tuple[str, ...], base: str | None, **options: Any) -> None:
+def run_cmd(
+    run_ids: tuple[str, ...],
+    sets: tuple[str, ...],
+    base: str | None,
+    seeds: tuple[int, ...],
+    profile: str,
+    data_dir: Path,
+    results_dir: Path,
+    archive: Path | None,
+    force: bool,
+    precision: str | None,
+    device: str | None,
+    deterministic: bool,
+    **scheduling: Any,
+) -> None:
     """Run RUN_IDS for each seed; write results/<RUN>/seed-<S>/result.json. `all`: the paper's twelve run
     IDs; `refresh`: r1-r3, beyond the paper, with B1 and B3 (`uh list`). A RUN_ID may be a variant ID
     (B3+rho=5); --set makes variants.
@@ -188,24 +202,16 @@ def run_cmd(run_ids: tuple[str, ...], sets: tuple[str, ...], base: str | None, *
     SIGINT stops at once, keeps the checkpoint and exits with 128 + the signal number
     (docs/reliability.md), from the first moment on.
     """
-    exit_with(lambda: launch.run(run_ids, sets, base, plan(options), click.echo))
+    options = RunOptions(profile, data_dir, results_dir, archive, force, precision, device, deterministic)
+    exit_with(lambda: launch.run(run_ids, sets, base, plan(seeds, options, scheduling), click.echo))
 
 
-def plan(options: dict[str, Any]) -> launch.Plan:
-    """The options of `uh run` but its run IDs, --set and --base, as launch.py's plan: the seeds, the options every
-    pair shares (RunOptions: the rest) and the scheduling (the executor's options and the --slurm-* ones)."""
-    rest = dict(options)
-    slurm = {key.removeprefix("slurm_"): rest.pop(key) for key in list(rest) if key.startswith("slurm_")}
-    scheduling = launch.Scheduling(
-        executor=rest.pop("executor"),
-        jobs=rest.pop("jobs"),
-        wait=rest.pop("wait"),
-        procedure=rest.pop("procedure"),
-        cancel=rest.pop("cancel"),
-        slurm_config=slurm.pop("config"),
-        slurm=slurm,
-    )
-    return launch.Plan(rest.pop("seeds"), RunOptions(**rest), scheduling)
+def plan(seeds: tuple[int, ...], options: RunOptions, scheduling: dict[str, Any]) -> launch.Plan:
+    """launch.py's plan: the seeds, the options every pair shares, and the scheduling options (--executor, --jobs,
+    --wait, --procedure, --cancel and the --slurm-* ones) as launch.Scheduling."""
+    given = dict(scheduling)
+    slurm = {key.removeprefix("slurm_"): given.pop(key) for key in list(given) if key.startswith("slurm_")}
+    return launch.Plan(seeds, options, launch.Scheduling(**given, slurm_config=slurm.pop("config"), slurm=slurm))
 
 
 def exit_with(status: Callable[[], int]) -> None:
