@@ -105,7 +105,7 @@ def numeric_settings(device: torch.device, precision: Precision, deterministic: 
     return {
         "device": device.type,
         "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "precision": precision.value,  # the setting's name: a checkpoint holds no object of the package
+        "precision": str(precision),  # the setting's name: a checkpoint holds no object of the package
         "compile": engine.compile_mode() or "off",
         "deterministic": deterministic,
     }
