@@ -250,3 +250,22 @@ def test_slurm_without_sbatch_is_one_line(tmp_path, monkeypatch):
     )
     assert out.exit_code == 1 and "needs Slurm's sbatch on the PATH" in out.output, out.output
     assert not (tmp_path / "r").exists()
+
+
+def test_a_job_trains_its_pair_as_its_command_and_a_restarted_one_never_forces(tmp_path, monkeypatch):
+    """Issue 62: a job runs run_seed on its RunPair (the config resolved in the job's own process), with sys.argv the
+    `uh run` its pair stands for (result.json's command); started again by Slurm (SLURM_RESTART_COUNT), --force is
+    dropped, so that the checkpoint it resumes from is kept."""
+    from uniform_herding.catalogue import resolve
+    from uniform_herding.runs import run
+
+    seen = []
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the job replaces it; restored after the test
+    monkeypatch.setattr(run, "run_seed", lambda pair, cfg, echo: seen.append((pair, cfg, sys.argv)) or tmp_path)
+    pair = RunOptions("smoke", tmp_path / "d", tmp_path / "r", force=True).pair("B3", 1)
+    executor.Job(pair)()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    executor.Job(pair)()
+    assert [(p.run_id, p.seed, p.options.force) for p, _, _ in seen] == [("B3", 1, True), ("B3", 1, False)]
+    assert all(cfg == resolve("B3", "smoke") for _, cfg, _ in seen)
+    assert seen[0][2] == pair.command() and "--force" not in seen[0][2]
