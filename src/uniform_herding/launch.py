@@ -209,12 +209,13 @@ def submit(todo: list[RunPair], runs: dict[str, Config], plan: Plan, cuda: bool,
         prepare_archive(next(iter(runs.values())), options.data_dir, options.archive)
     except DataError as e:
         raise RunFailed(str(e)) from None
-    jobs = [options.resolved().pair(pair.run_id, pair.seed) for pair in todo]
+    anywhere = options.resolved()  # a job starts elsewhere, or later: its paths are absolute
+    jobs = [anywhere.pair(pair.run_id, pair.seed) for pair in todo]
     if scheduling.kind == "local":
         return executor.run_local(jobs, executor.local_slots(scheduling.jobs, cuda), options.results_dir, echo)
     settings = executor.slurm_settings(scheduling.slurm_config, scheduling.slurm, cuda)
     if scheduling.procedure:
         from uniform_herding.chain import start
 
-        return start(list(runs), list(plan.seeds), options.resolved(), settings, options.results_dir.resolve(), echo)
+        return start(list(runs), list(plan.seeds), anywhere, settings, anywhere.results_dir, echo)
     return executor.submit_slurm(jobs, settings, options.results_dir, scheduling.wait, echo)
