@@ -58,6 +58,7 @@ from uniform_herding.method.config import Config
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.runs.devices import select
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.run import run_seed
 
 HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--precision",
-        choices=engine.PRECISIONS,
+        choices=list(engine.Precision),
         help="default: the runs' own, 16-mixed on a GPU (the paper's) and 32-true on a CPU",
     )
     parser.add_argument("--width", type=int, help="ResNet-18 base width (default 64 on GPU, 16 on CPU)")
@@ -438,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
     if SYNC_SITES:  # where the synchronising ops were called (the fits of 3 and of 1 together)
         print("host   synchronised at " + ", ".join(f"{site} ({n}x)" for site, n in SYNC_SITES.most_common(8)))
     if not gpu and precision == "32-true":  # the GPU path's counts (fp16 casts, grad scaler, fused SGD) need no GPU
-        task.precision = "16-mixed"
+        task.precision = engine.Precision.FP16
         ops, syncs = per_step(dispatches), per_step(lambda fn: host_syncs(fn, gpu))
         print(
             f"host   GPU path, fused SGD with zero-filled momentum buffers (ours): {syncs:g} host "
@@ -453,7 +454,7 @@ def main(argv: list[str] | None = None) -> None:
             f"host   GPU path, unfused SGD (the alternative fix): {syncs:g} host synchronisations (the scaler "
             f"reads found_inf before each step) and {ops:g} operator dispatches per training step"
         )
-        task.precision = "32-true"
+        task.precision = engine.Precision.FP32
         learner.to(memory_format=torch.contiguous_format)
         teacher.to(memory_format=torch.contiguous_format)
     run_steps_paper = cfg.epochs * cfg.n_tasks * len(train.Batches(items, cfg.batch_size, gen))  # cfg: paper B3
@@ -473,18 +474,15 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.run:
         with tempfile.TemporaryDirectory() as tmp:
-            out = run_seed(
-                "B3",
-                resolve("B3", args.run),
-                1993,
+            options = RunOptions(
                 args.run,
                 args.data_dir,
                 Path(tmp),
                 archive=archive if args.run == "paper" else None,
-                echo=lambda s: None,
                 precision=precision,
                 device=device.type,
             )
+            out = run_seed(options.pair("B3", 1993), resolve("B3", args.run), echo=lambda s: None)
             result = json.loads(out.read_text())
         per_task = " ".join(f"{t['wall_s']:.1f}" for t in result["tasks"])
         print(

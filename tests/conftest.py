@@ -204,8 +204,8 @@ def no_training(monkeypatch):
     """A run that starts fails the test at once (instead of training for minutes)."""
     from uniform_herding.runs import run
 
-    def refuse(run_id, cfg, seed, *args, **kwargs):
-        raise AssertionError(f"{run_id} seed {seed} was started")
+    def refuse(pair, *args, **kwargs):
+        raise AssertionError(f"{pair} was started")
 
     monkeypatch.setattr(run, "run_seed", refuse)
 
@@ -263,14 +263,14 @@ def one_at_a_time(tmp_path_factory):
     import json
 
     from uniform_herding.catalogue import resolve
+    from uniform_herding.runs.pair import RunOptions
     from uniform_herding.runs.run import run_seed
 
     root = tmp_path_factory.mktemp("one-at-a-time")
+    options = RunOptions("smoke", root / "data", root / "results")
 
     def get(run_id: str, seed: int) -> dict:
-        path = run_seed(
-            run_id, resolve(run_id, "smoke"), seed, "smoke", root / "data", root / "results", echo=lambda _: None
-        )
+        path = run_seed(options.pair(run_id, seed), resolve(run_id, "smoke"), echo=lambda _: None)
         return json.loads(path.read_text())
 
     return get

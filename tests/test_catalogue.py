@@ -44,6 +44,7 @@ from uniform_herding.catalogue import (
 from uniform_herding.cli import main
 from uniform_herding.method.components import CHOICES, POLICIES
 from uniform_herding.method.config import Config
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.results import result_path
 from uniform_herding.runs.run import run_seed
 
@@ -354,7 +355,7 @@ def test_a_variant_gives_the_numbers_of_the_same_config_built_by_hand(smoke_swee
     assert variant["variant"] == {"base": "B3", "changes": {"rho": 5}} and variant["config"]["rho"] == 5
     x5 = RunSpec("x5", "by hand", "B3 with rho=5, written as a run ID", {"rho": 5})
     monkeypatch.setitem(catalogue.RUNS, "x5", x5)
-    path = run_seed("x5", resolve("x5", "smoke"), SEED, "smoke", data, tmp_path, echo=lambda _: None)
+    path = run_seed(RunOptions("smoke", data, tmp_path).pair("x5", SEED), resolve("x5", "smoke"), echo=lambda _: None)
     by_hand = json.loads(path.read_text())
     assert by_hand["config"] == variant["config"]
     assert by_hand["R"] == variant["R"] and by_hand["metrics"] == variant["metrics"]

@@ -12,7 +12,7 @@ from conftest import fake_slurm_clients
 
 from uniform_herding.chain import Chain, Controller
 from uniform_herding.cli import main
-from uniform_herding.runs.executor import RunPair
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.results import write_json_atomic
 from uniform_herding.verdict.judge import Verdict
 from uniform_herding.verdict.words import VerdictKind
@@ -100,7 +100,7 @@ def test_the_controller_submits_each_look_once_and_never_loops(tmp_path: Path, m
     reported: list[str] = []
     monkeypatch.setattr(Controller, "report", lambda self, verdict, code: reported.append(verdict) or "reported")
     chain(tmp_path, None)
-    the_chain = Chain("20261127-120000", tmp_path, RunPair("", 0, "paper", tmp_path, tmp_path), {})
+    the_chain = Chain("20261127-120000", tmp_path, RunOptions("paper", tmp_path, tmp_path), {})
 
     Controller(the_chain, 0)()
     steps = json.loads((tmp_path / "chain.json").read_text())["steps"]

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from uniform_herding.catalogue import resolve
 from uniform_herding.cli import main
+from uniform_herding.method.engine import Precision
 from uniform_herding.runs import selftest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.trains]  # each trains, in this process or one it starts
@@ -34,7 +35,7 @@ def learner_past_task_0(cfg):
     return learner, teacher
 
 
-@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.FP32])
 def test_fit_task_on_the_gpu_returns_stats_and_the_learner_on_the_gpu(precision, tiny_stream):
     from uniform_herding.method.train import fit_task
 
@@ -133,7 +134,7 @@ def test_a_deterministic_gpu_run_killed_after_a_task_resumes_to_the_uninterrupte
         torch.use_deterministic_algorithms(False)
 
 
-@pytest.mark.parametrize("precision", ["16-mixed", "32-true"])
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.FP32])
 def test_the_step_replayed_as_a_cuda_graph_equals_the_eager_step_bitwise(precision, tiny_stream, monkeypatch):
     """30 steps of a B3 task 1 (teacher, replay), each epoch 2 full batches and a partial one: under UH_STEP=graph
     3 warm-up steps, the capture, 16 replays and the partial batches eagerly; fp16 overflows forced (a first loss

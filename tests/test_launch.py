@@ -3,6 +3,7 @@ the procedure's options refused in one line where they do not go."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from uniform_herding import catalogue, launch
 from uniform_herding.cli import main
 from uniform_herding.runs import run
+from uniform_herding.runs.pair import RunOptions
 
 
 def test_uh_run_resolves_each_run_once_and_trains_it_with_that_config(tmp_path: Path, monkeypatch) -> None:
@@ -24,8 +26,8 @@ def test_uh_run_resolves_each_run_once_and_trains_it_with_that_config(tmp_path: 
         resolved.append((run_id, profile))
         return original(run_id, profile)
 
-    def run_seed(run_id, cfg, seed, *args, **kwargs) -> Path:
-        trained.append((run_id, cfg, seed))
+    def run_seed(pair, cfg, *args, **kwargs) -> Path:
+        trained.append((pair.run_id, cfg, pair.seed))
         return tmp_path / "result.json"
 
     monkeypatch.setattr(launch, "resolve", resolve)
@@ -81,3 +83,29 @@ def test_the_procedures_options_are_refused_in_one_line_where_they_do_not_go(tmp
     res = CliRunner().invoke(main, ["run", "B0", "--profile", "smoke", "--results-dir", str(tmp_path), *args])
     assert res.exit_code == 2 and f"Error: {error}" in res.output, res.output
     assert not (tmp_path / "chain.json").exists()
+
+
+def test_the_uh_run_a_pair_stands_for_gives_back_its_options(tmp_path: Path, monkeypatch) -> None:
+    """Issue 62: RunPair.command is the `uh run` that trains the pair alone (a job's result.json records it as its
+    command); parsed again by uh run's own options it is the same pair under the same options (no --force: a job
+    started again resumes)."""
+    options = RunOptions("smoke", tmp_path / "d", tmp_path / "r", tmp_path / "a.tar.gz", False, "16-mixed", "cpu", True)
+    pair = options.pair("B3+rho=5", 42)
+    asked: list[tuple[tuple[str, ...], launch.Plan]] = []
+    monkeypatch.setattr(launch, "run", lambda run_ids, sets, base, plan, echo: asked.append((run_ids, plan)) or 0)
+    (tmp_path / "a.tar.gz").touch()
+    res = CliRunner().invoke(main, pair.command()[1:])
+    assert res.exit_code == 0, res.output
+    ((run_ids, plan),) = asked
+    assert run_ids == ("B3+rho=5",) and plan.seeds == (42,) and plan.options == options
+
+
+def test_the_run_paths_library_imports_no_click() -> None:
+    """Issue 62: click lives in the commands (commands/run.py, commands/sweep.py) and cli.py; uh run's library raises
+    errors.UhError, which cli.py turns into its line and exit code."""
+    package = Path(launch.__file__).parent
+    for module in ("launch.py", "sweep.py", "chain.py", "runs/executor.py", "runs/pair.py", "runs/run.py"):
+        tree = ast.parse((package / module).read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not {name for name in imported if name.split(".")[0] == "click"}, module

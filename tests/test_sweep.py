@@ -38,7 +38,9 @@ def test_a_sweep_resolves_each_point_once_and_trains_it_with_that_config(tmp_pat
     trains those configs without resolving them again."""
     resolved, trained, original = [], [], catalogue.resolve
     monkeypatch.setattr(launch, "resolve", lambda run_id, profile: resolved.append(run_id) or original(run_id, profile))
-    monkeypatch.setattr(run, "run_seed", lambda run_id, cfg, seed, *args, **kwargs: trained.append((run_id, cfg, seed)))
+    monkeypatch.setattr(
+        run, "run_seed", lambda pair, cfg, *args, **kwargs: trained.append((pair.run_id, cfg, pair.seed))
+    )
     res = uh("sweep", "B3", "rho=1,5", "--seed", "42", "--profile", "smoke", "--results-dir", str(tmp_path))
     assert res.exit_code == 0, res.output
     assert resolved == ["r2", "B3+rho=5"]  # rho=1 is run ID r2

@@ -33,10 +33,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import click
-
+from uniform_herding.errors import UhError
 from uniform_herding.runs import executor
-from uniform_herding.runs.executor import RunPair
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.results import result_path, write_json_atomic
 from uniform_herding.runs.status import pair_status, slurm, slurm_states, submissions
 
@@ -44,6 +43,12 @@ from uniform_herding.runs.status import pair_status, slurm, slurm_states, submis
 # --slurm-time, which a partition with a shorter limit grants where it would leave a longer job pending.
 CONTROLLER_TIME_MIN = 30
 CLIENT_WAIT_S = 60.0  # a controller, inside the cluster, waits this long for squeue or sacct (uh status: seconds)
+
+
+class ChainActive(UhError):
+    """A chain of the results dir still has jobs in Slurm's queue: one line, exit 1; nothing submitted."""
+
+    exit_code = 1
 
 
 def chain_path(results_dir: Path) -> Path:
@@ -120,12 +125,12 @@ def pairs_of(step: dict[str, list[Any]]) -> list[tuple[str, int]]:
 
 @dataclasses.dataclass(frozen=True)
 class Chain:
-    """What every job of a chain is submitted with: its ID, results dir, the runs' settings (RunPair's, for each
-    pair) and the Slurm settings of `uh run`'s --slurm-* options."""
+    """What every job of a chain is submitted with: its ID, results dir, the options of every pair it runs and the
+    Slurm settings of `uh run`'s --slurm-* options."""
 
     chain_id: str
     results_dir: Path
-    template: RunPair
+    options: RunOptions
     settings: dict[str, Any]
 
     def name(self, index: int, job: str) -> str:
@@ -139,7 +144,7 @@ class Chain:
         record = chain["steps"][index]
         if "array" not in record:
             tasks = [
-                dataclasses.replace(self.template, run_id=r, seed=s)
+                self.options.pair(r, s)
                 for r, s in pairs_of(record["step"])
                 if not result_path(self.results_dir, r, s).exists()
             ]
@@ -174,7 +179,7 @@ class Chain:
 def start(
     run_ids: list[str],
     seeds: list[int],
-    template: RunPair,
+    options: RunOptions,
     settings: dict[str, Any],
     results_dir: Path,
     echo: Callable[[str], None],
@@ -183,11 +188,11 @@ def start(
     checks the results there are). Refused while a chain in `results_dir` still has jobs in Slurm's queue."""
     executor.need_sbatch()
     started = time.time()
-    chain = Chain(time.strftime("%Y%m%d-%H%M%S", time.localtime(started)), results_dir, template, settings)
+    chain = Chain(time.strftime("%Y%m%d-%H%M%S", time.localtime(started)), results_dir, options, settings)
     with locked(results_dir) as before:
         running = active(before)
         if before is not None and running:
-            raise click.ClickException(
+            raise ChainActive(
                 f"the chain {before['id']} in {results_dir} is active (Slurm jobs {' '.join(running)}): follow it "
                 f"with uh status --results-dir {results_dir}; stop it with the same command and --cancel"
             )
@@ -196,7 +201,7 @@ def start(
             {
                 "id": chain.chain_id,
                 "started": started,
-                "profile": template.profile,
+                "profile": options.profile,
                 "ended": None,
                 "steps": [{"step": {"run_ids": run_ids, "seeds": seeds}, "by": "the command"}],
             },
@@ -308,8 +313,8 @@ class Controller:
             write(self.chain.results_dir, state)
             try:
                 new = self.chain.submit_step(self.index + 1, state["started"])
-            except click.ClickException as e:
-                return self.end({"reason": e.format_message()}, locked_state=False)
+            except UhError as e:  # sbatch refused
+                return self.end({"reason": str(e)}, locked_state=False)
         return self.done(
             f"step {self.index + 2}: {step_text(step)}: Slurm job array {new['array']}, controller {new['controller']}"
         )

@@ -40,7 +40,7 @@ LAZY_COMMANDS = {
     ),
     "price": ("uniform_herding.commands.price:price_command", "What ./reproduce.sh all costs, in runs and hours."),
     "report": ("uniform_herding.commands.report:report_command", "The paper's tables and figures, and a summary page."),
-    "run": ("uniform_herding.launch:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
+    "run": ("uniform_herding.commands.run:run_cmd", "Train run IDs for each seed; skip finished runs, resume others."),
     "status": (
         "uniform_herding.commands.status:status_command",
         "Where a re-run stands: runs, look, verdict, time left.",
@@ -49,7 +49,10 @@ LAZY_COMMANDS = {
         "uniform_herding.commands.stacks:stacks_command",
         "tau, the stack offset the rule allows, from re-runs on 2+ stacks.",
     ),
-    "sweep": ("uniform_herding.sweep:sweep_command", "Run every combination of values as variants of a run ID."),
+    "sweep": (
+        "uniform_herding.commands.sweep:sweep_command",
+        "Run every combination of values as variants of a run ID.",
+    ),
 }
 
 

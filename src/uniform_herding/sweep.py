@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from uniform_herding.catalogue import SEP, ConfigError, grid_points, parse
-from uniform_herding.launch import BadName, run_cmd, run_named, run_names
-from uniform_herding.method.config import SEEDS, TRAINING_ENVIRONMENT
+from uniform_herding.launch import BadName, Echo, Plan, run_named, run_names
 
 
 def done_seeds(results_dir: Path, run_id: str, seeds: tuple[int, ...], profile: str) -> list[int]:
@@ -56,32 +53,18 @@ def grid_lines(
     return lines
 
 
-@click.command(
-    "sweep",
-    epilog="Every option of `uh run` applies to each point of the grid (uh run --help). "
-    "Environment: as uh run's; " + TRAINING_ENVIRONMENT,
-)
-@click.argument("run_id")
-@click.argument("grid", nargs=-1, required=True, metavar="KEY=V1,V2,...")
-@click.option("--dry-run", is_flag=True, help="Print the grid and what is done already; start nothing.")
-def sweep_command(run_id: str, grid: tuple[str, ...], dry_run: bool, **options: object) -> None:
-    """Run every combination of the values as a variant of RUN_ID, for every seed, e.g.
-    `uh sweep B3 rho=1,3,5`; finished runs are skipped (docs/extending.md)."""
-    seeds: tuple[int, ...] = options["seeds"] or SEEDS  # type: ignore[assignment]
-    profile, results_dir = str(options["profile"]), Path(str(options["results_dir"]))
-    base: str | None = options["base"]  # type: ignore[assignment]
+def sweep(run_id: str, grid: tuple[str, ...], base: str | None, dry_run: bool, plan: Plan, echo: Echo) -> int:
+    """`uh sweep`: the grid's points named and resolved once, printed with what is done, then (unless `dry_run`) run
+    as `uh run` runs them, with every option of its `plan`; the exit status."""
+    profile = plan.options.profile
     try:
         points = grid_points(run_id, grid, base)
-        runs = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base)
+        runs = run_names(tuple(dict.fromkeys(rid for _, rid in points)), (), profile, base, echo)
     except ConfigError as e:
         raise BadName(str(e)) from None
-    for line in grid_lines(run_id, points, seeds, profile, results_dir):
-        click.echo(line)
+    for line in grid_lines(run_id, points, plan.seeds, profile, plan.options.results_dir):
+        echo(line)
     if dry_run:
-        click.echo("dry run: nothing started")
-        return
-    run_named(runs, **options)  # type: ignore[arg-type]
-
-
-# The options of `uh run` (all but its run IDs and --set), so that a sweep takes each of them as uh run does.
-sweep_command.params.extend(p for p in run_cmd.params if p.name not in ("run_ids", "sets"))
+        echo("dry run: nothing started")
+        return 0
+    return run_named(runs, plan, echo)

@@ -14,6 +14,7 @@ from uniform_herding.catalogue import KEYS, RUNS, RunSpec, parse_value, resolve
 from uniform_herding.method import components
 from uniform_herding.method.config import OPEN_CHOICES, Config
 from uniform_herding.method.train import task_loss
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.run import run_seed
 
 SEED = 1993
@@ -122,7 +123,7 @@ def test_settings_a_run_does_not_read_leave_its_numbers_unchanged(run_id, unread
     own, other = (
         json.loads(
             run_seed(
-                r, resolve(r, "smoke"), SEED, "smoke", tmp_path / "data", tmp_path, echo=lambda _: None
+                RunOptions("smoke", tmp_path / "data", tmp_path).pair(r, SEED), resolve(r, "smoke"), echo=lambda _: None
             ).read_text()
         )
         for r in (run_id, "x0")

@@ -92,6 +92,7 @@ def test_precision_defaults_and_refuses_unknown_values():
     assert precision(torch.device("cpu")) == "32-true"
     assert precision(torch.device("cuda")) == "16-mixed"
     assert precision(torch.device("cpu"), "16-mixed") == "16-mixed"
+    assert precision(torch.device("cpu"), "16-mixed").fp16 and not precision(torch.device("cpu")).fp16  # the loop reads
     with pytest.raises(ValueError, match="precision 'bf16' is not a setting; use 16-mixed or 32-true"):
         precision(torch.device("cpu"), "bf16")
 

@@ -11,6 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from uniform_herding.method import graph, train
+from uniform_herding.method.engine import Precision
 
 HOST_READ = "aten._local_scalar_dense.default"  # .item(), .tolist(), bool(), int(), float() of a tensor
 
@@ -65,7 +66,7 @@ def recorded_steps(precision: str, tiny_stream, monkeypatch) -> list[Recorded]:
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+@pytest.mark.parametrize("precision", [Precision.FP32, Precision.FP16])
 def test_the_step_is_ready_for_cuda_graph_capture(precision, tiny_stream, gpu_like_fp16_conv, monkeypatch):
     """What a capture needs of the step, which a CUDA graph then replays: from step 2 on (the first creates the
     momentum buffers and the loss scale) the same operators on the same shapes, every persistent tensor in the
@@ -92,7 +93,7 @@ def test_the_teachers_fp16_weights_and_the_batch_counts_leave_the_models_as_eage
 
     cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     before = {k: v for k, v in teacher.state_dict(keep_vars=True).items()}
-    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen, "16-mixed")
+    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen, Precision.FP16)
     after = teacher.state_dict(keep_vars=True)
     assert after.keys() == before.keys() and all(after[k] is v for k, v in before.items())
     counts = {v.item() for k, v in learner.state_dict().items() if k.endswith("num_batches_tracked")}
@@ -197,7 +198,7 @@ def test_a_capture_refused_inside_the_step_leaves_no_half_step_behind(tiny_strea
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_or_refuse)
     cfg, learner, teacher, stream, replay, items, gen = small_task(tiny_stream)
     stats = train.fit_task(
-        dataclasses.replace(cfg, epochs=3), learner, teacher, stream, replay, items[:16], gen, "16-mixed"
+        dataclasses.replace(cfg, epochs=3), learner, teacher, stream, replay, items[:16], gen, Precision.FP16
     )
     assert stats.step == "eager: graph refused (RuntimeError: operator not supported during capture)"
     assert stats.steps == 6 and stats.divergence() is None

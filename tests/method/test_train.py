@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from uniform_herding.catalogue import resolve
+from uniform_herding.method.engine import Precision
 from uniform_herding.method.train import icarl_bce, kd_loss, margin_logits, task_loss
 
 
@@ -188,7 +189,7 @@ def small_task(tiny_stream):
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+@pytest.mark.parametrize("precision", [Precision.FP32, Precision.FP16])
 def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
     precision, tiny_stream, gpu_like_fp16_conv, monkeypatch
 ):
@@ -209,7 +210,7 @@ def test_fit_task_returns_its_record_and_moves_no_module_between_devices(
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+@pytest.mark.parametrize("precision", [Precision.FP32, Precision.FP16])
 def test_the_loop_calls_backward_then_unscale_then_the_clip_then_the_step(
     precision, tiny_stream, gpu_like_fp16_conv, monkeypatch
 ):
@@ -264,7 +265,7 @@ def same_tensors(these: Iterable[torch.Tensor], those: Iterable[torch.Tensor]) -
 
 
 @pytest.mark.trains
-@pytest.mark.parametrize("precision", ["32-true", "16-mixed"])
+@pytest.mark.parametrize("precision", [Precision.FP32, Precision.FP16])
 def test_student_and_teacher_forward_under_the_runs_autocast(precision, tiny_stream, gpu_like_fp16_conv):
     """On the fp16 path both the student and the frozen teacher forward under fp16 autocast (their logits fp16,
     as before the loop: Lightning's training_step ran both under it); in fp32 both are fp32."""
@@ -295,7 +296,7 @@ def test_a_last_step_skipped_on_an_inf_loss_is_not_divergence(tiny_stream, gpu_l
         return loss * float("inf") if len(calls) == total else loss
 
     monkeypatch.setattr(train, "task_loss", inf_at_the_last_step)
-    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen, "16-mixed")
+    stats = train.fit_task(cfg, learner, teacher, stream, replay, items, gen, Precision.FP16)
     assert len(calls) == total and stats.skipped_steps >= 1
     assert stats.last_finite_loss is not None and all(v is not None for v in stats.epoch_loss)
     assert stats.divergence() is None

@@ -33,6 +33,7 @@ from uniform_herding.report.style import PAPER_LABEL
 from uniform_herding.report.summary import published_values, write_report
 from uniform_herding.report.sweep_figures import sweep_specs
 from uniform_herding.report.tables import T2_VARIANTS, TABLES, Table
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.provenance import code_hash
 from uniform_herding.runs.results import read_per_seed_csv, write_json_atomic
 from uniform_herding.runs.run import run_seed
@@ -86,7 +87,8 @@ def smoke_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Smoke results (one real run, the rest synthetic); `uh report` run on them; its output."""
     base = tmp_path_factory.mktemp("smoke")
     results = base / "results"
-    real = run_seed("B3", resolve("B3", "smoke"), 1993, "smoke", base / "data", results, echo=lambda _: None)
+    pair = RunOptions("smoke", base / "data", results).pair("B3", 1993)
+    real = run_seed(pair, resolve("B3", "smoke"), echo=lambda _: None)
     T = len(json.loads(real.read_text())["R"])
     for run_id, seed in SYNTHETIC:
         write(results, fake_result(run_id, seed, "smoke", T))

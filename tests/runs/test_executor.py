@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from click import UsageError
 
 from uniform_herding.runs import executor
+from uniform_herding.runs.executor import ExecutorError
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.run import result_path
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -107,7 +108,7 @@ def test_nothing_new_starts_after_a_failure(tmp_path):
     foreign = result_path(results, "B0", 1)
     foreign.parent.mkdir(parents=True)
     foreign.write_text(json.dumps({"config_version": 0, "config": {}, "seed": 1}))
-    tasks = [executor.RunPair("B0", s, "smoke", tmp_path / "data", results) for s in (1, 2, 3)]
+    tasks = [RunOptions("smoke", tmp_path / "data", results).pair("B0", s) for s in (1, 2, 3)]
     lines: list[str] = []
     assert executor.run_local(tasks, [None], results, lines.append) == 1
     assert any(line.startswith("Error: B0 seed 1: ") and f"{foreign} holds" in line for line in lines), lines
@@ -166,7 +167,7 @@ def test_a_killed_parent_leaves_no_orphan_run(tmp_path):
 
 @pytest.mark.trains
 def test_submitit_interrupt_requeues_and_the_run_resumes_to_the_same_result(tmp_path, one_at_a_time):
-    """submitit's pre-emption signal (USR2) to a local job after task 1: RunPair.checkpoint requeues it, the
+    """submitit's pre-emption signal (USR2) to a local job after task 1: Job.checkpoint requeues it, the
     restarted job resumes from the per-task checkpoint and ends with the one-at-a-time result."""
     results = tmp_path / "results"
     proc = uh_run(
@@ -198,7 +199,7 @@ def test_local_slots(monkeypatch):
     assert executor.local_slots(3, cuda=True) == [None] * 3
     assert executor.local_slots(None, cuda=True) == [None] * len(os.sched_getaffinity(0))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f2a")
-    with pytest.raises(UsageError, match="GPU indices"):
+    with pytest.raises(ExecutorError, match="GPU indices"):
         executor.local_slots(None, cuda=True)
 
 
@@ -218,9 +219,9 @@ def test_slurm_settings_come_from_options_over_the_config_file(tmp_path):
     assert executor.slurm_settings(config, {"gpus": 2}, cuda=False)["gpus"] == 2
     assert settings["sbatch"] == {"qos": "low", "constraint": "t4"}
     config.write_text("partitoin = 'gpu'\n")
-    with pytest.raises(UsageError, match="unknown keys partitoin"):
+    with pytest.raises(ExecutorError, match="unknown keys partitoin"):
         executor.slurm_settings(config, {})
-    with pytest.raises(UsageError, match="KEY=VALUE"):
+    with pytest.raises(ExecutorError, match="KEY=VALUE"):
         executor.slurm_settings(None, {"sbatch": ("qos",)})
 
 
@@ -249,3 +250,22 @@ def test_slurm_without_sbatch_is_one_line(tmp_path, monkeypatch):
     )
     assert out.exit_code == 1 and "needs Slurm's sbatch on the PATH" in out.output, out.output
     assert not (tmp_path / "r").exists()
+
+
+def test_a_job_trains_its_pair_as_its_command_and_a_restarted_one_never_forces(tmp_path, monkeypatch):
+    """Issue 62: a job runs run_seed on its RunPair (the config resolved in the job's own process), with sys.argv the
+    `uh run` its pair stands for (result.json's command); started again by Slurm (SLURM_RESTART_COUNT), --force is
+    dropped, so that the checkpoint it resumes from is kept."""
+    from uniform_herding.catalogue import resolve
+    from uniform_herding.runs import run
+
+    seen = []
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the job replaces it; restored after the test
+    monkeypatch.setattr(run, "run_seed", lambda pair, cfg, echo: seen.append((pair, cfg, sys.argv)) or tmp_path)
+    pair = RunOptions("smoke", tmp_path / "d", tmp_path / "r", force=True).pair("B3", 1)
+    executor.Job(pair)()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    executor.Job(pair)()
+    assert [(p.run_id, p.seed, p.options.force) for p, _, _ in seen] == [("B3", 1, True), ("B3", 1, False)]
+    assert all(cfg == resolve("B3", "smoke") for _, cfg, _ in seen)
+    assert seen[0][2] == pair.command() and "--force" not in seen[0][2]

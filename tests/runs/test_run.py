@@ -15,6 +15,7 @@ from uniform_herding.cli import main
 from uniform_herding.method import components, memory, metrics
 from uniform_herding.method.config import CONFIG_VERSION, OPEN_CHOICES
 from uniform_herding.method.memory import quotas
+from uniform_herding.runs.pair import RunOptions
 from uniform_herding.runs.run import result_path, run_seed
 
 SEED = 1993
@@ -33,7 +34,8 @@ def smoke_result(smoke_dirs):
     data_dir, results_dir = smoke_dirs
 
     def get(run_id: str) -> dict:
-        path = run_seed(run_id, resolve(run_id, "smoke"), SEED, "smoke", data_dir, results_dir, echo=lambda _: None)
+        pair = RunOptions("smoke", data_dir, results_dir).pair(run_id, SEED)
+        path = run_seed(pair, resolve(run_id, "smoke"), echo=lambda _: None)
         return json.loads(path.read_text())
 
     return get
@@ -155,9 +157,11 @@ def test_finished_run_is_skipped_unless_forced(smoke_result, smoke_dirs):
     path = result_path(results_dir, "B0", SEED)
     before = path.read_text()
     said: list[str] = []
-    run_seed("B0", resolve("B0", "smoke"), SEED, "smoke", data_dir, results_dir, echo=said.append)
+    options = RunOptions("smoke", data_dir, results_dir)
+    run_seed(options.pair("B0", SEED), resolve("B0", "smoke"), echo=said.append)
     assert path.read_text() == before and "done already" in said[0]
-    run_seed("B0", resolve("B0", "smoke"), SEED, "smoke", data_dir, results_dir, force=True, echo=said.append)
+    forced = dataclasses.replace(options, force=True)
+    run_seed(forced.pair("B0", SEED), resolve("B0", "smoke"), echo=said.append)
     rerun = json.loads(path.read_text())
     assert rerun["R"] == json.loads(before)["R"]  # CPU fp32 runs are deterministic
 

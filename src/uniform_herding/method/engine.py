@@ -18,6 +18,7 @@ Every workaround of a torch or Lightning behaviour is marked where it is made, w
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import shutil
@@ -35,18 +36,31 @@ from torch import Tensor, nn
 from uniform_herding.method.config import NUMERIC_DEFAULTS
 from uniform_herding.method.model import Learner
 
-PRECISIONS = ("16-mixed", "32-true")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
-def precision(device: torch.device, requested: str | None = None) -> str:
+class Precision(enum.StrEnum):
+    """--precision, decoded once (`precision`) into what the loop reads: `fp16`, the paper's fp16 path. Its value is
+    the setting's name, which a checkpoint and result.json record."""
+
+    FP16 = "16-mixed"
+    FP32 = "32-true"
+
+    @property
+    def fp16(self) -> bool:
+        """The fp16 path: fp16 autocast and loss scaling, the fused SGD, channels_last."""
+        return self is Precision.FP16
+
+
+def precision(device: torch.device, requested: str | None = None) -> Precision:
     """`requested` (--precision, env UH_PRECISION), else the paper's "16-mixed" on GPU and fp32 on CPU
     (docs/design.md, "Training"), which keeps CPU reruns bit-identical."""
     if requested:
-        if requested not in PRECISIONS:
-            raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(PRECISIONS)}")
-        return requested
-    return NUMERIC_DEFAULTS["cuda" if device.type == "cuda" else "cpu"]["precision"]
+        try:
+            return Precision(requested)
+        except ValueError:
+            raise ValueError(f"precision {requested!r} is not a setting; use {' or '.join(Precision)}") from None
+    return Precision(NUMERIC_DEFAULTS["cuda" if device.type == "cuda" else "cpu"]["precision"])
 
 
 def fabric(device: torch.device, fp16: bool) -> Fabric:

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from uniform_herding.method import evaluate
 from uniform_herding.method.config import Config
+from uniform_herding.method.engine import Precision
 from uniform_herding.method.memory import Memory
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
@@ -41,11 +42,11 @@ def learn_task(
     memory: Memory,
     stream: TaskStream,
     generator: torch.Generator,
-    precision: str,
+    precision: Precision,
     progress: bool = False,
 ) -> tuple[list[float], TaskStats]:
     """Task t, steps 1-5 above: the row R[t] and the task's training record. `generator` draws the batches, the
-    replay and the augmentations; `precision` is the fp16 path's "16-mixed" or fp32 (engine.precision)."""
+    replay and the augmentations; `precision` is the fp16 path or fp32 (engine.precision)."""
     teacher = freeze(learner) if t > 0 and distils(cfg) else None
     grow_head(learner, stream, t, cfg)
     stats = fit_task(

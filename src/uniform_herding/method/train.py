@@ -129,14 +129,14 @@ def fit_task(
     replay: Tensor | None,
     items: Tensor,
     generator: torch.Generator,
-    precision: str = "32-true",
+    precision: engine.Precision = engine.Precision.FP32,
     progress: bool = False,
     watch: Watch | None = None,
 ) -> TaskStats:
     """cfg.epochs epochs over the task's `items`, each batch with b draws from `replay` (the memory's items); the
     learner trains in place, on its device. `generator` draws the batches, the replay and the augmentations;
-    `precision` is "16-mixed" (the fp16 path) or "32-true" (engine.precision). Returns the task's record."""
-    fp16, watched = precision == "16-mixed", watch is not None
+    `precision` is the run's, decoded once (engine.precision): `fp16` is the fp16 path. Returns the task's record."""
+    fp16, watched = precision.fp16, watch is not None
     fabric = engine.fabric(stream.device, fp16)  # the precision: fp16 autocast and the loss scale, or fp32
     learner.train()  # evaluation left it in eval mode; the teacher stays in eval mode (freeze)
     for model in (m for m in (learner, teacher) if m is not None):

@@ -1,8 +1,8 @@
 """`uh run --executor local|slurm`: every (run ID, seed) pair as one submitit job, here or on Slurm.
 
 Why submitit: it is what research code uses to fan out to Slurm job arrays, and its local executor
-runs the same pickled job on this machine, so both go through one mechanism. A job is `RunPair`:
-`run.run_seed` for one pair in the job's own process, with its own random state, lock and
+runs the same pickled job on this machine, so both go through one mechanism. A job is `Job`:
+`run.run_seed` for one `RunPair` (runs/pair.py) in the job's own process, with its own random state, lock and
 checkpoint (and on the CPU a fixed thread count), so pairs at once give the same result.json files
 as one at a time.
 
@@ -12,7 +12,7 @@ as one at a time.
   A job whose `uh run` parent dies (even by SIGKILL) stops by itself within a second, keeping its
   checkpoint: no orphan runs.
 - slurm: one job array, one task per pair; returns after submitting (or waits with --wait). A task
-  that gets Slurm's pre-emption/time-limit signal is requeued by submitit (RunPair.checkpoint) and a
+  that gets Slurm's pre-emption/time-limit signal is requeued by submitit (Job.checkpoint) and a
   task requeued by Slurm itself (`scontrol requeue`, pre-emption with requeue) simply starts again;
   either way run_seed resumes after the last finished task (docs/cluster.md).
 
@@ -37,10 +37,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import click
+from uniform_herding.errors import UhError
+from uniform_herding.runs.pair import RunPair
 
 POLL_S = 0.5
 LOCAL_TIMEOUT_MIN = 60 * 24 * 30  # submitit's local timeout; a run on this machine is never timed out
+
+
+class ExecutorError(UhError):
+    """Settings the executors cannot use (--slurm-*, CUDA_VISIBLE_DEVICES): one line, exit 2, nothing submitted."""
+
+
+class SlurmRefused(UhError):
+    """Slurm cannot take the jobs (no sbatch here, or sbatch refused them): one line, exit 1, as a failed run."""
+
+    exit_code = 1
 
 
 def submitit_folder(results_dir: Path) -> Path:
@@ -105,85 +116,54 @@ def restarted() -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunPair:
-    """One (run ID, seed) pair as a submitit job: what `uh run RUN --seed S ...` does, in the job's process.
+class Job:
+    """A `RunPair` as a submitit job: what `uh run RUN --seed S ...` does (run.run_seed), in the job's process.
 
-    `checkpoint` is submitit's hook on pre-emption or time-out: the same pair, never with --force (it
-    would discard the per-task checkpoint that the restarted job resumes from).
+    `checkpoint` is submitit's hook on pre-emption or time-out: the same pair, never with --force (it would discard
+    the per-task checkpoint that the restarted job resumes from).
     """
 
-    run_id: str
-    seed: int
-    profile: str
-    data_dir: Path
-    results_dir: Path
-    archive: Path | None = None
-    force: bool = False
-    precision: str | None = None  # --precision; None: the device's default
-    device: str | None = None  # --device; None: UH_DEVICE, else auto
-    deterministic: bool = False  # --deterministic
+    pair: RunPair
     uh_pid: int | None = None  # the local `uh run` that schedules this job; None on Slurm
 
     def __call__(self) -> str:
         from uniform_herding.catalogue import resolve
-        from uniform_herding.data.archive import DataError
-        from uniform_herding.runs.durability import Interrupted, RunError, stop_on_signals
+        from uniform_herding.runs.durability import stop_on_signals
         from uniform_herding.runs.run import run_seed
 
-        def say(line: str) -> None:
-            print(line, flush=True)
-
-        # result.json's "command" (sys.argv): the `uh run` this job stands for, not submitit's entry point
-        sys.argv = [
-            "uh",
-            "run",
-            self.run_id,
-            "--seed",
-            str(self.seed),
-            "--profile",
-            self.profile,
-            "--data-dir",
-            str(self.data_dir),
-            "--results-dir",
-            str(self.results_dir),
-            *(["--archive", str(self.archive)] if self.archive else []),
-            *(["--precision", self.precision] if self.precision else []),
-            *(["--device", self.device] if self.device else []),
-            *(["--deterministic"] if self.deterministic else []),
-        ]
-
-        try:
-            # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local
-            # parent's forwarded signal stop the run at once, keeping the checkpoint.
-            with stop_on_signals(), stop_with_parent(self.uh_pid):
-                cfg = resolve(self.run_id, self.profile)  # this job's process resolves its run once
-                out = run_seed(
-                    self.run_id,
-                    cfg,
-                    self.seed,
-                    self.profile,
-                    self.data_dir,
-                    self.results_dir,
-                    self.archive,
-                    self.force and not restarted(),
-                    False,
-                    say,
-                    self.precision,
-                    self.device,
-                    self.deterministic,
-                )
-        except (DataError, RunError, ValueError) as e:
-            say(f"Error: {self.run_id} seed {self.seed}: {e}")
-            raise
-        except Interrupted as e:
-            say(f"Error: {Interrupted(e.signum, e.detail, where=f'{self.run_id} seed {self.seed}')}")
-            sys.exit(128 + e.signum)
-        return str(out)
+        pair = self.pair.without_force() if restarted() else self.pair
+        sys.argv = pair.command()  # result.json's "command": the `uh run` this job stands for, not submitit's
+        # stop_on_signals replaces submitit's "bypass" of SIGTERM: scancel, pre-emption and the local parent's
+        # forwarded signal stop the run at once, keeping the checkpoint.
+        with said_in_the_log(pair), stop_on_signals(), stop_with_parent(self.uh_pid):
+            cfg = resolve(pair.run_id, pair.options.profile)  # this job's process resolves its run once
+            return str(run_seed(pair, cfg, say))
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
 
-        return submitit.helpers.DelayedSubmission(dataclasses.replace(self, force=False))
+        return submitit.helpers.DelayedSubmission(dataclasses.replace(self, pair=self.pair.without_force()))
+
+
+def say(line: str) -> None:
+    """A line of the job's log, at once (the local executor echoes it as it comes)."""
+    print(line, flush=True)
+
+
+@contextmanager
+def said_in_the_log(pair: RunPair) -> Iterator[None]:
+    """A job's failure as its one `Error:` line in its log; a stop ends the job with 128 + the signal."""
+    from uniform_herding.data.archive import DataError
+    from uniform_herding.runs.durability import Interrupted, RunError
+
+    try:
+        yield
+    except (DataError, RunError, ValueError) as e:
+        say(f"Error: {pair}: {e}")
+        raise
+    except Interrupted as e:
+        say(f"Error: {Interrupted(e.signum, e.detail, where=str(pair))}")
+        sys.exit(128 + e.signum)
 
 
 # --- which job runs which pair (read by `uh status`) ---------------------------------------------------
@@ -202,7 +182,7 @@ def _entry(task: RunPair, executor: str, folder: Path, job_id: str | None) -> di
     return {
         "run_id": task.run_id,
         "seed": task.seed,
-        "profile": task.profile,
+        "profile": task.options.profile,
         "executor": executor,
         "job_id": job_id,
         "folder": str(folder),
@@ -265,67 +245,95 @@ def visible_gpus() -> list[int]:
     try:
         return [int(g) for g in visible.split(",") if g.strip()]
     except ValueError:
-        raise click.UsageError(
+        raise ExecutorError(
             f"CUDA_VISIBLE_DEVICES={visible!r}: the local executor needs GPU indices (e.g. 0,1)"
         ) from None
 
 
 def run_local(tasks: list[RunPair], slots: list[int | None], results_dir: Path, echo: Callable[[str], None]) -> int:
     """Run `tasks` as submitit local jobs, len(slots) at once; 0, 1 after a failure, or 128 + a signal."""
-    import submitit
-
-    name = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    folder = submitit_folder(results_dir) / name
-    executor = submitit.LocalExecutor(folder=folder)
-    entries = [_entry(t, "local", folder, None) for t in tasks]
-    record_submission(results_dir, name, entries)
-    pending = list(enumerate(tasks))
-    running: dict[Any, tuple[int | None, Tail]] = {}
-    free = list(slots)
-    failed, stopped = False, 0
-
-    def forward(signum: int, frame: object) -> None:
-        nonlocal stopped
-        stopped = signum
-        for job in list(running):  # the controller passes SIGTERM on to its job, which keeps its checkpoint
-            job._process.send_signal(signal.SIGTERM)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while running or (pending and not failed and not stopped):
-            while pending and free and not failed and not stopped:
-                i, task = pending.pop(0)
-                gpu = free.pop(0)
-                executor.update_parameters(
-                    timeout_min=LOCAL_TIMEOUT_MIN,
-                    gpus_per_node=0 if gpu is None else 1,
-                    visible_gpus=() if gpu is None else (gpu,),
-                )
-                job = executor.submit(dataclasses.replace(task, uh_pid=os.getpid()))
-                running[job] = (gpu, Tail(job.paths.stdout))
-                entries[i]["job_id"] = job.job_id
-                record_submission(results_dir, name, entries)
+    jobs = LocalJobs(tasks, slots, results_dir, echo)
+    with jobs.passing_signals_on():
+        while jobs.running or (jobs.pending and not jobs.ended):
+            jobs.start_next()
             time.sleep(POLL_S)
-            for job, (gpu, tail) in list(running.items()):
-                ended = job._process.poll() is not None
-                for line in tail.lines():
-                    echo(line)
-                if ended:
-                    del running[job]
-                    free.append(gpu)
-                    if not stopped and _job_result(job) != "done":
-                        failed = True
-                        echo(f"Error: {job_pair(job)} failed; log: {job.paths.stderr}")
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    return 128 + stopped if stopped else int(failed)
+            jobs.follow()
+    return 128 + jobs.stopped if jobs.stopped else int(jobs.failed)
+
+
+class LocalJobs:
+    """The local executor's jobs as `run_local` schedules them: pending, running (each on its slot, its log followed),
+    and whether one failed or a signal stopped them all; the submission record kept current for `uh status`."""
+
+    def __init__(
+        self, tasks: list[RunPair], slots: list[int | None], results_dir: Path, echo: Callable[[str], None]
+    ) -> None:
+        import submitit
+
+        self.name = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        folder = submitit_folder(results_dir) / self.name
+        self.executor = submitit.LocalExecutor(folder=folder)
+        self.free, self.results_dir, self.echo = list(slots), results_dir, echo
+        self.entries = [_entry(t, "local", folder, None) for t in tasks]
+        record_submission(results_dir, self.name, self.entries)
+        self.pending = list(enumerate(tasks))
+        self.running: dict[Any, tuple[int | None, Tail]] = {}
+        self.failed, self.stopped = False, 0
+
+    @property
+    def ended(self) -> bool:
+        """Whether nothing new starts: after a failure or a signal."""
+        return self.failed or bool(self.stopped)
+
+    def start_next(self) -> None:
+        """A job for each pending pair while a slot is free (on its GPU, if the slot has one)."""
+        while self.pending and self.free and not self.ended:
+            i, task = self.pending.pop(0)
+            gpu = self.free.pop(0)
+            self.executor.update_parameters(
+                timeout_min=LOCAL_TIMEOUT_MIN,
+                gpus_per_node=0 if gpu is None else 1,
+                visible_gpus=() if gpu is None else (gpu,),
+            )
+            job = self.executor.submit(Job(task, uh_pid=os.getpid()))
+            self.running[job] = (gpu, Tail(job.paths.stdout))
+            self.entries[i]["job_id"] = job.job_id
+            record_submission(self.results_dir, self.name, self.entries)
+
+    def follow(self) -> None:
+        """Echo each running job's new lines; free the slot of a job that ended, and note a failure."""
+        for job, (gpu, tail) in list(self.running.items()):
+            ended = job._process.poll() is not None
+            for line in tail.lines():
+                self.echo(line)
+            if ended:
+                del self.running[job]
+                self.free.append(gpu)
+                if not self.stopped and _job_result(job) != "done":
+                    self.failed = True
+                    self.echo(f"Error: {job_pair(job)} failed; log: {job.paths.stderr}")
+
+    @contextmanager
+    def passing_signals_on(self) -> Iterator[None]:
+        """SIGTERM and SIGINT passed on to every running job (each keeps its checkpoint), and noted: nothing new
+        starts."""
+
+        def forward(signum: int, frame: object) -> None:
+            self.stopped = signum
+            for job in list(self.running):  # the controller passes SIGTERM on to its job
+                job._process.send_signal(signal.SIGTERM)
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 def job_pair(job: Any) -> str:
-    """'RUN seed S' of a submitted job, from its pickled RunPair."""
-    task = job.submission().function
-    return f"{task.run_id} seed {task.seed}"
+    """'RUN seed S' of a submitted job, from its pickled Job."""
+    return str(job.submission().function.pair)
 
 
 # --- slurm ----------------------------------------------------------------------------------------------
@@ -342,58 +350,6 @@ SLURM_DEFAULTS: dict[str, Any] = {
 }
 
 
-def slurm_options(f: Callable) -> Callable:
-    """`uh run`'s Slurm settings: options, else UH_SLURM_* variables, else --slurm-config's TOML, else defaults."""
-    options = [
-        click.option(
-            "--slurm-config",
-            type=click.Path(path_type=Path, dir_okay=False, exists=True),
-            envvar="UH_SLURM_CONFIG",
-            help="TOML file with any of: partition, account, time, gpus, cpus, mem_gb, "
-            "array_parallelism, [sbatch]. Options and UH_SLURM_* variables override it.",
-        ),
-        click.option("--slurm-partition", envvar="UH_SLURM_PARTITION", help="Partition (-p)."),
-        click.option("--slurm-account", envvar="UH_SLURM_ACCOUNT", help="Account (-A)."),
-        click.option(
-            "--slurm-time",
-            type=click.IntRange(min=1),
-            envvar="UH_SLURM_TIME",
-            help="Time limit per run in minutes [default: 240]; a run that reaches it requeues and resumes.",
-        ),
-        click.option(
-            "--slurm-gpus",
-            type=click.IntRange(min=0),
-            envvar="UH_SLURM_GPUS",
-            help="GPUs per run [default: 1 for the paper-size profiles, 0 for the CPU ones, smoke too].",
-        ),
-        click.option(
-            "--slurm-cpus", type=click.IntRange(min=1), envvar="UH_SLURM_CPUS", help="CPUs per run [default: 2]."
-        ),
-        click.option(
-            "--slurm-mem-gb",
-            type=click.IntRange(min=1),
-            envvar="UH_SLURM_MEM_GB",
-            help="Memory per run in GB [default: the partition's].",
-        ),
-        click.option(
-            "--slurm-array-parallelism",
-            type=click.IntRange(min=1),
-            envvar="UH_SLURM_ARRAY_PARALLELISM",
-            help="At most this many runs of the array at once [default: 256].",
-        ),
-        click.option(
-            "--slurm-sbatch",
-            multiple=True,
-            metavar="KEY=VALUE",
-            envvar="UH_SLURM_SBATCH",
-            help="Extra sbatch option, e.g. qos=normal or constraint=t4 (repeatable).",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
 def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True) -> dict[str, Any]:
     """Defaults, overridden by the TOML file, overridden by options given (None: not given); GPUs, where
     none are set, as the runs' device asks (`cuda`)."""
@@ -402,10 +358,10 @@ def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True
         try:
             data = tomllib.loads(config.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as e:
-            raise click.UsageError(f"--slurm-config {config}: {e}") from None
+            raise ExecutorError(f"--slurm-config {config}: {e}") from None
         unknown = sorted(set(data) - set(SLURM_DEFAULTS))
         if unknown:
-            raise click.UsageError(
+            raise ExecutorError(
                 f"--slurm-config {config}: unknown keys {', '.join(unknown)}; known: {', '.join(SLURM_DEFAULTS)}"
             )
         settings.update(data)
@@ -413,7 +369,7 @@ def slurm_settings(config: Path | None, given: dict[str, Any], cuda: bool = True
         if key == "sbatch" and value:
             pairs = [v.split("=", 1) for v in value]
             if any(len(p) != 2 or not p[0] for p in pairs):
-                raise click.UsageError("--slurm-sbatch takes KEY=VALUE, e.g. --slurm-sbatch qos=normal")
+                raise ExecutorError("--slurm-sbatch takes KEY=VALUE, e.g. --slurm-sbatch qos=normal")
             settings["sbatch"] = {**settings["sbatch"], **dict(pairs)}
         elif key != "sbatch" and value is not None:
             settings[key] = value
@@ -446,7 +402,7 @@ def slurm_executor(results_dir: Path, settings: dict[str, Any], job_name: str = 
 
 def need_sbatch() -> None:
     if shutil.which("sbatch") is None:
-        raise click.ClickException(
+        raise SlurmRefused(
             "--executor slurm needs Slurm's sbatch on the PATH: submit from a login node "
             "of the cluster, or use --executor local"
         )
@@ -462,14 +418,14 @@ def sbatch_errors(what: str) -> Iterator[None]:
             yield
     except submitit.core.utils.FailedJobError as e:  # sbatch refused: a bad partition, account, time, ...
         reason = " ".join(str(e).split())
-        raise click.ClickException(f"sbatch refused {what}: {reason}; fix the --slurm-* settings") from None
+        raise SlurmRefused(f"sbatch refused {what}: {reason}; fix the --slurm-* settings") from None
 
 
 def submit_array(tasks: list[RunPair], settings: dict[str, Any], results_dir: Path, job_name: str = "uh") -> list[Any]:
     """Submit one job array (one task per pair; one pair: one job) and record which job runs which pair."""
     executor = slurm_executor(results_dir, settings, job_name)
     with sbatch_errors("the job array"), executor.batch():
-        jobs = [executor.submit(task) for task in tasks]
+        jobs = [executor.submit(Job(task)) for task in tasks]
     array = jobs[0].job_id.split("_")[0]
     record_submission(
         results_dir,

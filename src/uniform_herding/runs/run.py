@@ -8,6 +8,7 @@ results/<RUN>/seed-<S>/result.json last.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import re
 import sys
@@ -31,6 +32,7 @@ from uniform_herding.data.archive import (
 )
 from uniform_herding.method import components, engine, graph, metrics
 from uniform_herding.method.config import CONFIG_VERSION, Config
+from uniform_herding.method.engine import Precision
 from uniform_herding.method.evaluate import ReadoutError
 from uniform_herding.method.memory import Memory, make_memory, quotas
 from uniform_herding.method.model import Learner
@@ -46,8 +48,9 @@ from uniform_herding.runs.devices import (
 )
 from uniform_herding.runs.durability import Checkpoint, Interrupted, RunError, run_lock
 from uniform_herding.runs.final import FINAL_NAME, save_final
+from uniform_herding.runs.pair import RunPair
 from uniform_herding.runs.provenance import DIFF_NAME, code_hash, portable_command, provenance, unhashed_code
-from uniform_herding.runs.results import check_dir_profile, claim_dir, done_already, result_path, write_text_atomic
+from uniform_herding.runs.results import claim_dir, done_already, result_path, write_text_atomic
 
 
 def synthetic_sizes(cfg: Config) -> tuple[int, int]:
@@ -93,7 +96,7 @@ def load_data(cfg: Config, data_dir: Path, archive: Path | None, download: bool 
     return raw
 
 
-def numeric_settings(device: torch.device, precision: str, deterministic: bool = False) -> dict:
+def numeric_settings(device: torch.device, precision: Precision, deterministic: bool = False) -> dict:
     """What besides the config and seed fixes a run's numbers: a checkpoint resumes only under the same.
 
     The device and thread count split reductions differently; precision and compile mode change
@@ -102,7 +105,7 @@ def numeric_settings(device: torch.device, precision: str, deterministic: bool =
     return {
         "device": device.type,
         "cpu_threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "precision": precision,
+        "precision": str(precision),  # the setting's name: a checkpoint holds no object of the package
         "compile": engine.compile_mode() or "off",
         "deterministic": deterministic,
     }
@@ -176,89 +179,135 @@ def manifest(cfg: Config, stream: TaskStream) -> dict:
     return {**record, "open_choices": components.open_choices(cfg)}
 
 
-def run_seed(
-    run_id: str,
-    cfg: Config,
-    seed: int,
-    profile: str,
-    data_dir: Path,
-    results_dir: Path,
-    archive: Path | None = None,
-    force: bool = False,
-    progress: bool = False,
-    echo: Callable[[str], None] = print,
-    precision: str | None = None,
-    device: str | None = None,
-    deterministic: bool = False,
-) -> Path:
-    """Every task of `run_id` for `seed` (method/task.py's learn_task), each checkpointed; the result.json path.
-    `cfg` is the run's config under `profile`, resolved once by the command that names the run (catalogue.resolve).
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What a run computes with, each checked before anything is written under results/: the device, the precision
+    decoded, the data and its task stream, the settings besides the config that fix the numbers, the checkpoint."""
 
-    Every input is checked before anything is written under results/; whether the run is done already is decided
-    under its lock (results.done_already), and a checkpoint left by an interrupted run is resumed after its last
-    task. `device` (--device; None: UH_DEVICE, else auto) picks the training device (devices.select), `precision`
-    (None: the device's default) the fp16 path or fp32 (engine.precision), `deterministic` torch's deterministic
-    algorithms. A task that diverges, or that the readout cannot evaluate, stops the run before its checkpoint: the
+    device: torch.device
+    precision: Precision
+    raw: RawData
+    stream: TaskStream
+    settings: dict
+    checkpoint: Checkpoint
+    trained_on: str  # device_name: where each task says it ran
+
+
+@dataclasses.dataclass
+class Learning:
+    """A run's state between tasks, all of it in its checkpoint: the learner, the memory, the generators of the
+    data (shuffles, replay draws, augmentation) and of the memory policies' choices, and the record so far."""
+
+    learner: Learner
+    memory: Memory
+    data_gen: torch.Generator
+    memory_gen: torch.Generator
+    record: dict
+
+    @property
+    def generators(self) -> list[torch.Generator]:
+        return [self.data_gen, self.memory_gen]
+
+
+def run_seed(pair: RunPair, cfg: Config, echo: Callable[[str], None] = print, progress: bool = False) -> Path:
+    """Every task of `pair` (method/task.py's learn_task), each checkpointed; the result.json path. `cfg` is the
+    pair's config under its profile, resolved once by the command that names the run (catalogue.resolve).
+
+    Every input is checked before anything is written under results/ (`set_up`); whether the run is done already is
+    decided under its lock (results.done_already), and a checkpoint left by an interrupted run is resumed after its
+    last task. A task that diverges, or that the readout cannot evaluate, stops the run before its checkpoint: the
     last good checkpoint stays and no result is written.
     """
-    engine.compile_mode(), graph.setting(), cpu_threads()  # a bad UH_COMPILE, UH_STEP or UH_CPU_THREADS fails here
-    out = result_path(results_dir, run_id, seed)
-    check_dir_profile(results_dir, profile)
-    device = select(device, profile)
-    precision = engine.precision(device, precision)
-    deterministic_algorithms(deterministic)
-    raw = load_data(cfg, data_dir, archive)
-    stream = TaskStream(raw, cfg, device)
-    settings, trained_on = numeric_settings(device, precision, deterministic), device_name(device)
-    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, seed, raw.md5, device, settings)
-    claim_dir(results_dir, profile)
+    options = pair.options
+    out = result_path(options.results_dir, pair.run_id, pair.seed)
+    setup = set_up(pair, cfg, out)
+    claim_dir(options.results_dir, options.profile)  # the results dir's profile, checked and recorded
     with run_lock(out.with_name(".lock")):
-        if done_already(out, run_id, seed, profile, force, echo):  # under the lock: no other process finishes it
+        if done_already(out, pair.run_id, pair.seed, options.profile, options.force, echo):  # no other process runs it
             return out
-        if force:
-            checkpoint.path.unlink(missing_ok=True)
-        L.seed_everything(seed, verbose=False)
-        learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(device)
-        engine.channels_last(learner, precision == "16-mixed")  # before the checkpoint's weights are loaded into it
-        data_gen = torch.Generator(device=device).manual_seed(seed)  # shuffles, replay draws, augmentation
-        memory_gen = torch.Generator().manual_seed(seed)  # the memory policies' random choices
-        memory = make_memory(cfg, memory_gen)
-        fresh = {"rows": [], "tasks": [], "started": now()}
-        record = checkpoint.load(learner, memory, [data_gen, memory_gen]) or fresh
-        if checkpoint.task >= 0:
-            echo(f"{run_id} seed {seed}: resuming after task {checkpoint.task + 1}/{cfg.n_tasks} ({checkpoint.path})")
+        if options.force:
+            setup.checkpoint.path.unlink(missing_ok=True)
+        learning = start(pair, cfg, setup, echo)
         try:
-            for t in range(checkpoint.task + 1, cfg.n_tasks):
-                tic = time.perf_counter()
-                try:
-                    row, stats = learn_task(t, cfg, learner, memory, stream, data_gen, precision, progress)
-                except Diverged as e:  # before the checkpoint: the last good one stays
-                    raise RunError(
-                        f"task {t + 1}/{cfg.n_tasks} diverged ({e}); no result written, {checkpoint.kept()}"
-                    ) from None
-                except ReadoutError as e:  # before the checkpoint, as a divergence
-                    raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
-                record["rows"].append(row)
-                record["tasks"].append(task_record(t, trained_on, time.perf_counter() - tic, memory, stats))
-                checkpoint.save(t, learner, memory, [data_gen, memory_gen], record)
-                echo(
-                    f"{run_id} seed {seed} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
-                    f"{sum(row) / len(row):.2f}% ({record['tasks'][-1]['wall_s']:.1f} s)"
-                )
-            code, diff = provenance()
-            result = assemble(run_id, seed, profile, cfg, stream, raw, device, record, settings) | {
-                "provenance": code,
-                "command": portable_command(sys.argv, results_dir),
-            }
-            keep_diff(out, diff)
-            with checkpoint.writing(out.with_name(FINAL_NAME)):
-                save_final(out.with_name(FINAL_NAME), result, learner, memory)  # before the result: never one without
-            checkpoint.finish(out, result)
+            learn_tasks(pair, cfg, setup, learning, echo, progress)
+            result = finish(pair, cfg, setup, learning, out)
         except Interrupted as e:
-            raise Interrupted(e.signum, checkpoint.kept()) from None
+            raise Interrupted(e.signum, setup.checkpoint.kept()) from None
     m = result["metrics"]
-    echo(f"{run_id} seed {seed}: ACC {m['acc']:.2f}  F {m['forgetting']:.2f}  BWT {m['bwt']:.2f} -> {out}")
+    echo(f"{pair}: ACC {m['acc']:.2f}  F {m['forgetting']:.2f}  BWT {m['bwt']:.2f} -> {out}")
     return out
+
+
+def set_up(pair: RunPair, cfg: Config, out: Path) -> Setup:
+    """The run's device (--device: devices.select), precision (--precision, decoded once: engine.precision), torch's
+    deterministic algorithms (--deterministic), data and checkpoint; a bad UH_COMPILE, UH_STEP or UH_CPU_THREADS, a
+    device that cannot run or data that cannot be read fails here, before anything is written under results/."""
+    options = pair.options
+    engine.compile_mode(), graph.setting(), cpu_threads()
+    device = select(options.device, options.profile)
+    precision = engine.precision(device, options.precision)
+    deterministic_algorithms(options.deterministic)
+    raw = load_data(cfg, options.data_dir, options.archive)
+    settings = numeric_settings(device, precision, options.deterministic)
+    checkpoint = Checkpoint(out.with_name("checkpoint.pt"), cfg, pair.seed, raw.md5, device, settings)
+    stream = TaskStream(raw, cfg, device)
+    return Setup(device, precision, raw, stream, settings, checkpoint, device_name(device))
+
+
+def start(pair: RunPair, cfg: Config, setup: Setup, echo: Callable[[str], None]) -> Learning:
+    """The learner, memory and generators of a fresh run, or as its checkpoint left them after its last task."""
+    L.seed_everything(pair.seed, verbose=False)
+    learner = Learner(cfg.width, cfg.head, cfg.cos_scale).to(setup.device)
+    engine.channels_last(learner, setup.precision.fp16)  # before the checkpoint's weights are loaded into it
+    data_gen = torch.Generator(device=setup.device).manual_seed(pair.seed)
+    memory_gen = torch.Generator().manual_seed(pair.seed)
+    memory = make_memory(cfg, memory_gen)
+    fresh = {"rows": [], "tasks": [], "started": now()}
+    record = setup.checkpoint.load(learner, memory, [data_gen, memory_gen]) or fresh
+    if setup.checkpoint.task >= 0:
+        echo(f"{pair}: resuming after task {setup.checkpoint.task + 1}/{cfg.n_tasks} ({setup.checkpoint.path})")
+    return Learning(learner, memory, data_gen, memory_gen, record)
+
+
+def learn_tasks(
+    pair: RunPair, cfg: Config, setup: Setup, learning: Learning, echo: Callable[[str], None], progress: bool
+) -> None:
+    """The tasks after the last checkpointed one, each learned (learn_task), recorded and checkpointed."""
+    checkpoint = setup.checkpoint
+    for t in range(checkpoint.task + 1, cfg.n_tasks):
+        tic = time.perf_counter()
+        try:
+            row, stats = learn_task(
+                t, cfg, learning.learner, learning.memory, setup.stream, learning.data_gen, setup.precision, progress
+            )
+        except Diverged as e:  # before the checkpoint: the last good one stays
+            raise RunError(
+                f"task {t + 1}/{cfg.n_tasks} diverged ({e}); no result written, {checkpoint.kept()}"
+            ) from None
+        except ReadoutError as e:  # before the checkpoint, as a divergence
+            raise RunError(f"task {t + 1}/{cfg.n_tasks}: {e}; no result written, {checkpoint.kept()}") from None
+        learning.record["rows"].append(row)
+        seconds = time.perf_counter() - tic
+        learning.record["tasks"].append(task_record(t, setup.trained_on, seconds, learning.memory, stats))
+        checkpoint.save(t, learning.learner, learning.memory, learning.generators, learning.record)
+        echo(
+            f"{pair} task {t + 1}/{cfg.n_tasks}: accuracy on seen tasks "
+            f"{sum(row) / len(row):.2f}% ({learning.record['tasks'][-1]['wall_s']:.1f} s)"
+        )
+
+
+def finish(pair: RunPair, cfg: Config, setup: Setup, learning: Learning, out: Path) -> dict:
+    """The run's final state (final.pt), then its result.json, last; the result."""
+    code, diff = provenance()
+    result = assemble(pair, cfg, setup, learning.record) | {
+        "provenance": code,
+        "command": portable_command(sys.argv, pair.options.results_dir),
+    }
+    keep_diff(out, diff)
+    with setup.checkpoint.writing(out.with_name(FINAL_NAME)):
+        save_final(out.with_name(FINAL_NAME), result, learning.learner, learning.memory)  # before the result
+    setup.checkpoint.finish(out, result)
+    return result
 
 
 def now() -> str:
@@ -292,32 +341,22 @@ def task_record(t: int, device: str, seconds: float, memory: Memory, stats: Task
     }
 
 
-def assemble(
-    run_id: str,
-    seed: int,
-    profile: str,
-    cfg: Config,
-    stream: TaskStream,
-    raw: RawData,
-    device: torch.device,
-    record: dict,
-    settings: dict,
-) -> dict:
+def assemble(pair: RunPair, cfg: Config, setup: Setup, record: dict) -> dict:
     """result.json's content (docs/architecture.md): config, manifest, R, metrics, timings, environment."""
     R = metrics.square(record["rows"])
     return {
         "config_version": CONFIG_VERSION,
-        "run_id": run_id,
-        "seed": seed,
-        "profile": profile,
+        "run_id": pair.run_id,
+        "seed": pair.seed,
+        "profile": pair.options.profile,
         "config": cfg.to_dict(),
-        **catalogue.record(run_id),  # a variant's base and changes (catalogue.py); nothing for a run ID
-        "manifest": manifest(cfg, stream),
+        **catalogue.record(pair.run_id),  # a variant's base and changes (catalogue.py); nothing for a run ID
+        "manifest": manifest(cfg, setup.stream),
         "R": R,
         "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},
         "tasks": record["tasks"],
         "wall_s": round(sum(task["wall_s"] for task in record["tasks"]), 3),
         "started": record.get("started"),  # None for a run resumed from a checkpoint written before it was recorded
         "finished": now(),
-        "environment": environment(device, raw, settings) | steps_record(record["tasks"]),
+        "environment": environment(setup.device, setup.raw, setup.settings) | steps_record(record["tasks"]),
     }

@@ -33,7 +33,13 @@ from torch import Tensor
 from uniform_herding.catalogue import resolve
 from uniform_herding.data.archive import RawData
 from uniform_herding.method.config import Config
-from uniform_herding.method.engine import compile_backbone, compile_mode, quiet_lightning, replays_cuda_graphs
+from uniform_herding.method.engine import (
+    Precision,
+    compile_backbone,
+    compile_mode,
+    quiet_lightning,
+    replays_cuda_graphs,
+)
 from uniform_herding.method.model import Learner
 from uniform_herding.method.stream import TaskStream
 from uniform_herding.method.train import Batches, fit_task, freeze, inputs, task_loss
@@ -204,7 +210,7 @@ def compare(device: torch.device, width: int = 64, steps: int = 6, progress: Pro
 
     ours = Watched(overflow_at, progress)
     ours_learner, gen = copy.deepcopy(learner), torch.Generator(device=device).manual_seed(0)
-    stats = fit_task(cfg, ours_learner, copy.deepcopy(teacher), stream, replay, items, gen, "16-mixed", watch=ours)
+    stats = fit_task(cfg, ours_learner, copy.deepcopy(teacher), stream, replay, items, gen, Precision.FP16, watch=ours)
     ours.weights = [p.detach().to("cpu", torch.float32) for p in ours_learner.parameters()]
     gen = torch.Generator(device=device).manual_seed(0)
     ref = Reference(
