@@ -36,10 +36,9 @@ def smoke_run(results: Path) -> dict:
 
 
 def cpu_kind(result: dict) -> str:
-    """The CPU and the instruction set ATen's kernels used (result.json's environment.cpu), and oneDNN's cap where
-    one is set: each changes R on its own."""
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-    return result["environment"]["cpu"] + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else "")
+    """The CPU, the instruction set ATen's kernels used and oneDNN's cap where one is set, as result.json's
+    environment.cpu records them (runs/run.py's cpu_name): each changes R on its own."""
+    return result["environment"]["cpu"]
 
 
 def exact(R: list[list[float | None]]) -> list[list[str | None]]:

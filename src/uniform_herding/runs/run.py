@@ -9,6 +9,7 @@ results/<RUN>/seed-<S>/result.json last.
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import re
 import sys
@@ -120,13 +121,15 @@ def device_name(device: torch.device) -> str:
 
 
 def cpu_name() -> str:
-    """ "<the CPU's model> (<the instruction set torch's CPU kernels use>)"."""
+    """ "<the CPU's model> (<the instruction set torch's CPU kernels use>)", and oneDNN's cap where one is set
+    (ONEDNN_MAX_CPU_ISA: its convolutions' kernels, which change R on their own, tests/test_golden_r.py)."""
     try:
         model = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
         model = None
     name = model[1].strip() if model else platform.processor() or "cpu"
-    return f"{name} ({torch.backends.cpu.get_cpu_capability()})"
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return f"{name} ({torch.backends.cpu.get_cpu_capability()}{f', ONEDNN_MAX_CPU_ISA={onednn}' if onednn else ''})"
 
 
 def stack(device: torch.device) -> dict:
