@@ -6,18 +6,12 @@ from pathlib import Path
 
 import click
 
+from uniform_herding.commands.options import results_dir_option
 from uniform_herding.evidence.bundle import write_bundle
 
 
 @click.command("bundle")
-@click.option(
-    "--results-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="The results to send. Env: UH_RESULTS_DIR.",
-)
+@results_dir_option("The results to send.")
 @click.option(
     "-o",
     "--out",

@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from uniform_herding.catalogue import PROFILES
-from uniform_herding.commands.options import chosen_input, input_options
+from uniform_herding.commands.options import chosen_input, data_dir_option, input_options
 from uniform_herding.runs.terminal import columns
 from uniform_herding.verdict.aggregate import InputError
 from uniform_herding.verdict.check import check_report, named_run_ids, report_lines, write_report
@@ -63,14 +63,7 @@ from uniform_herding.verdict.words import EXIT_POLICY
     help="With --bundle: evaluate R's last row of each run again on the CPU from its final state "
     "(uh bundle --with-weights); exit 2 naming any run whose recorded row differs.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_DATA_DIR",
-    default="data",
-    show_default=True,
-    help="With --recompute: where the runs' archive is, as for uh run. Env: UH_DATA_DIR.",
-)
+@data_dir_option("With --recompute: where the runs' archive is, as for uh run.")
 @click.option(
     "--wide",
     is_flag=True,

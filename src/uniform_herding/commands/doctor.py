@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from uniform_herding.catalogue import PROFILES
+from uniform_herding.commands.options import data_dir_option, results_dir_option
 from uniform_herding.doctor import timing
 from uniform_herding.doctor.preflight import preflight
 from uniform_herding.method.config import DEVICES, TRAINING_ENVIRONMENT
@@ -20,22 +21,8 @@ from uniform_herding.method.config import DEVICES, TRAINING_ENVIRONMENT
     show_default=True,
     help="The profile whose archive to check and whose runs to time.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_DATA_DIR",
-    default="data",
-    show_default=True,
-    help="Env: UH_DATA_DIR.",
-)
-@click.option(
-    "--results-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="Env: UH_RESULTS_DIR.",
-)
+@data_dir_option()
+@results_dir_option()
 @click.option(
     "--precision",
     type=click.Choice(["16-mixed", "32-true"]),

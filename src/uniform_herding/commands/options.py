@@ -33,3 +33,28 @@ def chosen_input(results_dir: Path | None, per_seed: Path | None) -> tuple[Path 
     if results_dir is not None and per_seed is not None:
         raise click.UsageError("give --results-dir or --per-seed, not both")
     return results_dir, per_seed
+
+
+def results_dir_option(help: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--results-dir`, ./results unless UH_RESULTS_DIR says otherwise, never a file, as every command that reads or
+    writes one takes it; `help` says what this command does with it."""
+    return click.option(
+        "--results-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="UH_RESULTS_DIR",
+        default="results",
+        show_default=True,
+        help=f"{help} Env: UH_RESULTS_DIR.".lstrip(),
+    )
+
+
+def data_dir_option(help: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--data-dir`, ./data unless UH_DATA_DIR says otherwise: where the archive is, as for uh run."""
+    return click.option(
+        "--data-dir",
+        type=click.Path(path_type=Path),
+        envvar="UH_DATA_DIR",
+        default="data",
+        show_default=True,
+        help=f"{help} Env: UH_DATA_DIR.".lstrip(),
+    )

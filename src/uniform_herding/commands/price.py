@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from uniform_herding.catalogue import PROFILES
+from uniform_herding.commands.options import results_dir_option
 from uniform_herding.doctor.price import price_lines
 from uniform_herding.method.config import DEVICES
 from uniform_herding.runs.terminal import columns, fit_line
@@ -14,14 +15,7 @@ from uniform_herding.runs.terminal import columns, fit_line
 
 @click.command("price")
 @click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
-@click.option(
-    "--results-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="Where `uh doctor` wrote its timing, doctor.json. Env: UH_RESULTS_DIR.",
-)
+@results_dir_option("Where `uh doctor` wrote its timing, doctor.json.")
 @click.option(
     "--seed",
     "seeds",

@@ -6,20 +6,14 @@ from pathlib import Path
 
 import click
 
+from uniform_herding.commands.options import results_dir_option
 from uniform_herding.errors import UhError
 from uniform_herding.report.summary import write_report
 from uniform_herding.runs.results import ResultError
 
 
 @click.command("report")
-@click.option(
-    "--results-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="Where results/<RUN>/seed-<S>/ are. Env: UH_RESULTS_DIR.",
-)
+@results_dir_option("Where results/<RUN>/seed-<S>/ are.")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),

@@ -15,6 +15,7 @@ import click
 
 from uniform_herding import launch
 from uniform_herding.catalogue import PROFILES
+from uniform_herding.commands.options import data_dir_option, results_dir_option
 from uniform_herding.method.components import CHOICES
 from uniform_herding.method.config import DEVICES, SEEDS, TRAINING_ENVIRONMENT
 from uniform_herding.runs.pair import RunOptions
@@ -88,22 +89,8 @@ def slurm_options(f: Callable) -> Callable:
     help="Seed, 0..2^32-1 (repeatable). Default: 1993 2023 42.",
 )
 @click.option("--profile", type=click.Choice(list(PROFILES)), default="paper", show_default=True)
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_DATA_DIR",
-    default="data",
-    show_default=True,
-    help="Where the archive is (or is downloaded to). Env: UH_DATA_DIR.",
-)
-@click.option(
-    "--results-dir",
-    type=click.Path(path_type=Path),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="Where results/<RUN>/seed-<S>/ go. Env: UH_RESULTS_DIR.",
-)
+@data_dir_option("Where the archive is (or is downloaded to).")
+@results_dir_option("Where results/<RUN>/seed-<S>/ go.")
 @click.option(
     "--archive",
     type=click.Path(path_type=Path, dir_okay=False),

@@ -6,19 +6,13 @@ from pathlib import Path
 
 import click
 
+from uniform_herding.commands.options import results_dir_option
 from uniform_herding.progress import where_it_stands
 from uniform_herding.runs.terminal import columns, fit_line
 
 
 @click.command("status")
-@click.option(
-    "--results-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar="UH_RESULTS_DIR",
-    default="results",
-    show_default=True,
-    help="The results dir of the runs. Env: UH_RESULTS_DIR.",
-)
+@results_dir_option("The results dir of the runs.")
 @click.option("--runs", "-v", "each_run", is_flag=True, help="Then one line per run ID and seed.")
 @click.option("--wide", is_flag=True, help="Lines as long as they are (else wrapped to COLUMNS, 120 where unset).")
 def status_command(results_dir: Path, each_run: bool, wide: bool) -> None:
