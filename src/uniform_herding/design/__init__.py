@@ -3,7 +3,7 @@ under stated models (`uh oc`: the simulation in simulation.py, the targets it is
 its printed report in oc.py; the models in worlds.py), the claims' boundaries derived anew from their registered
 design (boundaries.py) and the stack offset tau measured from re-runs on several stacks (`uh stacks`: stacks.py).
 
-May import verdict/, evidence/, runs/, catalogue.py, method/ and data/. Imported by no layer; the top-level doctor.py
+May import verdict/, evidence/, runs/, catalogue/, method/ and data/. Imported by no layer; the top-level doctor/
 reads the paper's T4 seconds of simulation.py (uh price), and commands/ holds `uh oc` and `uh stacks`. The layers are
 checked by import-linter (pyproject.toml, [tool.importlinter]).
 """

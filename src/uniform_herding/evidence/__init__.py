@@ -3,7 +3,7 @@ bundle.py), and on the receiver's side refused when hostile, verified and extrac
 verify.py); each run's last row of R evaluated again from its final state (`uh check --bundle --recompute`:
 recompute.py).
 
-May import runs/, catalogue.py, method/ and data/; nothing of verdict/. Imported by verdict/ (`uh check --bundle`) and
+May import runs/, catalogue/, method/ and data/; nothing of verdict/. Imported by verdict/ (`uh check --bundle`) and
 design/ (`uh stacks` reads a bundle as a stack); commands/ holds `uh bundle`. The layers are checked by import-linter
 (pyproject.toml, [tool.importlinter]).
 """

@@ -4,6 +4,6 @@ task stream (stream.py), training (train.py) and the engine it runs on (engine.p
 readouts (evaluate.py) and the metrics over R (metrics.py).
 
 May import only data/ (stream.py reads the archives). Imported by catalogue/, runs/, verdict/, report/ and the
-top-level cli.py, sweep.py, launch.py and doctor.py. The layers are checked by import-linter (pyproject.toml,
+top-level cli.py, commands/, sweep.py, launch.py and doctor/. The layers are checked by import-linter (pyproject.toml,
 [tool.importlinter]).
 """

@@ -353,7 +353,7 @@ def assemble(pair: RunPair, cfg: Config, setup: Setup, record: dict) -> dict:
         "seed": pair.seed,
         "profile": pair.options.profile,
         "config": cfg.to_dict(),
-        **catalogue.record(pair.run_id),  # a variant's base and changes (catalogue.py); nothing for a run ID
+        **catalogue.record(pair.run_id),  # a variant's base and changes (catalogue/variants.py); nothing for a run ID
         "manifest": manifest(cfg, setup.stream),
         "R": R,
         "metrics": {name: m.of(R) for name, m in {**metrics.PAPER, **metrics.REPORTED}.items()},

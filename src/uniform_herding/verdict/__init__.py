@@ -6,6 +6,6 @@ and its exit code, also on a results dir as it stands for uh status and the Slur
 (words.py) and `uh check` decided once and said (check.py). The procedure's design (uh oc, uh stacks) is
 design/'s; a bundle, evidence/'s.
 
-May import evidence/, runs/, catalogue.py, method/ and data/. Imported by report/, design/ and the top-level
+May import evidence/, runs/, catalogue/, method/ and data/. Imported by report/, design/ and the top-level
 doctor.py, progress.py and chain.py. The layers are checked by import-linter (pyproject.toml, [tool.importlinter]).
 """
