@@ -385,12 +385,13 @@ try:
 except (OSError, ValueError):
     report = {}
 if report.get("exit_code") != int(sys.argv[2]):  # an older check's report: this one stopped before writing
-    report = {"verdict": f"not written (uh check exited {sys.argv[2]}; its message is above)"}
+    report = {"verdict": {"line": f"not written (uh check exited {sys.argv[2]}; its message is above)"}}
 step = report.get("next_step") or {}
 print(*step.get("run_ids", []))
 print(*step.get("seeds", []))
 print(len((report.get("procedure") or {}).get("looks", [])))
-print(report.get("verdict") or "?")
+verdict = report.get("verdict")
+print((verdict.get("line") if isinstance(verdict, dict) else None) or "?")
 EOF
 }
 

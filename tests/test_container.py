@@ -457,11 +457,12 @@ if args[:1] == ["check"] and scripted:
     if checks_before >= len(verdicts):
         sys.exit(99)
     code, step = verdicts[checks_before]
-    word = {{0: "RESULTS REPLICATED", 1: "NOT REPLICATED", 3: "INCOMPLETE", 4: "UNDECIDED", 6: "EXPECTED SET MATCHED"}}
+    kind = {{0: "RESULTS_REPLICATED", 1: "NOT_REPLICATED", 3: "INCOMPLETE", 4: "UNDECIDED", 6: "SET_MATCHED"}}[code]
+    word = {{"SET_MATCHED": "EXPECTED SET MATCHED"}}.get(kind, kind.replace("_", " "))
     looks = json.loads(os.environ.get("FAKE_UH_LOOKS", "[3, 5, 8, 12, 20]"))
     procedure = {{"seeds": list(range(looks[-1])), "looks": looks, "alpha": [0.05 / len(looks)] * len(looks)}}
-    report = {{"verdict": f"{{word[code]}} (look {{checks_before + 1}})", "next_step": step, "exit_code": code,
-              "procedure": procedure}}
+    verdict = {{"line": f"{{word}} (look {{checks_before + 1}})", "kind": kind, "causes": []}}
+    report = {{"verdict": verdict, "next_step": step, "exit_code": code, "procedure": procedure}}
     with open(os.path.join(args[args.index("--results-dir") + 1], "check_report.json"), "w") as out:
         json.dump(report, out)
     sys.exit(code)

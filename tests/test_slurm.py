@@ -302,7 +302,7 @@ def test_one_command_reaches_a_decided_verdict_and_its_report(slurm, tmp_path, k
     assert ended["reason"] == f"verdict {ended['verdict']}; report written", ended
     assert (results / "report" / "summary.html").exists()
     report = json.loads((results / "check_report.json").read_text())
-    assert report["verdict"].startswith(ended["verdict"]) and report["exit_code"] == ended["code"]
+    assert report["verdict"]["line"].startswith(ended["verdict"]) and report["exit_code"] == ended["code"]
     assert submitted_pairs(results) == sorted((r, s) for r in ("B3", "a2") for s in (1, 42, 1993, 2023))  # each once
     chain_id = state["id"]
     assert any(line.startswith(f"chain {chain_id}: step 1 (B3, a2 on seeds 1993, 2023, 42") for line in seen), seen

@@ -82,7 +82,7 @@ def check(tmp_path: Path, table: pd.DataFrame, *extra: str, results: bool = Fals
 
 def decided_as(report: dict) -> tuple[str, list[dict]]:
     """The verdict as a script reads check_report.json: its kind and what decided it (judge.Cause)."""
-    return report["kind"], report["causes"]
+    return report["verdict"]["kind"], report["verdict"]["causes"]
 
 
 def missed(run_id: str, metric: str = "acc", final: bool = True) -> dict:
@@ -186,7 +186,7 @@ def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Pat
     table = next_look(look2, ["B1", "B3"], [3, 4, 5], lead=0.0)
     res, report = check(tmp_path, table, results=True)
     assert res.exit_code == 0, res.output
-    assert report["verdict"] == "RESULTS REPLICATED (ACM v1.1)" and report["next_step"] == {}
+    assert report["verdict"]["line"] == "RESULTS REPLICATED (ACM v1.1)" and report["next_step"] == {}
     assert claims(report)["C1"].startswith("SUPPORTED (look 3 of 5, 8 seeds")
     assert report["not_made_by_this_code"] == {} and "not plainly made" not in res.output
     copy = copy_expected_set(tmp_path / "copy", paper)
@@ -383,8 +383,8 @@ def test_other_seeds_are_shown_never_counted(tmp_path: Path, paper: pd.DataFrame
     assert res.exit_code == 1 and verdicts(report)["a3", "acc"] == "NOT REPLICATED"
     assert "a3 seed 987651" in res.output
     res, report = check(tmp_path, paper.assign(seed=paper["seed"] + 1))
-    assert res.exit_code == 3 and "are shown, never counted" in report["verdict"]
-    assert "paper runs missing" not in report["verdict"]
+    assert res.exit_code == 3 and "are shown, never counted" in report["verdict"]["line"]
+    assert "paper runs missing" not in report["verdict"]["line"]
 
 
 @pytest.mark.parametrize("shift", [+1.0, -1.0])
@@ -452,19 +452,20 @@ def test_a_missing_expected_set_is_a_state_not_an_error(tmp_path: Path, paper: p
 
 def test_the_printer_and_the_json_report_read_one_check_report(tmp_path: Path, paper: pd.DataFrame) -> None:
     """Issue 62: `uh check` decides once (check_report, no click): the printed verdict line and check_report.json's
-    verdict, kind, causes and exit code are read off that one object; the library refuses a mismatched input with
-    the project's own error (exit 2 at the edge), not click's."""
+    verdict (one object: its line, kind and causes, none of them beside it) and exit code are read off that one
+    object; the library refuses a mismatched input with the project's own error (exit 2 at the edge), not click's."""
     paper.to_csv(tmp_path / "rerun.csv", index=False)
     report = check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, run_ids_option="B0,B3")
     written = report_json(report)
-    assert report_lines(report)[-1] == f"verdict: {written['verdict']} -> exit {written['exit_code']}"
+    assert report_lines(report)[-1] == f"verdict: {written['verdict']['line']} -> exit {written['exit_code']}"
     assert (
         report.verdict.line
-        == written["verdict"]
+        == written["verdict"]["line"]
         == ("EXPECTED SET MATCHED (subset B0, B3 of 12 run IDs: no badge, which needs every claim and run ID)")
     )
-    assert (written["kind"], written["exit_code"]) == ("SET_MATCHED", 6)
-    assert written["causes"] == [{"state": "SUBSET", "run_ids": ["B0", "B3"]}]
+    assert (written["verdict"]["kind"], written["exit_code"]) == ("SET_MATCHED", 6)
+    assert written["verdict"]["causes"] == [{"state": "SUBSET", "run_ids": ["B0", "B3"]}]
+    assert set(written["verdict"]) == {"line", "kind", "causes"} and not {"line", "kind", "causes"} & set(written)
     with pytest.raises(UhError, match=r"re-run profile 'smoke' but .* holds profile 'paper'") as refused:
         check_report(None, tmp_path / "rerun.csv", expected_dir=EXPECTED, profile="smoke")
     assert refused.value.exit_code == 2
@@ -527,7 +528,7 @@ def test_a_noisy_miss_fails_however_wide_its_interval(tmp_path: Path, paper: pd.
     a3 = next(m for m in report["metrics"] if (m["run_id"], m["metric"]) == ("a3", "acc"))
     assert a3["welch95"][0] < 0 < a3["welch95"][1] and a3["verdict"] == "NOT REPLICATED"
     assert "not shown: the difference is beyond the tolerance" in res.output
-    assert res.exit_code == 1 and report["verdict"] == "NOT REPLICATED (a3 acc NOT REPLICATED)"  # the words
+    assert res.exit_code == 1 and report["verdict"]["line"] == "NOT REPLICATED (a3 acc NOT REPLICATED)"  # the words
     assert decided_as(report) == ("NOT_REPLICATED", [missed("a3")])
 
 
@@ -535,7 +536,7 @@ def test_a_shift_of_one_point_on_every_seed_replicates(tmp_path: Path, decided: 
     a3 = decided.loc[decided["run_id"] == "a3", "acc"]
     res, report = check(tmp_path, with_a3_acc(decided, list(a3 + 1.0)), results=True)
     assert res.exit_code == 0, res.output
-    assert verdicts(report)[("a3", "acc")] == "REPLICATED" and report["kind"] == "RESULTS_REPLICATED"
+    assert verdicts(report)[("a3", "acc")] == "REPLICATED" and report["verdict"]["kind"] == "RESULTS_REPLICATED"
 
 
 def test_one_seed_has_no_interval_and_decides_nothing(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -954,7 +955,7 @@ def test_claims_need_three_shared_seeds(tmp_path: Path, paper: pd.DataFrame) -> 
         assert claims(report)["C6"] == f"NOT CHECKED ({n} shared; a claim needs 3)"
         assert all(claims(report)[c].startswith("NOT CHECKED (seeds ") for c in ("C1", "C2", "C3", "C4", "C5"))
         assert f"no interval ({n} shared; a claim needs 3)" in res.output
-        assert report["kind"] == "INCOMPLETE"
+        assert report["verdict"]["kind"] == "INCOMPLETE"
 
 
 def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_to_add(
@@ -997,7 +998,9 @@ def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
     assert len(claim_lines) == 8
     assert not any(w in line for line in claim_lines for w in ("SUPPORTED", "INCONCLUSIVE", "CLAIM"))
     assert not any(line.rstrip().endswith(("supports", "contradicts", "undecided")) for line in res.output.splitlines())
-    assert report["verdict"] == "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"  # the words
+    assert (
+        report["verdict"]["line"] == "PIPELINE CHECK PASSED (profile smoke: not evidence about the paper)"
+    )  # the words
     assert decided_as(report) == ("PIPELINE_PASSED", [])
 
 
@@ -1038,10 +1041,10 @@ def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> No
         tmp_path, smoke.assign(acc=smoke["acc"] + 20.0 * (smoke["run_id"] == "a1")), "--run-ids", "B3, B0"
     )
     assert res.exit_code == 0, res.output
-    assert decided_as(report) == ("PIPELINE_PASSED", []) and "subset B0, B3 of 12 run IDs" in report["verdict"]
+    assert decided_as(report) == ("PIPELINE_PASSED", []) and "subset B0, B3 of 12 run IDs" in report["verdict"]["line"]
     assert {m["run_id"] for m in report["metrics"]} == {"B0", "B3"} and report["run_ids"] == ["B0", "B3"]
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"].isin(["B0", "B3"])], "--run-ids", "B0,B3")
-    assert res.exit_code == 0 and report["kind"] == "PIPELINE_PASSED"
+    assert res.exit_code == 0 and report["verdict"]["kind"] == "PIPELINE_PASSED"
     res, report = smoke_check(tmp_path, smoke[smoke["run_id"] == "B3"], "--run-ids", "B0,B3")
     assert res.exit_code == 3 and decided_as(report) == ("INCOMPLETE", [seeds_missing("B0", 1993, 2023, 42)])
 
@@ -1240,7 +1243,7 @@ def test_a_look_missing_one_run_is_incomplete_and_names_it(tmp_path: Path, decid
     assert b3["n_observed"] == 4 and b3["uncounted_seeds"] == [3, 4, 5] and not b3["final"]
     assert res.exit_code == 3 and report["next_step"] == {"run_ids": ["B3"], "seeds": [2]}
     assert decided_as(report) == ("INCOMPLETE", [seeds_missing("B3", 2)])
-    assert report["verdict"].endswith("(their seeds 3, 4, 5 are shown, never counted for the badge))")
+    assert report["verdict"]["line"].endswith("(their seeds 3, 4, 5 are shown, never counted for the badge))")
 
 
 def test_a_difference_is_printed_at_the_precision_that_shows_its_verdict(tmp_path: Path, paper: pd.DataFrame) -> None:
@@ -1266,7 +1269,7 @@ def test_a_check_of_one_claims_runs_says_which_runs_come_next(tmp_path: Path, pa
     """Only B1, B2, B3 run: INCOMPLETE, and next_step names the other paper runs on the set's seeds, so
     ./reproduce.sh next has somewhere to go."""
     res, report = check(tmp_path, paper[paper["run_id"].isin(["B1", "B2", "B3"])])
-    assert res.exit_code == 3 and report["kind"] == "INCOMPLETE"
+    assert res.exit_code == 3 and report["verdict"]["kind"] == "INCOMPLETE"
     assert report["next_step"] == {
         "run_ids": [r for r in PAPER_RUNS if r not in ("B1", "B2", "B3")],
         "seeds": [1993, 2023, 42],
@@ -1281,7 +1284,9 @@ def test_one_claim_alone_gets_its_own_next_look_and_never_the_badge(tmp_path: Pa
     c1 = paper[paper["run_id"].isin(["B1", "B2", "B3"])]
     res, report = check(tmp_path, c1, "--claim", "C1")
     assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B1", "B3"], "seeds": [1, 2]}
-    assert report["verdict"].endswith("then check again (uh check --claim C1))") and list(claims(report)) == ["C1"]
+    assert report["verdict"]["line"].endswith("then check again (uh check --claim C1))") and list(claims(report)) == [
+        "C1"
+    ]
     looks = next_look(next_look(c1, ["B1", "B3"], [1, 2], lead=0.0), ["B1", "B3"], [3, 4, 5], lead=0.0)
     res, report = check(tmp_path, looks, "--claim", "C1")
     assert res.exit_code == 6 and claims(report)["C1"].startswith("SUPPORTED (look 3 of 5"), res.output
@@ -1302,7 +1307,7 @@ def test_an_inconclusive_claim_says_where_its_interval_lies_against_the_papers_e
     assert claims(report)["C1"].startswith("INCONCLUSIVE (after the last look, look 5 of 5, 20 seeds"), res.output
     assert "93.22% interval of B3-B1 acc excludes the paper's effect" in claims(report)["C1"]
     assert res.exit_code == 5 and decided_as(report) == ("INCONCLUSIVE", [claim_is("C1", "INCONCLUSIVE")])
-    assert "below the paper's on C1 B3-B1 acc" in report["verdict"]
+    assert "below the paper's on C1 B3-B1 acc" in report["verdict"]["line"]
     assert "the paper's effect +1.67 is outside it" in res.output
 
 
@@ -1318,16 +1323,24 @@ def test_a_metric_miss_waits_for_the_seeds_the_next_look_adds(tmp_path: Path, pa
     res, report = check(tmp_path, higher)
     assert res.exit_code == 4, res.output
     assert verdicts(report)[("B3", "acc")] == "NOT REPLICATED"
-    assert report["kind"] == "UNDECIDED" and missed("B3", final=False) in report["causes"]
-    assert "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds (1, 2)" in report["verdict"]
+    assert report["verdict"]["kind"] == "UNDECIDED" and missed("B3", final=False) in report["verdict"]["causes"]
+    assert (
+        "B3 acc outside its tolerance on 3 seeds, decided on the next look's seeds (1, 2)" in report["verdict"]["line"]
+    )
     assert "NOT REPLICATED (not final: waits)" in res.output
     assert report["next_step"] == {"run_ids": waiting, "seeds": [1, 2]}
     res, report = check(tmp_path, higher.assign(acc=higher["acc"] + 5.0 * (higher["run_id"] == "a2")))
     assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("a2")]), res.output
-    assert "B3 acc outside its tolerance on 3 seeds" in report["verdict"]  # the miss that waits, named beside it
+    assert (
+        "B3 acc outside its tolerance on 3 seeds" in report["verdict"]["line"]
+    )  # the miss that waits, named beside it
     later = next_look(higher, waiting, list(load_expected(EXPECTED).procedure.seeds[3:]), lead=0.0)
     res, report = check(tmp_path, later)
-    assert res.exit_code == 1 and report["kind"] == "NOT_REPLICATED" and missed("B3") in report["causes"], res.output
+    assert (
+        res.exit_code == 1
+        and report["verdict"]["kind"] == "NOT_REPLICATED"
+        and missed("B3") in report["verdict"]["causes"]
+    ), res.output
 
 
 # --- the procedure's state: interruptions and seeds no look asked for ---------------------------------------------
@@ -1349,11 +1362,11 @@ def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_mis
     look2 = next_look(higher, ["B1", "B3", "a4", "s1", "s2", "s3"], [1, 2], lead=0.0)
     res, report = check(tmp_path, look2[~((look2["run_id"] == "a4") & (look2["seed"] == 2))])
     assert res.exit_code == 3, res.output
-    assert report["kind"] == "INCOMPLETE" and report["causes"][0] == seeds_missing("a4", 2)
+    assert report["verdict"]["kind"] == "INCOMPLETE" and report["verdict"]["causes"][0] == seeds_missing("a4", 2)
     assert report["next_step"] == {"run_ids": ["a4"], "seeds": [2]}
     res, report = check(tmp_path, look2)
     assert res.exit_code == 1 and decided_as(report) == ("NOT_REPLICATED", [missed("a4")])
-    assert report["verdict"].endswith(
+    assert report["verdict"]["line"].endswith(
         "B3 acc outside its tolerance on 5 seeds, decided on the next look's seeds (3, 4, 5))"
     )
     res, report = check(tmp_path, next_look(look2, ["B1", "B3"], [3, 4, 5], lead=0.0))
@@ -1422,7 +1435,9 @@ def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Pat
     res, report = check(tmp_path, table)
     assert res.exit_code == 1, res.output
     assert decided_as(report) == ("NOT_REPLICATED", [missed("a2"), claim_is("C2", "NOT_SUPPORTED")])
-    assert "B3 acc outside its tolerance on 3 seeds" in report["verdict"]  # the miss that waits, named beside them
+    assert (
+        "B3 acc outside its tolerance on 3 seeds" in report["verdict"]["line"]
+    )  # the miss that waits, named beside them
 
 
 def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: Path) -> None:
@@ -1435,7 +1450,7 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     res, report = check(tmp_path, smoke, "--profile", "smoke", "--expected", str(directory))
     assert res.exit_code == 4 and report["next_step"] == {"run_ids": ["B3", "a2"], "seeds": [1]}, res.output
     assert decided_as(report) == ("UNDECIDED", [claim_is("C2", "UNDECIDED")])
-    assert report["verdict"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure")
+    assert report["verdict"]["line"].startswith("UNDECIDED (profile smoke, rehearsing the registered procedure")
     assert claims(report)["C2"].startswith(
         "NOT EVIDENCE (profile smoke: the paper's claims are about its own protocol; UNDECIDED (look 1 of 2"
     )

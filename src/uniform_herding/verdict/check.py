@@ -346,13 +346,16 @@ def _tally_line(report: CheckReport, expected: Expected) -> str:
 
 
 def report_json(report: CheckReport) -> dict[str, Any]:
-    """check_report.json (runs/schemas.py): no absolute path of the machine, as a bundle carries the report. The
-    verdict as printed, its `kind` (VerdictKind's name) and `causes` (judge.Cause: what decided it short of a pass)."""
+    """check_report.json: no absolute path of the machine, as a bundle carries the report. The verdict is one
+    object: its `line` as printed, its `kind` (VerdictKind's name) and `causes` (judge.Cause: what decided it short
+    of a pass)."""
     verdict = report.verdict
     decided = {
-        "verdict": verdict.line,
-        "kind": verdict.kind.name,
-        "causes": [cause.to_dict() for cause in verdict.causes],
+        "verdict": {
+            "line": verdict.line,
+            "kind": verdict.kind.name,
+            "causes": [cause.to_dict() for cause in verdict.causes],
+        }
     }
     head = {"source": _recorded(report.source), "profile": report.profile}
     expected, checked = report.expected, report.checked
