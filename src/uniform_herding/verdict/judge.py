@@ -67,7 +67,7 @@ class Cause:
         return " ".join(str(part) for part in (self.claim_id, self.run_id, self.metric, said) if part)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields that say something: check_report.json's `causes` (runs/schemas.py)."""
+        """The fields that say something: check_report.json's verdict's `causes`."""
         return {
             name: list(value) if isinstance(value, tuple) else value
             for name, value in asdict(self).items()
