@@ -1,5 +1,5 @@
 """conftest.py's guards: a test that trains without the `trains` marker fails, so `-m "not trains"` stays fast; a
-test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it."""
+test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it. And its tiers and pytest-xdist groups."""
 
 from __future__ import annotations
 
@@ -21,14 +21,22 @@ def test_a_backward_of_the_training_loop_without_the_trains_marker_fails_naming_
 
 
 class _Item:
-    """What the collection hook reads of a test: its keywords, and the markers it adds."""
+    """What the collection hook reads of a test: its keywords, node ID and fixtures, and the markers it adds."""
 
-    def __init__(self, *markers: str) -> None:
+    def __init__(self, *markers: str, nodeid: str = "tests/test_x.py::test_x", fixtures: tuple[str, ...] = ()) -> None:
         self.keywords = dict.fromkeys(markers, True)
+        self.nodeid, self.fixturenames = nodeid, list(fixtures)
         self.added: list[pytest.Mark] = []
 
     def add_marker(self, marker: pytest.MarkDecorator) -> None:
         self.added.append(marker.mark)
+
+
+class _Config:
+    """A pytest run's options as the collection hook reads them: each its default (no pytest-xdist)."""
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return default
 
 
 @pytest.mark.parametrize("asked", [None, "0", "1"])
@@ -40,7 +48,7 @@ def test_system_tests_run_only_when_asked_else_skip_naming_the_command(asked, mo
     else:
         monkeypatch.setenv("UH_SYSTEM_TESTS", asked)
     system, plain = _Item("system"), _Item("trains")
-    pytest_collection_modifyitems(None, [system, plain])  # type: ignore[arg-type]
+    pytest_collection_modifyitems(_Config(), [system, plain])  # type: ignore[arg-type]
     assert plain.added == []
     if asked == "1":
         assert system.added == []
@@ -57,3 +65,32 @@ def test_the_tests_that_change_the_host_are_marked_system() -> None:
 
     assert test_slurm.pytestmark.name == "system"
     assert "system" in [m.name for m in test_container.test_ci_container_fails_on_a_broken_dockerfile.pytestmark]
+
+
+def test_fast_is_every_test_marked_neither_trains_slow_nor_system() -> None:
+    """`-m fast`, the developer's loop, leaves out every slower tier."""
+    from conftest import pytest_collection_modifyitems
+
+    items = [_Item(), _Item("slow"), _Item("trains"), _Item("system"), _Item("parametrize")]
+    pytest_collection_modifyitems(_Config(), items)  # type: ignore[arg-type]
+    assert [[m.name for m in item.added if m.name != "skip"] for item in items] == [["fast"], [], [], [], ["fast"]]
+
+
+def test_under_xdist_a_module_runs_on_one_worker_and_the_modules_sharing_a_session_fixture_together() -> None:
+    """A module's module-scoped fixtures are made once, and so is smoke_sweep (a sweep of three smoke runs), though
+    only some of the tests of the modules that use it ask for it."""
+    from conftest import group_by_module
+
+    items = [
+        _Item(nodeid="tests/report/test_report.py::test_a"),
+        _Item(nodeid="tests/report/test_report.py::test_sweep", fixtures=("tmp_path", "smoke_sweep")),
+        _Item(nodeid="tests/report/test_report.py::test_b"),
+        _Item(nodeid="tests/test_sweep.py::test_sweep", fixtures=("smoke_sweep",)),
+        _Item(nodeid="tests/test_cli.py::test_c", fixtures=("tmp_path",)),
+        _Item(nodeid="tests/test_cli.py::test_d[x::y]"),
+    ]
+    group_by_module(items)  # type: ignore[arg-type]
+    assert [[(m.name, m.args) for m in item.added] for item in items] == [
+        *[[("xdist_group", ("smoke_sweep",))]] * 4,
+        *[[("xdist_group", ("tests/test_cli.py",))]] * 2,
+    ]
