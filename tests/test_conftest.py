@@ -94,3 +94,31 @@ def test_under_xdist_a_module_runs_on_one_worker_and_the_modules_sharing_a_sessi
         *[[("xdist_group", ("smoke_sweep",))]] * 4,
         *[[("xdist_group", ("tests/test_cli.py",))]] * 2,
     ]
+
+
+SLOWER = ("pytest.mark.slow", "pytest.mark.trains")
+
+
+def test_every_test_the_mutation_check_names_is_in_the_fast_tier() -> None:
+    """`-m fast` catches each bug tests/test_mutations.py plants: no test it names (or no test of a module it names)
+    is marked slow or trains, on the test or on its module."""
+    import ast
+    from pathlib import Path
+
+    from test_mutations import BUGS
+
+    for node in {node for bug in BUGS.values() for node in bug.tests}:
+        path, _, name = node.partition("::")
+        tree = ast.parse((Path(__file__).parents[1] / path).read_text())
+        on_module = [
+            ast.unparse(a.value) for a in tree.body if isinstance(a, ast.Assign) and "pytestmark" in ast.unparse(a)
+        ]
+        tests = [
+            f
+            for f in tree.body
+            if isinstance(f, ast.FunctionDef) and (f.name == name or (not name and f.name.startswith("test_")))
+        ]
+        assert tests, f"{node}, which the mutation check names, is not there"
+        for test in tests:
+            marks = [ast.unparse(d) for d in test.decorator_list] + on_module
+            assert not [m for m in marks for slower in SLOWER if slower in m], f"{path}::{test.name} is marked {marks}"

@@ -26,6 +26,7 @@ from uniform_herding.verdict.worlds import NOT_ASSUMED
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
 
+@pytest.mark.slow
 def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     """`uh oc --derive paper_per_seed.csv` prints each tolerance the shipped set applies, at every look's seeds;
     B3 ACC at 3 seeds is recomputed here by hand from its moderated spread."""
@@ -152,6 +153,7 @@ def test_the_extra_runs_file_prices_every_pattern_by_its_share(tmp_path: Path) -
     assert list(table["share"]) == [0.75, 0.25] and list(table["B1"]) == [3, 0] and table["B0"].sum() == 0
 
 
+@pytest.mark.slow
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
     """A small N: the numbers are rough; every part and target line is printed, each share with an interval."""
     res = CliRunner().invoke(
@@ -233,6 +235,7 @@ def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derive
     assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
 
 
+@pytest.mark.slow
 def test_gating_draws_in_chunks_are_each_world_judged_as_uh_check_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """300 worlds in chunks of 128 (the chunks' edges crossed): world by world, the difference of the re-run's mean
     on the paper's seeds from the redrawn paper mean, and the tolerance the redrawn set derives through
@@ -295,6 +298,7 @@ def test_the_figures_do_not_depend_on_how_many_processes_ran_them() -> None:
     assert one == two and one[0] != one[1] != one[2] != one[0]
 
 
+@pytest.mark.slow
 def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     """tau 1.0, the rule's own allowance, is beyond what the targets ask the rule to tolerate (0.75): its rows are
     printed, no target is read from them, and the run says how long it took."""
@@ -329,6 +333,7 @@ def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     assert re.search(r"took \d+ min \d+ s in 1 process on this machine's \d+ CPUs", res.output)
 
 
+@pytest.mark.slow
 def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to_call() -> None:
     """Issue 53: on 2,000 draws uh oc printed NOT MET for cells whose interval held the target. Now a cell whose
     interval holds its target is simulated again on fresh draws (--close-draws, shared out so that they come to no more
@@ -353,6 +358,7 @@ def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to
         assert close <= (int(re.search(r", (\d+) draws: ", line)[1]) >= each), line  # 10 draws too few: drawn again
 
 
+@pytest.mark.slow
 def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
     its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
@@ -396,6 +402,7 @@ def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     assert "uh oc:" not in res.stdout.split("simulations on 2 processes")[1]
 
 
+@pytest.mark.slow
 def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
     """Issue 52: on a (pseudo-)terminal a bar of the simulated re-runs done, redrawn as they go."""
     import os
@@ -447,6 +454,7 @@ def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
     assert "faithful re-runs, over rho x tau" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_stops_uh_oc_and_its_processes_at_once(signame) -> None:
     """uh oc -j 2 waited for every simulation under way before it exited (cli.py raises the signal as an exception,
