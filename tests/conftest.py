@@ -116,12 +116,27 @@ def group_by_module(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
 
 
+TERMINAL = ("COLUMNS", "LINES")  # what uh and reproduce.sh fit their lines to
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist's controller gives each worker its own COLUMNS and LINES (or none)."""
+    node.workerinput["terminal"] = {name: os.environ.get(name) for name in TERMINAL}
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A pytest-xdist worker: its share of the cores for torch's threads, so that the workers do not fight over
-    them; and PYTEST_ADDOPTS (the run's `-n`) not passed on to the pytest runs its tests start (the mutation check's),
-    which would start workers of their own."""
-    if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
+    """A pytest-xdist worker: the controller's COLUMNS and LINES (a worker starts with 80 and 24, to which uh and
+    reproduce.sh would wrap their lines); its share of the cores for torch's threads, so that the workers do not
+    fight over them; and PYTEST_ADDOPTS (the run's `-n`) not passed on to the pytest runs its tests start (the
+    mutation check's), which would start workers of their own."""
+    if workerinput := getattr(config, "workerinput", None):
+        for name, value in workerinput["terminal"].items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workerinput["workercount"]))
         os.environ.pop("PYTEST_ADDOPTS", None)
 
 

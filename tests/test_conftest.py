@@ -3,6 +3,9 @@ test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it. And its
 
 from __future__ import annotations
 
+import os
+from types import SimpleNamespace
+
 import pytest
 import torch
 from lightning.pytorch import Trainer
@@ -122,3 +125,19 @@ def test_every_test_the_mutation_check_names_is_in_the_fast_tier() -> None:
         for test in tests:
             marks = [ast.unparse(d) for d in test.decorator_list] + on_module
             assert not [m for m in marks for slower in SLOWER if slower in m], f"{path}::{test.name} is marked {marks}"
+
+
+def test_an_xdist_worker_has_the_controllers_columns_and_no_pytest_addopts(monkeypatch) -> None:
+    """A pytest-xdist worker starts with COLUMNS=80 and LINES=24, to which reproduce.sh wrapped a line that the
+    controller's environment (no COLUMNS: 120) keeps whole; and a pytest its tests start must not start workers."""
+    from conftest import pytest_configure
+
+    for name, value in {"COLUMNS": "80", "LINES": "24", "PYTEST_ADDOPTS": "-n 2"}.items():
+        monkeypatch.setenv(name, value)
+    threads = torch.get_num_threads()
+    try:
+        worker = SimpleNamespace(workerinput={"terminal": {"COLUMNS": None, "LINES": "30"}, "workercount": 2})
+        pytest_configure(worker)  # type: ignore[arg-type]
+    finally:
+        torch.set_num_threads(threads)
+    assert [os.environ.get(name) for name in ("COLUMNS", "LINES", "PYTEST_ADDOPTS")] == [None, "30", None]
