@@ -121,7 +121,7 @@ TERMINAL = ("COLUMNS", "LINES")  # what uh and reproduce.sh fit their lines to
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """pytest-xdist's controller gives each worker its own COLUMNS and LINES (or none)."""
+    """pytest-xdist's controller: each worker gets its COLUMNS and LINES (or none), restored in pytest_configure."""
     node.workerinput["terminal"] = {name: os.environ.get(name) for name in TERMINAL}
 
 
