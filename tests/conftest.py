@@ -5,11 +5,11 @@ processes tests start): its expectations (fp32, bit-identical reruns, CPU number
 marked `gpu` run where a GPU is usable (benchmarks/gpu-acceptance) and are skipped elsewhere. Tests
 marked `system` change the host (they install packages, start daemons as root or build an image) and run
 only where UH_SYSTEM_TESTS=1 asks for them, as .ci/run does; elsewhere they are skipped, naming that
-command, so that `./reproduce.sh test` leaves the host as it was. A test
-that trains carries the `trains` marker, so that `-m "not trains"` is the fast part of the suite: one
-that trains in this process without it (a backward of train.fit_task's loop, `Fabric.backward`, or Lightning's
-`Trainer.fit`, which the self-test's reference path runs) fails, naming the marker (tests that train only in
-processes they start are marked by hand).
+command, so that `./reproduce.sh test` leaves the host as it was. A test that trains carries the `trains` marker,
+so that `-m "not trains"` leaves out the part that trains, and `-m fast`, the developer's loop, the `slow` and
+`system` tests too (docs/testing.md): one that trains in this process without it (a backward of train.fit_task's
+loop, `Fabric.backward`, or Lightning's `Trainer.fit`, which the self-test's reference path runs) fails, naming the
+marker (tests that train only in processes they start are marked by hand).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ SYSTEM_SKIP = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for. A `gpu`
-    test without the `trains` marker is refused here, on any host: on a GPU the guard above would fail it."""
+    test without the `trains` marker is refused here, on any host: on a GPU the guard above would fail it. Mark
+    `fast` the tests of no slower tier; group them by module for pytest-xdist's workers."""
     from uniform_herding.runs.devices import gpu_problem
 
     if unmarked := [item.nodeid for item in items if "gpu" in item.keywords and "trains" not in item.keywords]:
@@ -90,6 +91,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason=f"needs a usable GPU: {problem}")
         for item in (item for item in items if "gpu" in item.keywords):
             item.add_marker(skip)
+    for item in (item for item in items if not any(tier in item.keywords for tier in SLOWER_TIERS)):
+        item.add_marker(pytest.mark.fast)
+    if config.getoption("loadgroup", False):  # pytest-xdist's --dist loadgroup, in a worker
+        group_by_module(items)
+
+
+# The tiers that leave `-m fast`, the developer's loop (docs/testing.md): the others' tests are marked by hand.
+SLOWER_TIERS = ("trains", "slow", "system")
+# Session fixtures that several modules use: under pytest-xdist (`-n 2 --dist loadgroup`, as .ci/run runs the suite)
+# the modules that use one run on one worker together, so that it is made once.
+SHARED_FIXTURES = ("smoke_sweep", "one_at_a_time")
+
+
+def group_by_module(items: list[pytest.Item]) -> None:
+    """Each module's tests on one worker (its module-scoped fixtures made once, its tests in their order), and the
+    modules that share a session fixture of SHARED_FIXTURES on one worker together."""
+    group: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        shared = next((name for name in SHARED_FIXTURES if name in item.fixturenames), None)
+        group[module] = shared or group.get(module, module)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
+
+
+TERMINAL = ("COLUMNS", "LINES")  # what uh and reproduce.sh fit their lines to
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist's controller: each worker gets its COLUMNS and LINES (or none), restored in pytest_configure."""
+    node.workerinput["terminal"] = {name: os.environ.get(name) for name in TERMINAL}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker: the controller's COLUMNS and LINES (a worker starts with 80 and 24, to which uh and
+    reproduce.sh would wrap their lines); its share of the cores for torch's threads, so that the workers do not
+    fight over them; and PYTEST_ADDOPTS (the run's `-n`) not passed on to the pytest runs its tests start (the
+    mutation check's), which would start workers of their own."""
+    if workerinput := getattr(config, "workerinput", None):
+        for name, value in workerinput["terminal"].items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workerinput["workercount"]))
+        os.environ.pop("PYTEST_ADDOPTS", None)
 
 
 @pytest.fixture

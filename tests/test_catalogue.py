@@ -534,6 +534,7 @@ def test_a_sweep_with_base_compares_every_point_with_it(tmp_path):
     ], res.output
 
 
+@pytest.mark.slow
 def test_a_variant_run_with_base_b3_is_compared_with_b3_in_uh_check_and_the_report(finished_result, tmp_path):
     """`uh run B3 --set memory=closest_to_mean --base B3`'s results: uh check measures it against B3, the report's
     variants table pairs it with B3; `uh report --base B3` does the same for the variant run without --base."""

@@ -386,6 +386,7 @@ def compose_cli(name: str) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("implementation", ["v2", "v1"])
 def test_compose_config_without_uid_fails_naming_the_command_whose_env_file_then_works(implementation, tmp_path):
     """The real `docker compose config` (no daemon needed) in a copy of the project: with UID and GID unset
@@ -546,6 +547,7 @@ def test_all_runs_every_id_goes_on_after_a_failure_and_reports_it(reproduce):
     assert "FAILED" in last and "a2" in last and "B3" not in last
 
 
+@pytest.mark.slow
 def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_terminal(reproduce, tmp_path):
     """Issue 46.3: `all` prints uh price (the real one: here the paper's runs on a CPU, in runs alone, the whole
     procedure and its most) before any run; where standard input is not a terminal it refuses without --yes in one
@@ -568,6 +570,7 @@ def test_all_prints_its_price_before_the_first_run_and_needs_yes_without_a_termi
     ]
 
 
+@pytest.mark.slow
 def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price_in_hours(reproduce, tmp_path):
     """Issue 61.5 and 6: `COLUMNS=120 ./reproduce.sh all --device cpu` without a terminal prices (the real uh price),
     then refuses; no line of uh price's or of reproduce.sh's own (here its `+ uh price` line, made long by the results
@@ -584,6 +587,7 @@ def test_all_on_a_cpu_prints_no_line_wider_than_columns_and_says_it_has_no_price
     assert result.stdout.splitlines()[-1].startswith("no price in hours for this CPU until `uh doctor --profile paper")
 
 
+@pytest.mark.slow
 def test_all_on_the_smoke_profile_prices_its_small_procedure_before_the_first_run(tmp_path):
     """Issue 46.3 on the smoke profile, whose set here registers a small procedure (looks at 3 and 5 seeds): the
     real uh price prints the paper's 36 runs and the most its looks can ask (C1-C5's ten run IDs on 5 seeds, B0's
@@ -650,6 +654,7 @@ def test_all_stops_at_once_where_uh_price_refuses(reproduce):
     assert result.returncode == 1 and calls == [["price"]]
 
 
+@pytest.mark.slow
 def test_all_without_a_usable_gpu_is_refused_once_before_anything(tmp_path):
     """Issue 46.3, with the real uh on a host without a usable GPU: one refusal that says what to do, no run."""
     from uniform_herding.runs.devices import gpu_problem

@@ -317,6 +317,7 @@ def smoke_summary():
     return module
 
 
+@pytest.mark.slow
 def test_the_smoke_summary_the_guide_shows_is_what_the_smoke_prints(smoke_summary) -> None:
     """The summary `uh check` prints for the smoke's runs (the committed ones, restricted to `uh run all`'s run IDs:
     36 metrics, no r1-r3) is the block docs/reproducing.md shows."""

@@ -31,6 +31,7 @@ def test_steps_run_in_their_order_and_an_unknown_or_no_step_is_refused(acceptanc
         acceptance.steps(" , ")
 
 
+@pytest.mark.slow
 def test_a_call_with_some_steps_keeps_the_figures_of_earlier_calls(acceptance, tmp_path):
     earlier = acceptance.Acceptance(tmp_path, True, 60)
     earlier.resume("cpu (dry run)")

@@ -214,6 +214,7 @@ main(sys.argv[3:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, signame", [("pandas", "SIGINT"), ("torch", "SIGTERM"), ("lightning", "SIGINT")])
 def test_a_signal_during_start_up_exits_like_one_during_a_task(module, signame, data, tmp_path) -> None:
     """Issue 14.8: Ctrl-C in the first seconds exited 1 ("Aborted!"), SIGTERM 143 with no message."""
@@ -335,6 +336,7 @@ def test_a_bad_checkpoint_is_refused_and_kept(fault, message, data, fresh, tmp_p
     assert path.read_bytes() == kept and not run.result_path(tmp_path, "B3", SEED).exists()
 
 
+@pytest.mark.slow
 def test_a_checkpoint_resumes_only_under_the_settings_that_fix_the_numbers(data, fresh, tmp_path, monkeypatch) -> None:
     """Issue 14.3: a 1-thread start resumed with UH_CPU_THREADS=2 gave a result matching neither run."""
     path = tmp_path / "B3" / f"seed-{SEED}" / "checkpoint.pt"
@@ -403,6 +405,7 @@ def test_a_bad_archive_is_refused(fault, tmp_path) -> None:
     assert files(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_the_smoke_archive_advice_regenerates_what_the_profile_needs(tmp_path) -> None:
     """Issue 14.4: `uh data synth` as advised wrote the default 500x100 archive, which the smoke run took."""
     data = tmp_path / "data"
@@ -605,6 +608,7 @@ def test_every_row_of_the_fault_table_names_a_test_that_exists() -> None:
             assert not name or f"def {name}(" in source, (module, name)
 
 
+@pytest.mark.slow
 def test_uh_cpu_threads_not_omp_num_threads_fixes_the_count() -> None:
     """Issue 14.15: the docs said OMP_NUM_THREADS pins the count; UH_CPU_THREADS (default 1) overrides it."""
     code = "import torch, uniform_herding.runs.devices as d; d.select('cpu', 'smoke'); print(torch.get_num_threads())"

@@ -61,6 +61,7 @@ def test_the_documented_t4_is_what_uh_report_writes() -> None:
     assert len(rows) == 4 and all(row in DOC for row in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("results", "replicated", "subset"),
     [

@@ -39,6 +39,7 @@ def test_a_null_comparison_supports_at_most_5_and_contradicts_at_most_2_5_percen
         assert high <= bound and low <= spent <= high, (ends.sum() / PATHS, low, high)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", sorted(PROCEDURE.contradicts))
 def test_every_look_spends_what_the_design_gives_it(m: int, one_comparison) -> None:
     """Per look, the paths first crossing each side's level (that side alone) are what the design spends there,
@@ -58,6 +59,7 @@ def test_every_look_spends_what_the_design_gives_it(m: int, one_comparison) -> N
             assert low <= spent[k] <= high, (side, m, k, up[k] / PATHS, spent[k])
 
 
+@pytest.mark.slow
 def test_uh_oc_derive_reproduces_the_shipped_levels_from_their_design() -> None:
     """The registered design (4 million paths from its seed) derives every shipped level to its 3 digits."""
     design, looks = PROCEDURE.design, PROCEDURE.looks

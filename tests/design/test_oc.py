@@ -27,6 +27,7 @@ from uniform_herding.verdict.expected import load_expected
 EXPECTED = Path(__file__).resolve().parents[2] / "expected_results"
 
 
+@pytest.mark.slow
 def test_uh_oc_derive_rebuilds_the_shipped_tolerances_from_the_table() -> None:
     """`uh oc --derive paper_per_seed.csv` prints each tolerance the shipped set applies, at every look's seeds;
     B3 ACC at 3 seeds is recomputed here by hand from its moderated spread."""
@@ -79,6 +80,7 @@ def test_uh_oc_refuses_a_set_it_cannot_simulate_in_one_line_and_exit_2() -> None
         assert (res.exit_code, res.stderr.strip()) == (2, line), res.output
 
 
+@pytest.mark.slow
 def test_uh_oc_prints_the_three_models_the_contradicts_side_and_the_targets() -> None:
     """A small N: the numbers are rough; every part and target line is printed, each share with an interval."""
     res = CliRunner().invoke(
@@ -170,6 +172,7 @@ def test_uh_oc_only_gating_prints_the_gating_table_alone_on_its_own_draws() -> N
     assert "the family: any gating metric fails, at each tau:" in res.output
 
 
+@pytest.mark.slow
 def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     """tau 1.0, the rule's own allowance, is beyond what the targets ask the rule to tolerate (0.75): its rows are
     printed, no target is read from them, and the run says how long it took."""
@@ -204,6 +207,7 @@ def test_the_grid_shows_tau_1_without_holding_it_to_the_targets() -> None:
     assert re.search(r"took \d+ min \d+ s in 1 process on this machine's \d+ CPUs", res.output)
 
 
+@pytest.mark.slow
 def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to_call() -> None:
     """Issue 53: on 2,000 draws uh oc printed NOT MET for cells whose interval held the target. Now a cell whose
     interval holds its target is simulated again on fresh draws (--close-draws, shared out so that they come to no more
@@ -228,6 +232,7 @@ def test_a_target_its_draws_cannot_place_is_simulated_again_or_said_too_close_to
         assert close <= (int(re.search(r", (\d+) draws: ", line)[1]) >= each), line  # 10 draws too few: drawn again
 
 
+@pytest.mark.slow
 def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     """Issue 52: uh oc printed nothing between "N simulations on P processes" and its tables (13 to 15 minutes with
     its defaults). Away from a terminal, one line per part as its last simulation ends, and one at the end, all on
@@ -271,6 +276,7 @@ def test_uh_oc_says_each_part_as_it_ends_away_from_a_terminal() -> None:
     assert "uh oc:" not in res.stdout.split("simulations on 2 processes")[1]
 
 
+@pytest.mark.slow
 def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
     """Issue 52: on a (pseudo-)terminal a bar of the simulated re-runs done, redrawn as they go."""
     import os
@@ -322,6 +328,7 @@ def test_uh_oc_draws_its_progress_on_a_terminal() -> None:
     assert "faithful re-runs, over rho x tau" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_stops_uh_oc_and_its_processes_at_once(signame) -> None:
     """uh oc -j 2 waited for every simulation under way before it exited (cli.py raises the signal as an exception,

@@ -43,6 +43,7 @@ def test_gating_draws_are_judged_against_the_tolerance_each_redrawn_table_derive
     assert len(set(draws.tolerances[:, j])) == 6 and expected.tolerance_for("B3", "acc", 3) not in draws.tolerances
 
 
+@pytest.mark.slow
 def test_gating_draws_in_chunks_are_each_world_judged_as_uh_check_judges_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """300 worlds in chunks of 128 (the chunks' edges crossed): world by world, the difference of the re-run's mean
     on the paper's seeds from the redrawn paper mean, and the tolerance the redrawn set derives through

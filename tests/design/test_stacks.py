@@ -92,6 +92,7 @@ def test_the_estimate_is_the_method_of_moments_formula_computed_directly() -> No
     assert pooled(found) == pytest.approx(weights @ [anova("B0", "acc", a).tau2, anova("B1", "acc", b).tau2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tau", [0.0, 1.0])
 def test_the_interval_covers_the_true_tau_at_its_level_over_seeded_simulations(tau: float) -> None:
     rng, n, covered = np.random.default_rng(20), 200, 0
@@ -128,6 +129,7 @@ def test_each_bound_puts_the_estimate_at_its_tail_of_re_runs_drawn_from_the_mode
         assert tail(((ms_between - ms_within) / 5).mean(axis=1)).mean() == pytest.approx(0.025, abs=0.005)
 
 
+@pytest.mark.slow
 def test_the_stacks_to_pin_tau_give_the_half_width_asked_and_one_fewer_does_not() -> None:
     found = cells(simulated(np.random.default_rng(3), 3, 1.0), "acc")
     needed, tau2 = stacks_to_pin(found), max(0.0, pooled(found))

@@ -542,6 +542,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "signum"), [("check", signal.SIGTERM), ("check", signal.SIGINT), ("bundle", signal.SIGTERM)]
 )

@@ -246,6 +246,7 @@ def test_paper_profile_reprints_the_published_tables(paper: Path) -> None:
     assert '<span class="noise">UNDECIDED</span>' in html_text
 
 
+@pytest.mark.slow
 def test_the_report_says_which_look_left_a_claim_undecided(tmp_path: Path) -> None:
     """B3 - a4 ACC of -1, +2, +2: INCONCLUSIVE at the first look with the next look's seeds, as `uh check` says it."""
     results = tmp_path / "results"
@@ -505,6 +506,7 @@ def test_a_folder_of_a_users_own_runs_gets_the_figures_it_can_draw(tmp_path: Pat
     assert "Left out " in (results / "report" / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_figure_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path) -> None:
     """Issue 36: with B3 alone, fig_component_attribution was written blank (no a1-a4), fig_kd_slopes half empty (no
     a1) and fig_resource_sensitivity a single point. Every figure that needs a run that is absent is left out, the
@@ -537,6 +539,7 @@ def test_a_figure_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path
             assert all(ax.has_data() for ax in spec.draw(runs).axes), spec.stem
 
 
+@pytest.mark.slow
 def test_uh_report_says_each_stage_on_standard_error(tmp_path: Path) -> None:
     """Issue 61.5: uh report was silent for 44 s. Away from a terminal it says each stage on standard error as it
     ends (runs/terminal.Progress): the results read, the tables made, each figure drawn, the summary written; its
@@ -554,6 +557,7 @@ def test_uh_report_says_each_stage_on_standard_error(tmp_path: Path) -> None:
     assert stages[-2] == "uh report: summary written" and "uh report" not in res.stdout
 
 
+@pytest.mark.slow
 def test_every_reported_metric_is_shown_for_every_run_with_its_docstrings_definition(tmp_path: Path) -> None:
     """Issue 36: the summary's reported metrics listed the named run IDs only, with a text written for AIA alone.
     Every metric of metrics.REPORTED now has a column, every run of the folder (variants too) a row, and each metric
@@ -665,6 +669,7 @@ def test_a_sweep_on_a2s_settings_centres_its_band_on_a2_which_is_on_the_plot(tmp
         assert band.get_y() + band.get_height() / 2 == pytest.approx(values.mean())
 
 
+@pytest.mark.slow
 def test_with_base_a1_the_sweep_figure_and_the_variants_table_compare_with_a1(tmp_path: Path) -> None:
     """Issue 52: `uh report --base a1` on a sweep of kd_temperature drew "paper's setting of a1: kd_temperature=2.0"
     (a1 reads no temperature: it has no KD) and each point's interval against B3, while the variants table compared
@@ -692,6 +697,7 @@ def test_with_base_a1_the_sweep_figure_and_the_variants_table_compare_with_a1(tm
         }
 
 
+@pytest.mark.slow
 def test_a_single_variant_gets_a_figure_against_its_base_on_the_same_axes(tmp_path: Path) -> None:
     """Issue 36: a variant against its base had no figure (only tables/variants.md). fig_variants draws, per metric,
     the base and the variant side by side on one axes, each seed a mark, and names the mean paired delta and its 95%
@@ -764,6 +770,7 @@ def test_a_table_whose_runs_are_absent_is_left_out_with_one_line(tmp_path: Path)
     ), lines
 
 
+@pytest.mark.slow
 def test_a_one_seed_mean_shows_n_1_never_a_zero_std(tmp_path: Path) -> None:
     """A one-seed run or variant printed `50.00 ± 0.00`, which reads as zero noise. A mean of one seed is shown as the
     value and "(n = 1)" in Markdown and HTML, "(n=1)" in LaTeX; a mean of two seeds or more keeps its ± std."""
@@ -790,6 +797,7 @@ def test_a_one_seed_mean_shows_n_1_never_a_zero_std(tmp_path: Path) -> None:
         assert "(n = 1)" in text and "± 0.00" not in text
 
 
+@pytest.mark.slow
 def test_the_summary_shows_each_runs_metric_lines_once(tmp_path: Path) -> None:
     """summary.html repeated each run's metric line under every figure that draws the run (B3's under seven). The
     metrics table shows them once; a figure names its runs (and which are missing) and its claims' verdicts."""

@@ -108,6 +108,7 @@ def test_the_driver_version_is_read_from_the_kernel_module(tmp_path):
     assert devices.driver_version(proc) == "550.54.15"
 
 
+@pytest.mark.slow
 def test_uh_run_of_the_paper_profile_on_this_cpu_refuses_at_once_and_writes_nothing(tmp_path):
     """The reviewer's `uh run B3` on a host where torch sees no GPU: one line naming --device cpu, exit 1,
     no file (the data dir and results dir stay empty), instead of days of training on one thread."""

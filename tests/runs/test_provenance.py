@@ -240,6 +240,7 @@ def loaded_code(checkout: Path, module: str) -> tuple[list[str], str]:
     return named, planted
 
 
+@pytest.mark.slow
 def test_bytecode_that_is_not_its_source_is_named_and_bytecode_python_ignores_is_not(repo: Path) -> None:
     """Issue 59: a stale unchecked-hash .pyc (made from a changed source, the source restored) runs in place of its
     source, and the hash of the files cannot see it: the process names the module. Bytecode Python would not run

@@ -635,6 +635,7 @@ def mutated(body: dict, edits: list[tuple[tuple, object]]) -> str:
     return json.dumps(body).replace(f'"{HUGE}"', "9" * 5000).replace(f'"{DEEP}"', "[" * 100_000 + "]" * 100_000)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     result_edits=st.lists(st.tuples(st.sampled_from(json_paths(FUZZED)), ODD), max_size=3),

@@ -174,6 +174,7 @@ def test_the_papers_own_table_is_undecided_never_not_replicated(tmp_path: Path, 
     assert report["exit_code"] == 4 and report["shipped_paper_set"] is True
 
 
+@pytest.mark.slow
 def test_the_next_looks_decide_and_the_badge_needs_the_shipped_set(tmp_path: Path, paper: pd.DataFrame) -> None:
     """next_step's seeds for next_step's runs, look by look: look 2 decides C3 and leaves C1's B3 - B1 ACC (p 0.003
     at alpha 0.00252), so look 3 asks B1 and B3 alone (not a4) and decides C1: RESULTS REPLICATED (exit 0), from
@@ -223,6 +224,7 @@ def made_elsewhere(results_dir: Path) -> None:
     edit("B0", 42, {"provenance": None})
 
 
+@pytest.mark.slow
 def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_badge(
     tmp_path: Path, decided: pd.DataFrame, paper: pd.DataFrame
 ) -> None:
@@ -276,6 +278,7 @@ def test_results_not_made_by_this_checkouts_code_are_named_and_never_get_the_bad
     ], res.output
 
 
+@pytest.mark.slow
 def test_a_setting_that_changes_numbers_is_named_beside_the_provenance(
     tmp_path: Path, decided: pd.DataFrame, paper: pd.DataFrame
 ) -> None:
@@ -498,6 +501,7 @@ def test_a_bundle_is_checked_as_its_results_dir_is_by_the_same_function(tmp_path
     assert {k: report[k] for k in same} == {k: expected[k] for k in same}
 
 
+@pytest.mark.slow
 def test_a_shift_past_the_tolerance_is_not_replicated(tmp_path: Path, decided: pd.DataFrame) -> None:
     shifted = decided.assign(acc=decided["acc"] + 5.0)  # B3's tolerance at 8 seeds: 4.01 pp
     res, report = check(tmp_path, shifted)
@@ -976,6 +980,7 @@ def test_a_mean_lead_whose_interval_spans_zero_is_undecided_and_names_the_runs_t
     assert decided_as(report) == ("INCOMPLETE", [seeds_missing("a4", 1, 2)])
 
 
+@pytest.mark.slow
 def test_a_smoke_check_says_nothing_about_the_paper(tmp_path: Path) -> None:
     """The smoke profile's claims are NOT EVIDENCE, with their statistics for information; no line of it reads
     as a finding about the paper, and the verdict is a pipeline check."""
@@ -1009,6 +1014,7 @@ def smoke_check(tmp_path: Path, table: pd.DataFrame, *extra: str) -> tuple[Resul
     return check(tmp_path, table, "--profile", "smoke", "--expected", str(EXPECTED / "smoke"), *extra)
 
 
+@pytest.mark.slow
 def test_a_part_of_the_smoke_set_is_incomplete_naming_every_run_id_missing(tmp_path: Path) -> None:
     """Issue 51.4: B0 and B3 of the smoke set alone once read PIPELINE CHECK PASSED (exit 0), the ten other run IDs
     never checked and nothing saying so. They are INCOMPLETE (exit 3), naming the ten, whom next_step runs on the
@@ -1049,6 +1055,7 @@ def test_a_subset_named_with_run_ids_passes_as_that_subset(tmp_path: Path) -> No
     assert res.exit_code == 3 and decided_as(report) == ("INCOMPLETE", [seeds_missing("B0", 1993, 2023, 42)])
 
 
+@pytest.mark.slow
 def test_a_subset_of_the_paper_set_never_gets_the_badge(
     tmp_path: Path, paper: pd.DataFrame, decided: pd.DataFrame
 ) -> None:
@@ -1350,6 +1357,7 @@ def shifted(paper: pd.DataFrame, runs: list[str], pp: float) -> pd.DataFrame:
     return paper.assign(acc=paper["acc"] + pp * paper["run_id"].isin(runs))
 
 
+@pytest.mark.slow
 def test_a_second_look_stopped_before_its_last_run_is_incomplete_not_a_final_miss(
     tmp_path: Path, paper: pd.DataFrame
 ) -> None:
@@ -1403,6 +1411,7 @@ def test_a_miss_is_final_once_no_comparison_that_reads_it_can_ask_for_more(tmp_p
     assert claims(report)["C1"].startswith("NOT SUPPORTED (look 1 of 5"), res.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run_id", ["a2", "a3"])
 @pytest.mark.parametrize("source", ["--per-seed", "--results-dir"])
 def test_seeds_no_look_asked_for_never_turn_a_miss_into_the_badge(
@@ -1440,6 +1449,7 @@ def test_a_not_supported_claim_names_the_miss_that_waits_beside_it(tmp_path: Pat
     )  # the miss that waits, named beside them
 
 
+@pytest.mark.slow
 def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: Path) -> None:
     """Issue 48: a smoke set that registers a procedure and gates on claims follows its looks as a pipeline check, so
     a cluster's chain can be tested end to end off the paper: C2 (B3 > a2) undecided at look 1 asks B3 and a2 for
@@ -1472,6 +1482,7 @@ def test_a_set_of_another_profile_rehearses_its_registered_procedure(tmp_path: P
     assert res.exit_code == 0 and report["next_step"] == {}, res.output
 
 
+@pytest.mark.slow
 def test_uh_check_fits_columns_dropping_tost_then_wrapping_welch_and_long_lines(monkeypatch, tmp_path: Path) -> None:
     """Issue 52: on the paper's table uh check printed lines of up to 235 characters whatever COLUMNS said. Now they
     fit COLUMNS (120 where unset, at least 100): the TOST text goes first, then the Welch interval moves under its row,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -176,6 +177,7 @@ def test_a_claim_goes_on_to_its_next_look_only_once_every_open_comparison_has_ha
     assert (state.look, state.asks("r0"), state.asks("r1")) == (0, 0, 0)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(reruns(), st.data())
 def test_an_interrupted_look_changes_nothing_that_the_completed_look_decides(
@@ -196,6 +198,7 @@ def test_an_interrupted_look_changes_nothing_that_the_completed_look_decides(
     assert (resumed.kind, resumed.code) == (final.kind, final.code), (resumed.line, final.line)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(reruns(), st.data())
 def test_seeds_no_look_asked_for_change_nothing(values: np.ndarray, data: st.DataObject) -> None:
@@ -225,6 +228,7 @@ def test_seeds_no_look_asked_for_change_nothing(values: np.ndarray, data: st.Dat
     assert [(c.claim_id, c.verdict) for c in after.claims] == [(c.claim_id, c.verdict) for c in before.claims]
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(reruns(), st.data())
 def test_the_order_of_rows_never_matters(values: np.ndarray, data: st.DataObject) -> None:
