@@ -169,7 +169,7 @@ class Task:
     stream: TaskStream
     replay: Tensor
     generator: torch.Generator
-    precision: str
+    precision: engine.Precision  # a str: the code before it (--before) reads its value, "16-mixed" or "32-true"
 
 
 def fit(task: Task, items: Tensor) -> train.TaskStats:

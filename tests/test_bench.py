@@ -70,7 +70,7 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
 
     from uniform_herding.catalogue import resolve
     from uniform_herding.data.archive import DATASETS, read_archive, write_synthetic_archive
-    from uniform_herding.method import train
+    from uniform_herding.method import engine, train
     from uniform_herding.method.model import Learner
     from uniform_herding.method.stream import TaskStream
 
@@ -90,7 +90,7 @@ def test_a_fit_runs_exactly_the_steps_it_asks_for_past_one_epoch(bench, data_dir
         stream,
         items,
         torch.Generator().manual_seed(0),
-        "32-true",
+        engine.Precision.FP32,
     )
     assert bench.fit_steps(task, items, 40) == (40, 40 * (128 + 64))
 

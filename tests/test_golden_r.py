@@ -86,9 +86,12 @@ def test_the_smoke_runs_R_is_the_golden_R_bit_for_bit(tmp_path):
     if kind not in kinds:
         pytest.skip(f"no golden R for the CPU kind {kind!r} (it holds {sorted(kinds)}); add it with `{DERIVE}`")
     golden, made = kinds[kind], entry(result)
-    assert (made["settings"], made["data_md5"]) == (golden["settings"], golden["data_md5"])
+    assert made["settings"] == golden["settings"]
+    # data_md5 is the synthetic archive's bytes, which differ between Python 3.11 and 3.12 (the R they give does not:
+    # CI's 3.12 run against the golden derived under 3.11): recorded beside R, named when R differs
     assert made["R_hex"] == golden["R_hex"], (
         f"R changed on {kind!r}: {made['R']}, not the golden {golden['R']} (derived at {golden['derived_at']}, "
-        f"{golden['stack']}; this run {made['stack']}). If deliberate, re-derive it (`{DERIVE}`) together with the "
-        "smoke set (expected_results/README.md)"
+        f"{golden['stack']}, archive md5 {golden['data_md5']}; this run {made['stack']}, archive md5 "
+        f"{made['data_md5']}). If deliberate, re-derive it (`{DERIVE}`) together with the smoke set "
+        "(expected_results/README.md)"
     )

@@ -106,8 +106,8 @@ BUGS = {
     ),
     "herding on normalised features": Bug(
         "method/memory.py",
-        "f = features.double()",
-        "f = torch.nn.functional.normalize(features.double(), dim=1)",
+        "f = torch.stack([group.double() for group in features])",
+        "f = torch.stack([torch.nn.functional.normalize(group.double(), dim=1) for group in features])",
         ("tests/method/test_memory.py::test_herding_matches_brute_force",),
     ),
     "KD on the margin logits": Bug(
