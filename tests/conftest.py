@@ -75,6 +75,7 @@ SYSTEM_SKIP = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups marked here into node IDs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the `gpu` tests, saying why, where no GPU is usable; skip the `system` tests unless asked for. A `gpu`
     test without the `trains` marker is refused here, on any host: on a GPU the guard above would fail it. Mark

@@ -4,6 +4,9 @@ test that changes the host runs only when UH_SYSTEM_TESTS=1 asks for it. And its
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -97,6 +100,35 @@ def test_under_xdist_a_module_runs_on_one_worker_and_the_modules_sharing_a_sessi
         *[[("xdist_group", ("smoke_sweep",))]] * 4,
         *[[("xdist_group", ("tests/test_cli.py",))]] * 2,
     ]
+
+
+@pytest.mark.slow
+def test_under_real_xdist_workers_with_loadgroup_each_module_runs_on_one_worker(tmp_path) -> None:
+    """The hook reads pytest-xdist's --dist as xdist stores it (its dest is `dist`): it read an option that does not
+    exist, never grouped, and every module's fixtures (test_run's smoke runs, the smoke sweep) were made on both
+    workers. Two modules of six tests, on two real workers: each module's tests on one worker."""
+    tests = Path(__file__).resolve().parent
+    (tmp_path / "conftest.py").write_text(  # the project's hook, from its file (this tree's conftest is another)
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('project_conftest', {str(tests / 'conftest.py')!r})\n"
+        "project = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(project)\n"
+        "pytest_collection_modifyitems = project.pytest_collection_modifyitems\n"
+    )
+    record = "import os\n\ndef record(name):\n    with open('ran.txt', 'a') as f:\n"
+    record += "        f.write(name + ' ' + os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+    for module in ("test_a", "test_b"):
+        body = "".join(f"\ndef test_{i}():\n    record('{module}')\n" for i in range(6))
+        (tmp_path / f"{module}.py").write_text(record + body)
+    env = {**os.environ, "PYTEST_ADDOPTS": ""}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers: dict[str, set[str]] = {}
+    for line in (tmp_path / "ran.txt").read_text().splitlines():
+        module, worker = line.split()
+        workers.setdefault(module, set()).add(worker)
+    assert {module: len(on) for module, on in workers.items()} == {"test_a": 1, "test_b": 1}, workers
 
 
 SLOWER = ("pytest.mark.slow", "pytest.mark.trains")
