@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The tiers that leave `-m fast`, the developer's loop (docs/testing.md): the others' tests are marked by hand.
 SLOWER_TIERS = ("trains", "slow", "system")
-# Session fixtures that several modules use: under pytest-xdist (`-n 2 --dist loadgroup`, as .ci/run runs the suite)
+# Session fixtures that several modules use: under pytest-xdist (`--dist loadgroup`, as .ci/run runs the suite)
 # the modules that use one run on one worker together, so that it is made once.
 SHARED_FIXTURES = ("smoke_sweep", "one_at_a_time")
 

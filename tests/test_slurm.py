@@ -71,11 +71,26 @@ def status(cluster: SlurmCluster, results: Path, cwd: Path | None = None) -> dic
     return {**{line.split(": ")[0]: line.split(": ", 1)[1] for line in lines}, "summary": summary}
 
 
-def wait_for(condition, what: str, timeout: float = 600) -> None:
+def wait_for(condition, what: str, timeout: float = 600, every: float = 2) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(2)
+        time.sleep(every)
+
+
+def suspend_running(cluster: SlurmCluster, array: str) -> None:
+    """`scontrol suspend` each running task of a job array: held mid-run, whatever the machine's pace, so that what
+    follows meets runs with a checkpoint and no result (a smoke run's next tasks take seconds)."""
+    tasks = subprocess.run(
+        ["squeue", "-h", "-j", array, "-t", "RUNNING", "-o", "%i"],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tasks, f"no task of job array {array} is running"
+    for task in tasks:
+        subprocess.run(["scontrol", "suspend", task], env=cluster.env(), check=True)
 
 
 @pytest.mark.trains
@@ -360,7 +375,8 @@ def test_a_second_command_is_refused_while_the_chain_is_active_and_resumes_after
         "command and --cancel\n"
     )
     logs = (results / "submitit" / "slurm").glob
-    wait_for(lambda: any("task 1/5" in log.read_text() for log in logs(f"{jobs[0]}_*_log.out")), "a first task")
+    wait_for(lambda: any("task 1/5" in log.read_text() for log in logs(f"{jobs[0]}_*_log.out")), "a task", every=0.2)
+    suspend_running(slurm, jobs[0])  # else a fast machine finishes a seed before --cancel: "done already" on resuming
     cancelled, _ = uh(slurm, *command, "--cancel", cwd=tmp_path).communicate(timeout=120)
     assert cancelled.startswith(f"Cancelled chain {chain_state(results)['id']} (Slurm jobs {' '.join(jobs)})")
     wait_for(lambda: not any(queued(slurm, j) for j in jobs), "the chain's jobs to leave the queue", 120)
