@@ -107,7 +107,9 @@ SHARED_FIXTURES = ("smoke_sweep", "one_at_a_time")
 
 def group_by_module(items: list[pytest.Item]) -> None:
     """Each module's tests on one worker (its module-scoped fixtures made once, its tests in their order), and the
-    modules that share a session fixture of SHARED_FIXTURES on one worker together."""
+    modules that share a session fixture of SHARED_FIXTURES on one worker together. The groups that hold a `system`
+    test go first: the Slurm tests mostly wait on the cluster, so they start at once beside the rest instead of
+    trailing it (pytest-xdist hands out the groups in the order of their items)."""
     group: dict[str, str] = {}
     for item in items:
         module = item.nodeid.split("::")[0]
@@ -115,6 +117,8 @@ def group_by_module(items: list[pytest.Item]) -> None:
         group[module] = shared or group.get(module, module)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
+    waiting = {group[item.nodeid.split("::")[0]] for item in items if "system" in item.keywords}
+    items.sort(key=lambda item: group[item.nodeid.split("::")[0]] not in waiting)  # stable: each group in its order
 
 
 TERMINAL = ("COLUMNS", "LINES")  # what uh and reproduce.sh fit their lines to

@@ -102,6 +102,21 @@ def test_under_xdist_a_module_runs_on_one_worker_and_the_modules_sharing_a_sessi
     ]
 
 
+def test_under_xdist_the_groups_of_system_tests_go_first_each_in_its_order() -> None:
+    """The Slurm tests mostly wait on the cluster: handed out last, they trailed the rest of the suite by minutes."""
+    from conftest import group_by_module
+
+    items = [
+        _Item(nodeid="tests/runs/test_executor.py::test_a", fixtures=("one_at_a_time",)),
+        _Item(nodeid="tests/test_cli.py::test_c"),
+        _Item(nodeid="tests/runs/test_executor.py::test_b"),
+        _Item("system", nodeid="tests/test_slurm.py::test_s", fixtures=("one_at_a_time",)),
+        _Item(nodeid="tests/test_x.py::test_d"),
+    ]
+    group_by_module(items)  # type: ignore[arg-type]
+    assert [item.nodeid.rsplit("::", 1)[1] for item in items] == ["test_a", "test_b", "test_s", "test_c", "test_d"]
+
+
 @pytest.mark.slow
 def test_under_real_xdist_workers_with_loadgroup_each_module_runs_on_one_worker(tmp_path) -> None:
     """The hook reads pytest-xdist's --dist as xdist stores it (its dest is `dist`): it read an option that does not
