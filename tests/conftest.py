@@ -115,10 +115,11 @@ def group_by_module(items: list[pytest.Item]) -> None:
         module = item.nodeid.split("::")[0]
         shared = next((name for name in SHARED_FIXTURES if name in item.fixturenames), None)
         group[module] = shared or group.get(module, module)
+    of = {item.nodeid: group[item.nodeid.split("::")[0]] for item in items}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::")[0]]))
-    waiting = {group[item.nodeid.split("::")[0]] for item in items if "system" in item.keywords}
-    items.sort(key=lambda item: group[item.nodeid.split("::")[0]] not in waiting)  # stable: each group in its order
+        item.add_marker(pytest.mark.xdist_group(of[item.nodeid]))
+    waiting = {of[item.nodeid] for item in items if "system" in item.keywords}
+    items.sort(key=lambda item: of[item.nodeid] not in waiting)  # stable: each group in its order
 
 
 TERMINAL = ("COLUMNS", "LINES")  # what uh and reproduce.sh fit their lines to

@@ -119,9 +119,9 @@ def test_under_xdist_the_groups_of_system_tests_go_first_each_in_its_order() -> 
 
 @pytest.mark.slow
 def test_under_real_xdist_workers_with_loadgroup_each_module_runs_on_one_worker(tmp_path) -> None:
-    """The hook reads pytest-xdist's --dist as xdist stores it (its dest is `dist`): it read an option that does not
-    exist, never grouped, and every module's fixtures (test_run's smoke runs, the smoke sweep) were made on both
-    workers. Two modules of six tests, on two real workers: each module's tests on one worker."""
+    """The hook marks the groups before pytest-xdist reads them (tryfirst), under a pytest whose node IDs xdist can
+    suffix (9.1.1: constraints.txt): without either nothing was grouped, and every module's fixtures (test_run's smoke
+    runs, the smoke sweep) were made on both workers. Two modules of six tests, on two real workers: each on one."""
     tests = Path(__file__).resolve().parent
     (tmp_path / "conftest.py").write_text(  # the project's hook, from its file (this tree's conftest is another)
         "import importlib.util\n"
